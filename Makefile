@@ -1,0 +1,63 @@
+# Sparring — two commands on a fresh Debian machine:
+#   make demo   set everything up, then run the main job end to end
+#   make test   set everything up, then run the whole test suite
+# Both are idempotent: a second run only re-checks the stamps.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+EXTRAS ?= train,dev
+# A local wheel directory (this workplace keeps the CPU build of torch there); harmless elsewhere.
+WHEELS := $(wildcard /opt/wheels)
+PIP_FLAGS := $(if $(WHEELS),--find-links $(WHEELS),)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)-$(EXTRAS)
+
+.PHONY: setup system venv demo demo-quick test test-fast lint typecheck bench contract clean
+
+setup: system venv
+
+system:
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing bubblewrap (apt)"; \
+	  (apt-get install -y -qq bubblewrap >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq bubblewrap)); \
+	else \
+	  echo "error: bubblewrap (bwrap) is missing; install it as root: apt-get install bubblewrap" >&2; exit 1; \
+	fi
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] in ((3, 11), (3, 12)), "Python 3.11 or 3.12 is needed, found " + sys.version.split()[0]'
+	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --disable-pip-version-check $(PIP_FLAGS) -e '.[$(EXTRAS)]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+demo: setup
+	$(VENV)/bin/sparring demo
+
+demo-quick: setup
+	$(VENV)/bin/sparring demo --quick
+
+test: setup
+	$(VENV)/bin/pytest -q
+
+test-fast: setup
+	$(VENV)/bin/pytest -q -m "not slow"
+
+lint: setup
+	$(VENV)/bin/ruff check src tests benchmarks
+
+typecheck: setup
+	$(VENV)/bin/mypy
+
+bench: setup
+	$(VENV)/bin/python benchmarks/sandbox_bench.py
+
+contract: setup
+	$(PYTHON) ../shared/tools/contract_check.py
+
+clean:
+	rm -rf $(VENV) .sparring .pytest_cache

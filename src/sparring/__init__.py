@@ -1,0 +1,3 @@
+"""Sparring: agent reinforcement-learning post-training on real execution."""
+
+__version__ = "0.1.0"

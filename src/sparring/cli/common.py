@@ -1,0 +1,70 @@
+"""Shared CLI plumbing: one-line errors, JSON output, progress on stderr."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from sparring.errors import NotBuiltError, SparringError
+
+T = TypeVar("T")
+
+# Logs, tables and progress go to stderr when --json owns stdout.
+err_console = Console(stderr=True)
+out_console = Console()
+
+JSON_OPT = typer.Option(False, "--json", help="Print one JSON object on stdout; logs go to stderr.")
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print a one-line error and return the Exit to raise."""
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def guarded(fn: Callable[..., T]) -> Callable[..., T]:
+    """Turn expected errors into a one-line message and a non-zero exit, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except NotBuiltError as e:
+            raise fail(f"not built yet: {e}", code=3) from None
+        except SparringError as e:
+            raise fail(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
+        except KeyboardInterrupt:
+            raise fail("interrupted", code=130) from None
+        except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as e:
+            raise fail(f"{e.strerror or type(e).__name__}: {e.filename}") from None
+        except Exception as e:
+            if os.environ.get("SPARRING_DEBUG"):
+                raise
+            raise fail(
+                f"internal error: {type(e).__name__}: {e} (set SPARRING_DEBUG=1 for the traceback; please report it)"
+            ) from None
+
+    return wrapper
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+def emit_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def not_built(what: str, issue: int) -> None:
+    raise NotBuiltError(f"`sparring {what}` is planned (issue {issue}) and not available in this version")

@@ -1,0 +1,65 @@
+"""The `sparring` command line: one typer app, one module per command group."""
+
+from __future__ import annotations
+
+import typer
+
+from sparring import __version__
+from sparring.cli import demo, judge, rollout, sandbox, tasks, train, traj
+from sparring.cli.common import not_built
+
+app = typer.Typer(
+    name="sparring",
+    help="Sparring: agent RL post-training on real execution (sandboxes, tasks, judges, rollouts, GRPO).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(sandbox.app, name="sandbox")
+app.add_typer(tasks.app, name="tasks")
+app.add_typer(judge.app, name="judge")
+app.add_typer(traj.app, name="traj")
+app.command("rollout")(rollout.rollout)
+app.command("train")(train.train)
+app.command("demo")(demo.demo)
+
+
+def _version(v: bool) -> None:
+    if v:
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True)) -> None:
+    """Sparring."""
+
+
+def _planned(name: str, issue: int, help_text: str) -> None:
+    @app.command(
+        name,
+        help=f"{help_text} (planned: issue {issue})",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )
+    def _cmd() -> None:
+        from sparring.cli.common import fail
+
+        try:
+            not_built(name, issue)
+        except Exception as e:
+            raise fail(f"not built yet: {e}", code=3) from None
+
+
+_planned("serve-policy", 7, "Serve a local policy over an OpenAI-compatible HTTP API")
+_planned("eval", 6, "Evaluate a policy with the evaluation judge")
+_planned("review", 6, "Review queue of flagged trajectories")
+_planned("report", 8, "Draw reward curves and histograms of a run")
+_planned("failures", 7, "Failure-case library: cluster and promote failures")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""`sparring sandbox`: run commands in a fresh sandbox; benchmark the lifecycle."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Literal
+
+import typer
+
+from sparring.cli.common import JSON_OPT, emit_json, err_console, fail, guarded, run_async
+from sparring.errors import ConfigError
+
+app = typer.Typer(help="Sandboxes: isolated, quota-bound, copy-on-write environments.", no_args_is_help=True)
+
+
+@app.command("exec", context_settings={"allow_interspersed_args": False})
+@guarded
+def exec_cmd(
+    cmd: list[str] = typer.Argument(..., help="Command and arguments (after --)."),
+    workspace: Path | None = typer.Option(None, "--workspace", help="Directory seen at /workspace (never modified)."),
+    network: str = typer.Option("none", "--network", help="none | loopback"),
+    memory_mb: int | None = typer.Option(None, "--memory-mb", help="Memory limit in MiB."),
+    pids: int | None = typer.Option(None, "--pids", help="Most processes at once."),
+    cpus: float | None = typer.Option(None, "--cpus", help="CPU share in cores."),
+    disk_mb: int = typer.Option(512, "--disk-mb", help="Most MiB the command may write."),
+    timeout: float = typer.Option(30.0, "--timeout", help="Seconds before the whole process tree is killed (exit 124)."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Run CMD in a fresh sandbox whose /workspace is a copy-on-write view of --workspace."""
+    from sparring.sandbox.base import SandboxSpec
+    from sparring.sandbox.local import LocalBackend
+
+    if network not in ("none", "loopback"):
+        raise ConfigError(f"--network must be 'none' or 'loopback', not {network!r}")
+    if workspace is not None and not workspace.is_dir():
+        raise ConfigError(f"--workspace {workspace} is not a directory")
+    if timeout <= 0:
+        raise ConfigError("--timeout must be positive")
+    net: Literal["none", "loopback"] = "loopback" if network == "loopback" else "none"
+    spec = SandboxSpec(
+        workspace=workspace.resolve() if workspace else None,
+        network=net, memory_mb=memory_mb, pids=pids, cpus=cpus, disk_mb=disk_mb,
+    )  # fmt: skip
+
+    async def go():  # type: ignore[no-untyped-def]
+        backend = LocalBackend()
+        sb = await backend.create(spec)
+        try:
+            return await sb.exec(list(cmd), timeout=timeout)
+        finally:
+            await sb.close()
+
+    r = run_async(go())
+    not_found = r.exit_code == 127 and r.stderr.startswith("sparring: command not found")
+    if json_out:
+        emit_json(r.to_json())
+    else:
+        sys.stdout.write(r.stdout)
+        if not not_found:
+            sys.stderr.write(r.stderr)
+        if r.timed_out:
+            err_console.print(f"[yellow]timed out after {timeout:g}s[/]")
+        if r.oom_killed:
+            err_console.print("[yellow]killed: out of memory[/]")
+    if not_found:
+        raise fail(f"command not found in the sandbox: {cmd[0]} (is it installed on the host /usr or the venv?)", 127)
+    raise typer.Exit(r.exit_code)
+
+
+@app.command("bench")
+@guarded
+def bench(
+    n: int = typer.Option(20, "--n", min=1, help="Sandboxes to cycle through."),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Sandboxes alive at once."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Benchmark create / exec / snapshot / restore / reset / close and warm acquire (medians, ms)."""
+    from sparring.sandbox.bench import run_bench
+
+    with err_console.status(f"benchmarking {n} sandboxes, {concurrency} at a time"):
+        res = run_async(run_bench(n, concurrency))
+    if json_out:
+        emit_json(res)
+    else:
+        from rich.table import Table
+
+        t = Table("metric", "median ms", "p99 ms")
+        for k in ("acquire", "create", "exec", "reset", "snapshot", "restore", "close"):
+            t.add_row(k, f"{res[k + '_ms']:.2f}", f"{res[k + '_p99_ms']:.2f}")
+        err_console.print(t)
+        err_console.print(f"max concurrent: {res['max_concurrent']}  mode: {res['mode']}")

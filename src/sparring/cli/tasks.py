@@ -1,0 +1,130 @@
+"""`sparring tasks`: generate, check, list and show tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from sparring.cli.common import JSON_OPT, emit_json, err_console, guarded, not_built, out_console, run_async
+from sparring.errors import TaskError
+
+app = typer.Typer(help="Task library: generate families, admission checks, listing.", no_args_is_help=True)
+
+
+@app.command("generate")
+@guarded
+def generate(
+    family: str = typer.Argument(..., help="Family name, e.g. code-repair."),
+    n: int = typer.Option(..., "--n", help="How many tasks."),
+    seed: int = typer.Option(0, "--seed", help="Seed: the same seed gives the same tasks."),
+    out: Path = typer.Option(..., "--out", help="Directory to write task directories into."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Generate N tasks of FAMILY deterministically from SEED."""
+    from sparring.tasks.families import generate as gen
+
+    with err_console.status(f"generating {n} {family} tasks"):
+        tasks = gen(family, n, seed, out)
+    if json_out:
+        emit_json({"family": family, "out": str(out), "tasks": [{"id": t.id, "digest": t.digest, "path": str(t.path)} for t in tasks]})
+    else:
+        err_console.print(f"wrote {len(tasks)} tasks to {out}")
+
+
+def _load_all(paths: list[Path]) -> tuple[list, list[dict]]:  # type: ignore[type-arg]
+    from sparring.tasks.loader import TASK_FILE, load_task
+
+    tasks, broken = [], []
+    for p in paths:
+        if not p.exists():
+            raise TaskError(f"path not found: {p} (pass a task directory or a directory of tasks)")
+        dirs = [p] if (p / TASK_FILE).is_file() else sorted(x.parent for x in p.rglob(TASK_FILE))
+        if not dirs:
+            raise TaskError(f"no tasks under {p}: no {TASK_FILE} found")
+        for d in dirs:
+            try:
+                tasks.append(load_task(d))
+            except TaskError as e:
+                broken.append({"id": d.name, "digest": "", "ok": False, "problems": [{"rule": "spec_valid", "detail": str(e)}]})
+    return tasks, broken
+
+
+@app.command("check")
+@guarded
+def check(
+    paths: list[Path] = typer.Argument(..., help="Task directories or directories of tasks."),
+    repeats: int = typer.Option(3, "--repeats", min=1, help="Runs of the reference solution (any failure rejects)."),
+    concurrency: int = typer.Option(2, "--concurrency", min=1),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Admission: reject tasks that are vague, unstable, already solved, unsolvable, flaky or hackable."""
+    from sparring.judge.pytest_judge import PytestJudge
+    from sparring.sandbox.local import LocalBackend
+    from sparring.tasks.check import check_tasks
+
+    tasks, broken = _load_all(paths)
+    judge = PytestJudge(LocalBackend())
+    with err_console.status(f"checking {len(tasks)} tasks"):
+        reports = run_async(check_tasks(tasks, judge, repeats=repeats, concurrency=concurrency))
+    items = [r.to_json() for r in reports] + broken
+    if json_out:
+        emit_json({"tasks": items})
+    else:
+        for it in items:
+            mark = "[green]ok[/]" if it["ok"] else "[red]rejected[/]"
+            out_console.print(f"{mark} {it['id']}")
+            for p in it["problems"]:
+                out_console.print(f"    {p['rule']}: {p['detail']}")
+    if not all(it["ok"] for it in items):
+        raise typer.Exit(1)
+
+
+@app.command("list")
+@guarded
+def list_cmd(path: Path = typer.Argument(..., help="Directory of tasks."), json_out: bool = JSON_OPT) -> None:
+    """List the tasks under PATH."""
+    from sparring.tasks.loader import find_tasks
+
+    tasks = find_tasks(path)
+    rows = [
+        {"id": t.id, "version": t.spec.version, "family": t.spec.family, "difficulty": t.spec.difficulty, "digest": t.digest}
+        for t in tasks
+    ]
+    if json_out:
+        emit_json({"total": len(rows), "tasks": rows})
+    else:
+        from rich.table import Table
+
+        tb = Table("id", "version", "family", "difficulty", "digest")
+        for r in rows:
+            tb.add_row(r["id"], str(r["version"]), r["family"], str(r["difficulty"]), r["digest"][:19])
+        out_console.print(tb)
+
+
+@app.command("show")
+@guarded
+def show(path: Path = typer.Argument(..., help="A task directory."), json_out: bool = JSON_OPT) -> None:
+    """Show one task's spec and digest."""
+    from sparring.tasks.loader import load_task
+
+    t = load_task(path)
+    d = {"digest": t.digest, "path": str(t.path), **t.spec.model_dump(mode="json")}
+    if json_out:
+        emit_json(d)
+    else:
+        out_console.print_json(data=d)
+
+
+@app.command("import", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@guarded
+def import_cmd() -> None:
+    """Import tasks from a dataset file (function-jsonl). Planned."""
+    not_built("tasks import", 5)
+
+
+@app.command("regress", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@guarded
+def regress() -> None:
+    """Re-run admitted tasks against the current environment and judge. Planned."""
+    not_built("tasks regress", 5)

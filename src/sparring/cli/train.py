@@ -1,0 +1,69 @@
+"""`sparring train` and the shared runner of the RL recipe (also used by `sparring demo`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from sparring.cli.common import emit_json, err_console, guarded, out_console, run_async
+
+
+def print_iteration_table(rows: list[dict[str, Any]], heldout: dict[str, float] | None = None) -> None:
+    from rich.table import Table
+
+    t = Table("iter", "reward mean", "pass rate", "statuses", "rollouts/min", "loss", "policy v", title="RL iterations")
+    for r in rows:
+        st = " ".join(f"{k}:{v}" for k, v in sorted(r["statuses"].items()))
+        loss = "-" if r.get("loss") is None else f"{r['loss']:.4f}"
+        t.add_row(
+            str(r["iteration"]), f"{r['reward_mean']:.3f}", f"{r['pass_rate']:.3f}", st,
+            f"{r['throughput_per_min']:.1f}", loss, str(r["policy_version"]),
+        )  # fmt: skip
+    err_console.print(t)
+    if heldout:
+        h = Table("held-out", "pass rate", "reward mean", title="Held-out tasks")
+        h.add_row("before RL", f"{heldout.get('before_rl', 0):.3f}", f"{heldout.get('before_rl_reward', 0):.3f}")
+        h.add_row("after RL", f"{heldout.get('after_rl', 0):.3f}", f"{heldout.get('after_rl_reward', 0):.3f}")
+        err_console.print(h)
+
+
+def run_recipe(cfg: Any, json_out: bool) -> dict[str, Any]:
+    from sparring.train.recipe import run_rl
+
+    rows: list[dict[str, Any]] = []
+
+    def on_it(row: dict[str, Any]) -> None:
+        rows.append(row)
+        err_console.print(
+            f"[bold]iteration {row['iteration']}[/]: reward {row['reward_mean']:.3f}, pass {row['pass_rate']:.3f}, "
+            f"{row['rollouts']} rollouts in {row['seconds']:.1f}s, statuses {row['statuses']}"
+        )
+
+    with err_console.status("running") as status:
+        res = run_async(run_rl(cfg, log=lambda s: status.update(s), on_iteration=on_it))
+    d = res.to_json()
+    print_iteration_table(res.iterations, res.heldout)
+    err_console.print(f"store: {res.store}   model: {res.model}   {res.seconds:.1f}s")
+    if json_out:
+        emit_json(d)
+    return d
+
+
+def train(
+    config: Path = typer.Option(..., "--config", help="YAML or TOML RLConfig."),
+    set_: list[str] = typer.Option([], "--set", help="Override a field: --set grpo.lr=1e-3 (repeatable)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object on stdout; logs go to stderr."),
+) -> None:
+    """Run the RL recipe from a config file."""
+    guarded(_train)(config, set_, json_out)
+
+
+def _train(config: Path, overrides: list[str], json_out: bool) -> None:
+    from sparring.train.config import load_config
+
+    cfg = load_config(config, overrides)
+    run_recipe(cfg, json_out)
+    if not json_out:
+        out_console.print("done")

@@ -1,0 +1,53 @@
+"""The exception tree. Every error says what went wrong and what to do.
+
+    SparringError
+     ├── ConfigError (ValueError)            bad config / CLI input
+     ├── TaskError (ValueError)              a task directory is missing or malformed
+     ├── SandboxError (RuntimeError)         the sandbox infrastructure failed
+     │    └── SandboxUnavailableError        the backend cannot run here (e.g. no bwrap)
+     ├── PolicyError (RuntimeError)          the policy could not produce an action
+     ├── JudgeError (RuntimeError)           the judge could not score (infra, not the agent)
+     ├── StoreError (RuntimeError)           the trajectory store failed or is corrupt
+     └── NotBuiltError (NotImplementedError) a command or backend that is not built yet
+
+Timeouts, OOM kills and failing tests are *results*, never exceptions: only
+infrastructure faults raise.
+"""
+
+from __future__ import annotations
+
+
+class SparringError(Exception):
+    """Root of every error Sparring raises on purpose."""
+
+
+class ConfigError(SparringError, ValueError):
+    """A configuration value or command-line argument is invalid."""
+
+
+class TaskError(SparringError, ValueError):
+    """A task directory is missing, malformed or inconsistent."""
+
+
+class SandboxError(SparringError, RuntimeError):
+    """The sandbox infrastructure failed (not the command inside it)."""
+
+
+class SandboxUnavailableError(SandboxError):
+    """The sandbox backend cannot run on this machine."""
+
+
+class PolicyError(SparringError, RuntimeError):
+    """The policy failed to produce an action (server down, model missing...)."""
+
+
+class JudgeError(SparringError, RuntimeError):
+    """The judge could not produce a score for infrastructure reasons."""
+
+
+class StoreError(SparringError, RuntimeError):
+    """The trajectory store failed."""
+
+
+class NotBuiltError(SparringError, NotImplementedError):
+    """A command or backend that exists in the design but is not built yet."""

@@ -1,0 +1,91 @@
+"""Scripted policies: ``oracle`` (solves a task from its reference solution
+through the tools, as an agent would) and ``random`` (random tool calls). They
+read the task's privileged parts; model policies never do.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import zlib
+from typing import Any
+
+from sparring.policy.base import Action, ActRequest
+
+
+def tool_call_message(name: str, args: dict[str, Any], call_id: str, content: str = "") -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": content,
+        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}],
+    }
+
+
+def _assistant_turns(messages: list[dict[str, Any]]) -> int:
+    return sum(1 for m in messages if m.get("role") == "assistant")
+
+
+class OraclePolicy:
+    """Looks around, reads each file it will fix, writes the reference version, runs the tests, submits."""
+
+    name = "oracle"
+    version = 0
+
+    def plan(self, request: ActRequest) -> list[tuple[str, dict[str, Any]]]:
+        files, deleted = request.task.solution_files()
+        steps: list[tuple[str, dict[str, Any]]] = [("list_dir", {"path": "."})]
+        for rel in sorted(files):
+            if (request.task.workspace / rel).is_file():
+                steps.append(("read_file", {"path": rel}))
+            steps.append(("write_file", {"path": rel, "content": files[rel].decode("utf-8")}))
+        for rel in deleted:
+            steps.append(("bash", {"command": f"rm -f -- '{rel}'"}))
+        if "run_tests" in request.task.spec.tools:
+            steps.append(("run_tests", {}))
+        steps.append(("submit", {}))
+        return steps
+
+    async def act(self, request: ActRequest) -> Action:
+        plan = self.plan(request)
+        i = min(_assistant_turns(request.messages), len(plan) - 1)
+        name, args = plan[i]
+        return Action(tool_call_message(name, args, f"call_{i}"))
+
+    async def close(self) -> None:
+        return None
+
+
+class RandomPolicy:
+    """Uniformly random tool calls with plausible arguments; submits with probability 0.15 per turn."""
+
+    name = "random"
+    version = 0
+    COMMANDS = ("ls -la", "cat README* 2>/dev/null", "python -c 'print(42)'", "echo note >> notes.txt", "pwd", "true")
+
+    async def act(self, request: ActRequest) -> Action:
+        rng = random.Random(zlib.crc32(f"{request.seed}:{request.sample_index}:{request.step}:{request.task.id}".encode()))
+        ws = request.task.workspace
+        files = sorted(p.relative_to(ws).as_posix() for p in ws.rglob("*") if p.is_file())
+        i = _assistant_turns(request.messages)
+        if rng.random() < 0.15:
+            return Action(tool_call_message("submit", {}, f"call_{i}"))
+        kind = rng.choice(["bash", "read_file", "list_dir", "str_replace", "run_tests"])
+        f = rng.choice(files) if files else "x.txt"
+        args: dict[str, Any]
+        if kind == "bash":
+            args = {"command": rng.choice(self.COMMANDS)}
+        elif kind == "read_file":
+            args = {"path": f}
+        elif kind == "list_dir":
+            args = {"path": "."}
+        elif kind == "run_tests":
+            args = {}
+        else:
+            text = (ws / f).read_text(errors="replace") if (ws / f).is_file() else ""
+            toks = [t for t in text.split() if len(t) > 2]
+            old = rng.choice(toks) if toks else "zzz"
+            args = {"path": f, "old": old, "new": rng.choice(["0", "1", "None", "x", "-1", "pass"])}
+        return Action(tool_call_message(kind, args, f"call_{i}"))
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,39 @@
+"""Parse a policy SPEC (``oracle``, ``random``, ``openai:URL#MODEL``, ``hf:PATH``) into a Policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sparring.errors import ConfigError
+from sparring.policy.base import Policy
+
+SPEC_HELP = "expected one of: oracle, random, openai:URL#MODEL, hf:PATH"
+
+
+def make_policy(spec: str, **kwargs: Any) -> Policy:
+    spec = spec.strip()
+    if spec == "oracle":
+        from sparring.policy.scripted import OraclePolicy
+
+        return OraclePolicy()
+    if spec == "random":
+        from sparring.policy.scripted import RandomPolicy
+
+        return RandomPolicy()
+    if spec.startswith("openai:"):
+        rest = spec[len("openai:") :]
+        url, sep, model = rest.partition("#")
+        if not sep or not model or not url.startswith(("http://", "https://")):
+            raise ConfigError(f"bad policy spec {spec!r}: write openai:http://HOST:PORT/v1#MODEL")
+        from sparring.policy.openai_http import OpenAIPolicy
+
+        return OpenAIPolicy(url, model, **kwargs)  # type: ignore[return-value]
+    if spec.startswith("hf:"):
+        path = Path(spec[3:])
+        if not (path / "config.json").is_file():
+            raise ConfigError(f"bad policy spec {spec!r}: {path} is not a model directory (no config.json)")
+        from sparring.policy.hf import HFPolicy
+
+        return HFPolicy(path, **kwargs)  # type: ignore[return-value]
+    raise ConfigError(f"unknown policy spec {spec!r}: {SPEC_HELP}")

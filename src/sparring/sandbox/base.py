@@ -1,0 +1,134 @@
+"""The Sandbox protocol and its records.
+
+A sandbox is an isolated, resource-limited place to run an agent's commands
+over a copy-on-write view of a task's workspace. Limits reached (timeout, OOM)
+are *results* in :class:`ExecResult`; only infrastructure faults raise
+:class:`~sparring.errors.SandboxError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+WORKSPACE = "/workspace"
+
+
+class SandboxSpec(BaseModel):
+    """What a sandbox is made from and what it may use."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    workspace: Path | None = Field(None, description="Read-only lower layer seen at /workspace (None: empty).")
+    extra_ro: dict[str, Path] = Field(
+        default_factory=dict, description="Extra read-only mounts: sandbox path -> host path (judge assets)."
+    )
+    extra_rw: dict[str, Path] = Field(
+        default_factory=dict, description="Extra writable mounts: sandbox path -> host path (judge reports)."
+    )
+    network: Literal["none", "loopback"] = Field("none", description="'none': empty network namespace.")
+    memory_mb: int | None = Field(None, ge=16, description="Memory limit (cgroup); OOM is reported.")
+    pids: int | None = Field(None, ge=8, description="Most processes alive at once (cgroup).")
+    cpus: float | None = Field(None, gt=0, description="CPU share as a number of cores (cgroup).")
+    disk_mb: int = Field(512, ge=1, description="Most bytes the sandbox may write (size-limited upper layer).")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for every command.")
+    seed: int = Field(0, description="PYTHONHASHSEED inside the sandbox.")
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What a command did. ``exit_code`` is 124 on timeout, like coreutils' timeout."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    oom_killed: bool = False
+    duration_ms: float = 0.0
+    truncated: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "exit_code": self.exit_code,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "timed_out": self.timed_out,
+            "oom_killed": self.oom_killed,
+            "duration_ms": round(self.duration_ms, 3),
+        }
+
+
+@dataclass(frozen=True)
+class WorkspaceDiff:
+    """The agent's change to /workspace: whole files written and paths deleted."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    deleted: tuple[str, ...] = ()
+
+    def is_empty(self) -> bool:
+        return not self.files and not self.deleted
+
+    def to_json(self) -> dict[str, object]:
+        import base64
+
+        enc: dict[str, dict[str, str]] = {}
+        for k, v in sorted(self.files.items()):
+            try:
+                enc[k] = {"text": v.decode("utf-8")}
+            except UnicodeDecodeError:
+                enc[k] = {"b64": base64.b64encode(v).decode()}
+        return {"files": enc, "deleted": sorted(self.deleted)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, object]) -> WorkspaceDiff:
+        import base64
+
+        files: dict[str, bytes] = {}
+        for k, v in dict(d.get("files") or {}).items():  # type: ignore[call-overload]
+            files[k] = v["text"].encode() if "text" in v else base64.b64decode(v["b64"])
+        return cls(files=files, deleted=tuple(d.get("deleted") or ()))  # type: ignore[arg-type]
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """One isolated environment. All paths are sandbox paths (relative ones are under /workspace)."""
+
+    id: str
+
+    async def exec(
+        self,
+        cmd: list[str] | str,
+        timeout: float = 30.0,
+        env: dict[str, str] | None = None,
+        cwd: str = WORKSPACE,
+        stdin: bytes | None = None,
+    ) -> ExecResult: ...
+
+    async def read_file(self, path: str) -> bytes: ...
+
+    async def write_file(self, path: str, content: bytes) -> None: ...
+
+    async def delete_file(self, path: str) -> None: ...
+
+    async def list_dir(self, path: str = WORKSPACE) -> list[str]: ...
+
+    async def diff(self) -> WorkspaceDiff: ...
+
+    async def snapshot(self) -> str: ...
+
+    async def restore(self, snapshot_id: str) -> None: ...
+
+    async def reset(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class SandboxBackend(Protocol):
+    """Makes sandboxes. ``name`` picks it from configs (``local``, later ``oci``, ``ray``)."""
+
+    name: str
+
+    async def create(self, spec: SandboxSpec) -> Sandbox: ...

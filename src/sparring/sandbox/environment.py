@@ -1,0 +1,86 @@
+"""The execution environment a sandbox sees: a read-only root and a Python layer.
+
+The root filesystem is the host's /usr (read-only) plus a synthetic /etc; the
+Python layer is an interpreter prefix and a virtual environment, bound
+read-only at the same paths so their absolute paths keep working. The
+environment's identity (paths and interpreter version) is hashed so a
+trajectory can record which environment produced it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+AGENT_UID = 1000
+AGENT_GID = 1000
+HOSTNAME = "sandbox"
+
+PASSWD = "root:x:0:0:root:/root:/bin/sh\nagent:x:1000:1000:agent:/home/agent:/bin/sh\nnobody:x:65534:65534::/:/bin/false\n"
+GROUP = "root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n"
+
+
+@dataclass(frozen=True)
+class SandboxEnvironment:
+    """Read-only host paths bound into every sandbox, and the fixed environment variables."""
+
+    ro_paths: tuple[Path, ...]
+    path_dirs: tuple[str, ...]
+    variables: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def current_python(cls) -> SandboxEnvironment:
+        """The interpreter (and venv) running Sparring: it has pytest, which the judge needs."""
+        prefixes: list[Path] = []
+        for p in {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}:
+            if not str(p).startswith("/usr"):
+                prefixes.append(p)
+        venv_bin = str(Path(sys.prefix) / "bin")
+        return cls(
+            ro_paths=tuple(sorted(prefixes)),
+            path_dirs=(venv_bin, "/usr/local/bin", "/usr/bin", "/bin"),
+        )
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        h.update(sys.version.encode())
+        for p in self.ro_paths:
+            h.update(str(p).encode())
+        return "sha256:" + h.hexdigest()[:16]
+
+    def base_env(self, seed: int) -> dict[str, str]:
+        env = {
+            "PATH": ":".join(self.path_dirs),
+            "HOME": "/home/agent",
+            "USER": "agent",
+            "LOGNAME": "agent",
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "TZ": "UTC",
+            "PYTHONHASHSEED": str(seed),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "TERM": "dumb",
+            # The judge pins its plugins; autoloading every installed plugin also costs seconds per run.
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        }
+        env.update(self.variables)
+        return env
+
+
+def host_usr_binds() -> list[str]:
+    """bwrap arguments for a read-only /usr-based root (Debian's merged /usr)."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "lib", "lib64", "sbin", "lib32", "libx32"):
+        p = Path("/") / name
+        if p.is_symlink():
+            args += ["--symlink", os.readlink(p), f"/{name}"]
+        elif p.is_dir():
+            args += ["--ro-bind", str(p), f"/{name}"]
+    for etc in ("/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ssl"):
+        if Path(etc).exists():
+            args += ["--ro-bind", etc, etc]
+    return args

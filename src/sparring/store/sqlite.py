@@ -1,0 +1,421 @@
+"""The embedded trajectory store: one SQLite file in WAL mode.
+
+Layout (schema v1)::
+
+    schema_version  one row: version, format marker, text-index kind, created_at
+    runs            run_id PK, config json, summary json, started_at, finished_at
+    trajectories    seq INTEGER PK (stable rowid), id UNIQUE, the indexed columns
+                    (run_id, task_id, family, status, reward, policy,
+                    policy_version, judge_version, task_digest, created_at,
+                    attempts, flags json) and ``record``: the full Trajectory JSON
+    traj_text       rowid = trajectories.seq; body = message text, tool-call
+                    arguments and full tool outputs. An FTS5 table (trigram
+                    tokenizer: case-insensitive substring search) where SQLite
+                    has it, else a plain table searched with LIKE (same answers,
+                    slower).
+
+Every write is one ``BEGIN IMMEDIATE`` transaction, so writers in several
+processes queue on ``busy_timeout`` instead of failing on lock upgrades. One
+connection per store guarded by a lock makes a store safe to share between
+threads. A new file is built under a temporary name and hard-linked into
+place, so concurrent first opens never see a half-initialised store, and an
+existing file is validated through a read-only connection before anything is
+written, so opening a file that is not a store never changes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from sparring.errors import StoreError
+from sparring.rollout.trajectory import Trajectory
+from sparring.store.base import TrajQuery
+
+SCHEMA_VERSION = 1
+STORE_FORMAT = "sparring-trajectory-store"
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_BATCH_MAX = 500  # below SQLITE_MAX_VARIABLE_NUMBER on old builds (999)
+
+_COLUMNS = (
+    "id", "run_id", "task_id", "family", "status", "reward", "policy", "policy_version",
+    "judge_version", "task_digest", "created_at", "attempts", "flags", "record",
+)  # fmt: skip
+_INDEXED = ("run_id", "task_id", "family", "status", "reward", "policy", "judge_version",
+            "task_digest", "created_at")  # fmt: skip
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS schema_version (
+    version INTEGER NOT NULL, format TEXT NOT NULL, text_index TEXT NOT NULL, created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, config TEXT NOT NULL DEFAULT '{{}}', summary TEXT,
+    started_at REAL, finished_at REAL
+);
+CREATE TABLE IF NOT EXISTS trajectories (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    run_id TEXT NOT NULL, task_id TEXT NOT NULL, family TEXT NOT NULL, status TEXT NOT NULL,
+    reward REAL, policy TEXT NOT NULL, policy_version INTEGER NOT NULL, judge_version TEXT NOT NULL,
+    task_digest TEXT NOT NULL, created_at REAL NOT NULL, attempts INTEGER NOT NULL,
+    flags TEXT NOT NULL, record TEXT NOT NULL
+);
+{"".join(f"CREATE INDEX IF NOT EXISTS ix_traj_{c} ON trajectories({c});" for c in _INDEXED)}
+"""
+
+_UPSERT = (
+    f"INSERT INTO trajectories({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
+    f"ON CONFLICT(id) DO UPDATE SET {', '.join(f'{c}=excluded.{c}' for c in _COLUMNS[1:])}"
+)
+
+
+def searchable_text(traj: Trajectory) -> str:
+    """What ``--text`` searches: message text, tool-call names/arguments, full tool outputs, errors."""
+    parts: list[str] = []
+    for m in traj.messages:
+        content = m.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+        for call in m.get("tool_calls") or ():
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict):
+                parts.extend(str(fn.get(k) or "") for k in ("name", "arguments"))
+    for step in traj.steps:
+        parts.extend((step.output, step.error or ""))
+    parts.append(traj.error or "")
+    body = "\n".join(p for p in parts if p)
+    # SQLite text must be valid UTF-8 and FTS stops at NUL; the record keeps the exact text.
+    return body.replace("\x00", " ").encode("utf-8", "replace").decode("utf-8")
+
+
+def _like_pattern(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _phrase(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+class SQLiteStore:
+    """A :class:`~sparring.store.base.TrajectoryStore` in one SQLite file.
+
+    ``readonly=True`` never creates or writes anything (for search/show/export);
+    a missing path is then a StoreError instead of a new empty store.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False, busy_timeout_s: float = 30.0):
+        self.path = Path(path)
+        self.readonly = readonly
+        self._busy_timeout_s = busy_timeout_s
+        self._lock = threading.RLock()
+        if not self.path.exists():
+            if readonly:
+                raise StoreError(f"no trajectory store at {self.path} (write one with `sparring rollout --store`)")
+            self._create()
+        self.text_index = self._validate()
+        self._conn: sqlite3.Connection | None = self._connect()
+
+    # -- opening ---------------------------------------------------------------------------------
+
+    def _raw_connect(self, target: Path, *, readonly: bool) -> sqlite3.Connection:
+        if readonly:
+            uri = target.resolve().as_uri() + "?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_s, isolation_level=None,
+                                   check_same_thread=False)  # fmt: skip
+        else:
+            conn = sqlite3.connect(target, timeout=self._busy_timeout_s, isolation_level=None,
+                                   check_same_thread=False)  # fmt: skip
+        conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_s * 1000)}")
+        return conn
+
+    def _create(self) -> None:
+        """Build the schema under a temporary name, then link it into place (first creator wins)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"cannot create the directory for {self.path}: {e.strerror}") from None
+        tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex[:12]}.init")
+        try:
+            conn = self._raw_connect(tmp, readonly=False)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.executescript(_SCHEMA)
+                kind = self._create_text_index(conn)
+                conn.execute(
+                    "INSERT INTO schema_version VALUES (?, ?, ?, ?)", (SCHEMA_VERSION, STORE_FORMAT, kind, time.time())
+                )
+            finally:
+                conn.close()
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                pass  # another process created the store first: use theirs
+            except OSError:
+                if not self.path.exists():  # a filesystem without hard links
+                    os.replace(tmp, self.path)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot create a trajectory store at {self.path}: {e}") from None
+        except OSError as e:
+            raise StoreError(f"cannot create a trajectory store at {self.path}: {e.strerror}") from None
+        finally:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+
+    @staticmethod
+    def _create_text_index(conn: sqlite3.Connection) -> str:
+        """Create ``traj_text``; return its kind (``fts5-trigram`` or ``like``)."""
+        # Only the trigram tokenizer (SQLite >= 3.34) answers substring queries like LIKE does;
+        # a word-tokenised FTS table would give different answers, so without it we use LIKE.
+        try:
+            conn.execute("CREATE VIRTUAL TABLE traj_text USING fts5(body, tokenize='trigram')")
+            return "fts5-trigram"
+        except sqlite3.OperationalError:
+            pass
+        conn.execute("CREATE TABLE traj_text (seq INTEGER PRIMARY KEY, body TEXT NOT NULL)")
+        return "like"
+
+    def _validate(self) -> str:
+        """Check, without writing, that the file is a store this version can read; return its text index."""
+        p = self.path
+        if p.is_dir():
+            raise StoreError(f"{p} is a directory, not a trajectory store")
+        try:
+            with open(p, "rb") as f:
+                head = f.read(len(_SQLITE_MAGIC))
+        except OSError as e:
+            raise StoreError(f"cannot read {p}: {e.strerror}") from None
+        if head != _SQLITE_MAGIC:
+            raise StoreError(f"{p} is not a Sparring trajectory store (not an SQLite database)")
+        try:
+            conn = self._raw_connect(p, readonly=True)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open {p}: {e}") from None
+        try:
+            row = conn.execute("SELECT version, format, text_index FROM schema_version").fetchone()
+        except sqlite3.DatabaseError as e:
+            if "no such table" in str(e) or "no such column" in str(e):
+                raise StoreError(f"{p} is an SQLite database but not a Sparring trajectory store") from None
+            raise StoreError(f"{p} is not a readable trajectory store: {e}") from None
+        finally:
+            conn.close()
+        if row is None or row[1] != STORE_FORMAT:
+            raise StoreError(f"{p} is an SQLite database but not a Sparring trajectory store")
+        if int(row[0]) > SCHEMA_VERSION:
+            raise StoreError(
+                f"{p} has store schema v{row[0]}, newer than this sparring's v{SCHEMA_VERSION}: upgrade sparring"
+            )
+        return str(row[2])
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = self._raw_connect(self.path, readonly=self.readonly)
+            if self.readonly:
+                conn.execute("PRAGMA query_only=1")
+            else:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+            return conn
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open the trajectory store {self.path}: {e}") from None
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._conn is None:
+                raise StoreError(f"the trajectory store {self.path} is closed")
+            try:
+                yield self._conn
+            except sqlite3.Error as e:
+                raise StoreError(f"trajectory store {self.path}: {e}") from None
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction: all of the body is written, or none of it."""
+        if self.readonly:
+            raise StoreError(f"the trajectory store {self.path} was opened read-only")
+        with self._read() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _decode(self, record: str) -> Trajectory:
+        try:
+            return Trajectory.model_validate(json.loads(record))
+        except (ValueError, ValidationError) as e:
+            first = str(e).splitlines()[0]
+            raise StoreError(f"corrupt trajectory record in {self.path}: {first}") from None
+
+    # -- trajectories ----------------------------------------------------------------------------
+
+    def put(self, traj: Trajectory) -> None:
+        """Insert or replace ``traj`` (by id), its metadata columns and its text index entry."""
+        try:
+            # ensure_ascii keeps lone surrogates and NULs exact through the JSON text.
+            record = json.dumps(traj.model_dump(mode="json"), ensure_ascii=True, separators=(",", ":"))
+        except (TypeError, ValueError) as e:
+            raise StoreError(f"cannot serialise trajectory {traj.id}: {e}") from None
+        row = (
+            traj.id, traj.run_id, traj.task_id, traj.family, traj.status, traj.reward, traj.policy,
+            traj.policy_version, traj.judge_version, traj.task_digest, traj.created_at, traj.attempts,
+            json.dumps(traj.flags, ensure_ascii=True), record,
+        )  # fmt: skip
+        body = searchable_text(traj)
+        with self._write() as conn:
+            conn.execute(_UPSERT, row)
+            (seq,) = conn.execute("SELECT seq FROM trajectories WHERE id = ?", (traj.id,)).fetchone()
+            conn.execute("DELETE FROM traj_text WHERE rowid = ?", (seq,))
+            conn.execute("INSERT INTO traj_text(rowid, body) VALUES (?, ?)", (seq, body))
+
+    def get(self, traj_id: str) -> Trajectory:
+        with self._read() as conn:
+            row = conn.execute("SELECT record FROM trajectories WHERE id = ?", (traj_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"no trajectory {traj_id} in {self.path}")
+        return self._decode(row[0])
+
+    def count(self) -> int:
+        with self._read() as conn:
+            return int(conn.execute("SELECT count(*) FROM trajectories").fetchone()[0])
+
+    def _where(self, q: TrajQuery) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        for column in ("task_id", "family", "status", "policy", "judge_version", "run_id"):
+            value = getattr(q, column)
+            if value is not None:
+                clauses.append(f"t.{column} = ?")
+                params.append(value)
+        if q.min_reward is not None:
+            clauses.append("t.reward >= ?")
+            params.append(q.min_reward)
+        if q.max_reward is not None:
+            clauses.append("t.reward <= ?")
+            params.append(q.max_reward)
+        if q.flag is not None:
+            clauses.append("EXISTS (SELECT 1 FROM json_each(t.flags) AS f WHERE f.value = ?)")
+            params.append(q.flag)
+        if q.text:
+            clauses.append(self._text_clause(q.text, params))
+        return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+    def _text_clause(self, text: str, params: list[Any]) -> str:
+        """Substring match: MATCH where the index can answer it, LIKE otherwise (same semantics)."""
+        if self.text_index == "fts5-trigram" and len(text) >= 3:
+            params.append(_phrase(text))
+            return "t.seq IN (SELECT rowid FROM traj_text WHERE traj_text MATCH ?)"
+        params.append(_like_pattern(text))
+        return "t.seq IN (SELECT rowid FROM traj_text WHERE body LIKE ? ESCAPE '\\')"
+
+    def _matching_seqs(self, conn: sqlite3.Connection, q: TrajQuery) -> list[int]:
+        where, params = self._where(q)
+        sql = f"SELECT t.seq FROM trajectories AS t{where} ORDER BY t.created_at DESC, t.seq DESC LIMIT ? OFFSET ?"
+        limit = -1 if q.limit is None else q.limit
+        return [r[0] for r in conn.execute(sql, [*params, limit, q.offset])]
+
+    def search(self, query: TrajQuery) -> tuple[int, list[Trajectory]]:
+        where, params = self._where(query)
+        with self._read() as conn:
+            conn.execute("BEGIN")  # one snapshot for the count and the page
+            try:
+                total = int(conn.execute(f"SELECT count(*) FROM trajectories AS t{where}", params).fetchone()[0])
+                limit = -1 if query.limit is None else query.limit
+                rows = conn.execute(
+                    f"SELECT t.record FROM trajectories AS t{where} "
+                    "ORDER BY t.created_at DESC, t.seq DESC LIMIT ? OFFSET ?",
+                    [*params, limit, query.offset],
+                ).fetchall()
+            finally:
+                conn.execute("COMMIT")
+        return total, [self._decode(r[0]) for r in rows]
+
+    def iter_search(self, query: TrajQuery, batch_size: int = 256) -> Iterator[Trajectory]:
+        """Matches as of the call, in search order, loaded ``batch_size`` records at a time."""
+        with self._read() as conn:
+            seqs = self._matching_seqs(conn, query)
+        step = max(1, min(batch_size, _BATCH_MAX))
+        for i in range(0, len(seqs), step):
+            chunk = seqs[i : i + step]
+            with self._read() as conn:
+                rows = dict(
+                    conn.execute(
+                        f"SELECT seq, record FROM trajectories WHERE seq IN ({', '.join('?' * len(chunk))})", chunk
+                    ).fetchall()
+                )
+            for seq in chunk:
+                if seq in rows:
+                    yield self._decode(rows[seq])
+
+    # -- runs ------------------------------------------------------------------------------------
+
+    def start_run(self, run_id: str, config: dict[str, Any]) -> None:
+        """Record a run and its config; starting the same run again updates its config."""
+        cfg = json.dumps(config, default=str, ensure_ascii=True)
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO runs(run_id, config, started_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(run_id) DO UPDATE SET config = excluded.config",
+                (run_id, cfg, time.time()),
+            )
+
+    def finish_run(self, run_id: str, summary: dict[str, Any]) -> None:
+        """Record a run's summary (a run never started is recorded with an empty config)."""
+        doc = json.dumps(summary, default=str, ensure_ascii=True)
+        now = time.time()
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO runs(run_id, config, summary, started_at, finished_at) VALUES (?, '{}', ?, ?, ?) "
+                "ON CONFLICT(run_id) DO UPDATE SET summary = excluded.summary, finished_at = excluded.finished_at",
+                (run_id, doc, now, now),
+            )
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT run_id, config, summary, started_at, finished_at FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        if row is None:
+            return None
+        return {
+            "run_id": row[0],
+            "config": json.loads(row[1]),
+            "summary": json.loads(row[2]) if row[2] is not None else None,
+            "started_at": row[3],
+            "finished_at": row[4],
+        }
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        mode = "ro" if self.readonly else "rw"
+        return f"SQLiteStore({str(self.path)!r}, {mode}, text_index={self.text_index!r})"

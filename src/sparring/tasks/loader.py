@@ -1,0 +1,124 @@
+"""Load and write task directories."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomli_w
+from pydantic import ValidationError
+
+from sparring.errors import TaskError
+from sparring.tasks.digest import task_digest
+from sparring.tasks.spec import TaskSpec
+
+TASK_FILE = "task.toml"
+
+
+@dataclass(frozen=True)
+class Task:
+    """A loaded task: its spec, where it lives and its content digest."""
+
+    spec: TaskSpec
+    path: Path
+    digest: str
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def workspace(self) -> Path:
+        return self.path / "workspace"
+
+    @property
+    def hidden(self) -> Path:
+        return self.path / "hidden"
+
+    @property
+    def solution(self) -> Path:
+        return self.path / "solution"
+
+    def solution_files(self) -> tuple[dict[str, bytes], list[str]]:
+        """The reference solution as (files to write, paths to delete), paths relative to workspace."""
+        files: dict[str, bytes] = {}
+        deleted: list[str] = []
+        if self.solution.is_dir():
+            for p in sorted(self.solution.rglob("*")):
+                if p.is_file():
+                    rel = p.relative_to(self.solution).as_posix()
+                    if rel == ".deleted":
+                        deleted = [ln.strip() for ln in p.read_text().splitlines() if ln.strip()]
+                    else:
+                        files[rel] = p.read_bytes()
+        return files, deleted
+
+
+def load_task(path: str | Path) -> Task:
+    """Load a task directory; raises TaskError naming the problem and the fix."""
+    d = Path(path)
+    if not d.is_dir():
+        raise TaskError(f"task directory not found: {d} (pass a directory containing {TASK_FILE})")
+    f = d / TASK_FILE
+    if not f.is_file():
+        raise TaskError(f"{d} has no {TASK_FILE}: not a task directory")
+    try:
+        raw = tomllib.loads(f.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise TaskError(f"malformed {f}: {e}") from None
+    try:
+        spec = TaskSpec.model_validate(raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"]) or "(root)"
+        raise TaskError(f"invalid {f}: {loc}: {first['msg']} ({e.error_count()} problem(s))") from None
+    if not (d / "workspace").is_dir():
+        raise TaskError(f"{d} has no workspace/ directory: every task needs its initial state")
+    return Task(spec=spec, path=d.resolve(), digest=task_digest(spec.model_dump(mode="json"), d))
+
+
+def find_tasks(path: str | Path) -> list[Task]:
+    """A task directory, or a directory of task directories (searched recursively), sorted by id."""
+    d = Path(path)
+    if not d.exists():
+        raise TaskError(f"path not found: {d} (pass a task directory or a directory of tasks)")
+    if (d / TASK_FILE).is_file():
+        return [load_task(d)]
+    tasks = [load_task(p.parent) for p in sorted(d.rglob(TASK_FILE))]
+    if not tasks:
+        raise TaskError(f"no tasks under {d}: no {TASK_FILE} found (generate some with `sparring tasks generate`)")
+    return sorted(tasks, key=lambda t: (t.id, t.spec.version))
+
+
+def write_task(
+    out: Path,
+    spec: TaskSpec,
+    workspace: dict[str, str | bytes],
+    hidden: dict[str, str | bytes],
+    solution: dict[str, str | bytes],
+    deleted: list[str] | None = None,
+) -> Task:
+    """Write a task directory atomically (built in a temp dir, then renamed into place)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        (tmp / TASK_FILE).write_text(tomli_w.dumps(spec.model_dump(mode="json", exclude_none=True)))
+        for sub, files in (("workspace", workspace), ("hidden", hidden), ("solution", solution)):
+            (tmp / sub).mkdir()
+            for rel, content in files.items():
+                p = tmp / sub / rel
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_bytes(content.encode() if isinstance(content, str) else content)
+        if deleted:
+            (tmp / "solution" / ".deleted").write_text("".join(f"{x}\n" for x in deleted))
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return load_task(out)

@@ -1,0 +1,40 @@
+"""Reward composition is a pure function: properties, not examples."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sparring.judge.reward import ZEROING_FLAGS, components_from_tests, compose_reward
+
+names = st.sampled_from(["all_pass", "pass_fraction", "static", "efficiency"])
+comps = st.dictionaries(names, st.floats(0, 1))
+weights = st.dictionaries(names, st.floats(0, 2))
+
+
+@given(comps, weights)
+def test_reward_is_the_weighted_sum(c, w):
+    assert abs(compose_reward(c, w) - sum(v * c.get(k, 0.0) for k, v in w.items())) < 1e-9
+
+
+@given(comps, weights, st.sampled_from(sorted(ZEROING_FLAGS)))
+def test_zeroing_flag_zeroes(c, w, flag):
+    assert compose_reward(c, w, [flag]) == 0.0
+
+
+@given(comps, weights, st.text(min_size=1).filter(lambda s: s not in ZEROING_FLAGS))
+def test_other_flags_do_not_change_reward(c, w, flag):
+    assert compose_reward(c, w, [flag]) == compose_reward(c, w)
+
+
+@given(st.lists(st.text(min_size=1), min_size=1, max_size=20, unique=True), st.data())
+def test_missing_and_skipped_tests_count_as_failed(ids, data):
+    outcomes = {t: data.draw(st.sampled_from(["passed", "failed", "skipped", "error"])) for t in ids if data.draw(st.booleans())}
+    c = components_from_tests(ids, outcomes)
+    passed = sum(1 for t in ids if outcomes.get(t) == "passed")
+    assert c["pass_fraction"] == passed / len(ids)
+    assert c["all_pass"] == (1.0 if passed == len(ids) else 0.0)
+
+
+def test_no_tests_scores_zero():
+    assert components_from_tests([], {}) == {"pass_fraction": 0.0, "all_pass": 0.0}
