@@ -109,3 +109,14 @@ def test_rollout_and_traj_search_contract(clamp_task, tmp_path):
     j = json.loads(sp("traj", "search", "--json", "--store", store, "--status", "ok").stdout)
     assert j["total"] == 2
     assert set(j["trajectories"][0]) >= {"id", "task_id", "status", "reward", "flags", "attempts"}
+
+
+def test_traj_show_and_replay(clamp_task, tmp_path):
+    store = tmp_path / "s.db"
+    assert sp("rollout", "--tasks", clamp_task.path, "--policy", "oracle", "--store", store).returncode == 0
+    tid = json.loads(sp("traj", "search", "--json", "--store", store).stdout)["trajectories"][0]["id"]
+    r = sp("traj", "show", tid, "--store", store)
+    assert r.returncode == 0 and "write_file" in r.stdout
+    r = sp("traj", "replay", tid, "--json", "--store", store, "--tasks", clamp_task.path.parent)
+    j = json.loads(r.stdout)
+    assert r.returncode == 0 and j["identical"] and j["steps"] == 5 and j["reward_replayed"] == 1.0

@@ -33,7 +33,10 @@ TOOLS = [
             },
         },
     },
-    {"type": "function", "function": {"name": "submit", "description": "Submit.", "parameters": {"type": "object"}}},
+    {
+        "type": "function",
+        "function": {"name": "submit", "description": "Submit.", "parameters": {"type": "object"}},
+    },
 ]
 
 
@@ -88,7 +91,9 @@ def test_assistant_render_ends_with_end_marker():
 
 
 def test_parse_tagged_call_and_message():
-    parsed = parse_tool_calls('Let me see.\n<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>')
+    parsed = parse_tool_calls(
+        'Let me see.\n<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>'
+    )
     assert parsed == ParsedTurn("Let me see.", [ParsedCall("bash", {"command": "ls"})], [])
     msg = parsed.to_message(id_offset=3)
     assert msg["role"] == "assistant" and msg["content"] == "Let me see."
@@ -144,7 +149,9 @@ def test_malformed_calls_become_errors_and_stay_in_content():
         assert parsed.tool_calls == [], bad
         assert len(parsed.errors) == 1 and parsed.errors[0], bad
         assert bad in parsed.content, bad
-    mixed = parse_tool_calls('<tool_call>{"name": "ok", "arguments": {}}</tool_call><tool_call>{bad</tool_call>')
+    mixed = parse_tool_calls(
+        '<tool_call>{"name": "ok", "arguments": {}}</tool_call><tool_call>{bad</tool_call>'
+    )
     assert [c.name for c in mixed.tool_calls] == ["ok"] and len(mixed.errors) == 1
 
 
@@ -168,13 +175,17 @@ def test_tool_call_count_counts_assistant_calls():
 _json_scalar = st.one_of(st.none(), st.booleans(), st.integers(-(10**9), 10**9), st.text(max_size=30))
 _json_value = st.recursive(
     _json_scalar,
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 _names = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20).filter(
     lambda s: s.strip() == s and s != ""
 )
-_calls = st.lists(st.tuples(_names, st.dictionaries(st.text(max_size=12), _json_value, max_size=4)), max_size=3)
+_calls = st.lists(
+    st.tuples(_names, st.dictionaries(st.text(max_size=12), _json_value, max_size=4)), max_size=3
+)
 _content = st.text(max_size=60).filter(lambda s: "<" not in s and "{" not in s)
 
 
@@ -193,14 +204,34 @@ def test_render_then_parse_round_trips(calls, content):
     assert parsed.tool_calls == [ParsedCall(n, a) for n, a in calls]
     assert parsed.content == content.strip()
     again = parsed.to_message()
-    assert [json.loads(c["function"]["arguments"]) for c in again.get("tool_calls", [])] == [a for _, a in calls]
+    assert [json.loads(c["function"]["arguments"]) for c in again.get("tool_calls", [])] == [
+        a for _, a in calls
+    ]
 
 
 _tagged_noise = st.lists(
     st.one_of(
         st.text(max_size=20),
-        st.sampled_from([TOOL_CALL_OPEN, TOOL_CALL_CLOSE, "{", "}", '"name"', '"arguments"', ":", "[", "]", END,
-                         "<function=", "<parameter=x>", "</parameter>", "</function>", "\\", '"']),
+        st.sampled_from(
+            [
+                TOOL_CALL_OPEN,
+                TOOL_CALL_CLOSE,
+                "{",
+                "}",
+                '"name"',
+                '"arguments"',
+                ":",
+                "[",
+                "]",
+                END,
+                "<function=",
+                "<parameter=x>",
+                "</parameter>",
+                "</function>",
+                "\\",
+                '"',
+            ]
+        ),
     ),
     max_size=25,
 ).map("".join)
@@ -211,7 +242,9 @@ _tagged_noise = st.lists(
 def test_parse_never_raises(text):
     parsed = parse_tool_calls(text)
     assert isinstance(parsed.content, str)
-    assert all(isinstance(c.name, str) and c.name and isinstance(c.arguments, dict) for c in parsed.tool_calls)
+    assert all(
+        isinstance(c.name, str) and c.name and isinstance(c.arguments, dict) for c in parsed.tool_calls
+    )
     assert all(isinstance(e, str) and e for e in parsed.errors)
     assert not any(e.startswith("could not parse the turn") for e in parsed.errors)  # no parser bug hit
     msg = parsed.to_message()
@@ -220,8 +253,17 @@ def test_parse_never_raises(text):
 
 
 @settings(max_examples=100, deadline=None)
-@given(msgs=st.lists(st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "tool", "assistant"]),
-                                            "content": st.text(max_size=40)}), max_size=6))
+@given(
+    msgs=st.lists(
+        st.fixed_dictionaries(
+            {
+                "role": st.sampled_from(["system", "user", "tool", "assistant"]),
+                "content": st.text(max_size=40),
+            }
+        ),
+        max_size=6,
+    )
+)
 def test_render_prompt_never_forges_turns(msgs):
     text = render_prompt(msgs, TOOLS)
     n_turns = sum(1 for m in msgs if m["role"] != "system") + 1  # + the system/tools turn

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
 from sparring.errors import PolicyError, SandboxError
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.policy.base import Action

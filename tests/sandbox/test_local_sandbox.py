@@ -13,7 +13,6 @@ from sparring.errors import SandboxError
 from sparring.sandbox.base import SandboxSpec
 
 
-
 def run(coro):
     return asyncio.run(coro)
 

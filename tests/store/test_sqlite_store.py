@@ -50,7 +50,7 @@ def make_traj(i: int = 0, **kw: Any) -> Trajectory:
         ],
         steps=[ToolStep(index=0, tool_call_id="call_0", name="bash",
                         output=f"FAILED test_calc.py::test_div - ZeroDivisionError step{i}", exit_code=1)],
-    )  # fmt: skip
+    )
     fields.update(kw)
     return Trajectory(**fields)
 
@@ -120,7 +120,7 @@ def test_file_is_wal_sqlite_with_schema_version(store: SQLiteStore) -> None:
 def test_put_then_get_round_trips_exactly(store: SQLiteStore) -> None:
     t = make_traj(3, components={"all_pass": 1.0, "lint": 0.5}, flags=["hardcoded_output"],
                   traces=[{"turn": 0, "prompt_ids": [1, 2], "completion_ids": [3], "logprobs": [-0.5]}],
-                  diff={"files": {"calc.py": {"text": "x = 1\n"}}, "deleted": ["old.py"]})  # fmt: skip
+                  diff={"files": {"calc.py": {"text": "x = 1\n"}}, "deleted": ["old.py"]})
     store.put(t)
     assert store.get(t.id) == t
 
@@ -331,17 +331,23 @@ def test_two_processes_writing_one_file_lose_nothing(tmp_path: Path) -> None:
         assert {t.id for t in s.iter_search(TrajQuery(limit=None))} == {f"traj-{i:04d}" for i in range(200)}
 
 
-@settings(max_examples=60, deadline=None)
-@given(text=st.text(st.characters(blacklist_categories=())), key=st.text(min_size=1, max_size=5))
-def test_arbitrary_unicode_round_trips(tmp_path_factory: pytest.TempPathFactory, text: str, key: str) -> None:
-    with SQLiteStore(tmp_path_factory.mktemp("u") / "u.db") as s:
-        t = make_traj(1, messages=[{"role": "user", "content": text, key: [text]}],
-                      steps=[ToolStep(index=0, tool_call_id="c", name="bash", output=text)], error=text)  # fmt: skip
-        s.put(t)
-        got = s.get(t.id)
-        assert got.messages == t.messages
-        assert got.steps[0].output == text
-        assert got == t
+def test_arbitrary_unicode_round_trips(tmp_path: Path) -> None:
+    """Any text (lone surrogates, NULs, astral planes) survives put/get, in values and in keys."""
+    with SQLiteStore(tmp_path / "u.db") as s:
+
+        @settings(max_examples=80, deadline=None)
+        @given(text=st.text(st.characters(blacklist_categories=())), key=st.text(min_size=1, max_size=5))
+        def check(text: str, key: str) -> None:
+            t = make_traj(1, messages=[{"role": "user", "content": text, key: [text]}],
+                          steps=[ToolStep(index=0, tool_call_id="c", name="bash", output=text)], error=text)
+            s.put(t)
+            got = s.get(t.id)
+            assert got.messages == t.messages
+            assert got.steps[0].output == text
+            assert got == t
+
+        check()
+        assert s.count() == 1
 
 
 @settings(max_examples=30, deadline=None)
@@ -424,3 +430,13 @@ def test_export_parquet(store: SQLiteStore, tmp_path: Path) -> None:
     row = table.to_pylist()[0]
     assert row["id"] == "traj-0001"
     assert row["messages"][1]["content"] == "Fix bug number 1 in calc.py"
+
+
+def test_failed_write_is_rolled_back_entirely(store: SQLiteStore) -> None:
+    conn = sqlite3.connect(store.path)
+    conn.execute("DROP TABLE traj_text")  # the second statement of put() will now fail
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="traj_text"):
+        store.put(make_traj(1))
+    assert store.count() == 0  # the trajectories row of the failed put is gone too

@@ -47,7 +47,7 @@ def _traj(i: int, **kw: Any) -> Trajectory:
         steps=[ToolStep(index=0, tool_call_id="c0", name="run_tests", exit_code=1,
                         output="HEAD-OF-OUTPUT " + "x" * 5000 + " TAIL-OF-OUTPUT")],
         diff={"files": {"calc.py": {"text": "a\nb\n"}, "blob.bin": {"b64": "AAE="}}, "deleted": ["old.py"]},
-    )  # fmt: skip
+    )
     fields.update(kw)
     return Trajectory(**fields)
 
@@ -86,7 +86,7 @@ def test_search_json_shape(store_path: Path) -> None:
     assert doc["trajectories"][0] == {
         "id": "t9", "task_id": "task-1", "status": "timeout", "reward": 0.0, "flags": ["test_tampering"],
         "attempts": 1, "policy": "random", "family": "code-repair", "created_at": 1_700_000_009.0,
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.parametrize(
@@ -115,7 +115,7 @@ def test_search_table(store_path: Path) -> None:
     r = invoke("search", "--store", str(store_path))
     assert r.exit_code == 0, r.output
     assert "5 of 5 trajectories" in r.stdout
-    assert "t9" in r.stdout and "test_tampering" in r.stdout
+    assert "t9" in r.stdout and "test_tam" in r.stdout and "timeout" in r.stdout
 
 
 def test_show_renders_turns_calls_outputs_and_diff(store_path: Path) -> None:
@@ -125,7 +125,7 @@ def test_show_renders_turns_calls_outputs_and_diff(store_path: Path) -> None:
     for needle in ("trajectory t1", "task-1", "status    ok", "all_pass=1.000", "Please fix issue 1",
                    "turn 1", "Running the tests first.", 'run_tests({"args": "-q"})', "HEAD-OF-OUTPUT",
                    "more chars", "exit 1", "turn 2", "submit({})", "2 file(s) written, 1 deleted",
-                   "W calc.py (2 lines)", "W blob.bin (binary)", "D old.py"):  # fmt: skip
+                   "W calc.py (2 lines)", "W blob.bin (binary)", "D old.py"):
         assert needle in out, needle
     assert "TAIL-OF-OUTPUT" not in out  # tool outputs are clipped for display
     assert "short view" not in out  # the full step output replaces the truncated observation
@@ -158,7 +158,7 @@ def test_export_jsonl(store_path: Path, tmp_path: Path) -> None:
 def test_missing_store_is_one_line_error_and_creates_nothing(tmp_path: Path, command: str) -> None:
     missing = tmp_path / "nowhere" / "store.db"
     args = {"search": ["search"], "show": ["show", "t1"],
-            "export": ["export", "--out", str(tmp_path / "o.jsonl")]}[command]  # fmt: skip
+            "export": ["export", "--out", str(tmp_path / "o.jsonl")]}[command]
     err = one_line_error(invoke(*args, "--store", str(missing), "--json"))
     assert "no trajectory store" in err
     assert list(tmp_path.iterdir()) == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from sparring import __version__
-from sparring.cli import demo, judge, rollout, sandbox, tasks, train, traj
+from sparring.cli import demo, judge, replay, rollout, sandbox, tasks, train, traj
 from sparring.cli.common import not_built
 
 app = typer.Typer(
@@ -18,6 +18,7 @@ app = typer.Typer(
 app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(judge.app, name="judge")
+traj.app.command("replay")(replay.replay_cmd)
 app.add_typer(traj.app, name="traj")
 app.command("rollout")(rollout.rollout)
 app.command("train")(train.train)
@@ -57,8 +58,39 @@ _planned("report", 8, "Draw reward curves and histograms of a run")
 _planned("failures", 7, "Failure-case library: cluster and promote failures")
 
 
+def _exception_modules() -> list[object]:
+    """Typer >= 0.24 vendors click as ``typer._click``; older versions use click itself."""
+    import importlib
+
+    mods = []
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            mods.append(importlib.import_module(name))
+        except ImportError:
+            pass
+    return mods
+
+
 def main() -> None:
-    app()
+    """Entry point: usage errors (bad option values, missing arguments) are one line too."""
+    import sys
+
+    mods = _exception_modules()
+    usage = tuple(m.UsageError for m in mods)  # type: ignore[attr-defined]
+    aborts = tuple(m.Abort for m in mods if hasattr(m, "Abort"))  # type: ignore[attr-defined]
+    try:
+        rv = app(standalone_mode=False)
+    except usage as e:  # type: ignore[misc]
+        if type(e).__name__ == "NoArgsIsHelpError" and getattr(e, "ctx", None) is not None:
+            sys.stdout.write(e.ctx.get_help() + "\n")
+            sys.exit(0)
+        where = f" (see `{e.ctx.command_path} --help`)" if getattr(e, "ctx", None) is not None else ""
+        sys.stderr.write(f"error: {e.format_message()}{where}\n")
+        sys.exit(2)
+    except aborts:  # type: ignore[misc]
+        sys.stderr.write("error: aborted\n")
+        sys.exit(130)
+    sys.exit(rv if isinstance(rv, int) else 0)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from typing import Any
 
 import typer
 from pydantic import ValidationError
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -112,20 +113,24 @@ def search(
     """Find trajectories by metadata and full text, newest first."""
     q = _query(task_id=task, status=status, family=family, policy=policy, min_reward=min_reward,
                max_reward=max_reward, flag=flag, text=text, run_id=run, judge_version=judge_version,
-               limit=limit, offset=offset)  # fmt: skip
+               limit=limit, offset=offset)
     with _open(store) as s:
         total, page = s.search(q)
     if json_out:
         emit_json({"total": total, "trajectories": [summary(t) for t in page]})
         return
-    table = Table(title=f"{len(page)} of {total} trajectories in {store}", title_justify="left")
+    table = Table(title=f"{len(page)} of {total} trajectories in {store}", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for col in ("id", "task", "status", "reward", "flags", "att", "policy", "created"):
-        table.add_column(col, justify="right" if col in ("reward", "att") else "left", no_wrap=col == "id")
+        numeric = col in ("reward", "att")
+        fixed = col in ("status", "reward", "att", "created")
+        table.add_column(col, justify="right" if numeric else "left", no_wrap=fixed, overflow="fold",
+                         min_width=None if fixed else 8)
     for t in page:
         table.add_row(
             Text(t.id), Text(t.task_id), Text(t.status), f"{t.reward:.3f}", Text(", ".join(t.flags) or "-"),
-            str(t.attempts), Text(t.policy), _when(t.created_at),
-        )  # fmt: skip
+            str(t.attempts), Text(t.policy), datetime.fromtimestamp(t.created_at).strftime("%m-%d %H:%M"),
+        )
     out_console.print(table)
 
 
@@ -147,9 +152,9 @@ def _header(t: Trajectory) -> list[Text]:
         Text(f"trajectory {t.id}", style="bold"),
         Text(f"task      {t.task_id} v{t.task_version}  family {t.family or '-'}  digest {t.task_digest[:16]}"),
         Text(f"policy    {t.policy} v{t.policy_version}  judge {t.judge_version or '-'}  run {t.run_id or '-'}"
-             f"  group {t.group_id or '-'}#{t.sample_index}"),  # fmt: skip
+             f"  group {t.group_id or '-'}#{t.sample_index}"),
         Text(f"status    {t.status}  reward {t.reward:.3f}  attempts {t.attempts}  submitted {t.submitted}"
-             f"  created {_when(t.created_at)}"),  # fmt: skip
+             f"  created {_when(t.created_at)}"),
         Text(f"components {comps}"),
         Text(f"flags     {', '.join(t.flags) or '-'}", style="bold red" if t.flags else ""),
         Text(f"tests     passed {t.tests.passed}  failed {t.tests.failed}  errors {t.tests.errors}"),
@@ -257,7 +262,7 @@ def export(
         raise ConfigError(f"unknown --format {fmt!r}: choose jsonl or parquet")
     q = _query(task_id=task, status=status, family=family, policy=policy, min_reward=min_reward,
                max_reward=max_reward, flag=flag, text=text, run_id=run, judge_version=judge_version,
-               limit=limit)  # fmt: skip
+               limit=limit)
     with _open(store) as s:
         n = writers[fmt](s, q, out)
     if json_out:

@@ -36,7 +36,7 @@ class BetaCurriculum:
     tasks: Sequence[Task]
     seed: int = 0
     solved: float = 0.95
-    impossible: float = 0.03
+    impossible: float = 0.05
     min_obs: int = 8
     retest_p: float = 0.05
     stats: dict[str, TaskStats] = field(default_factory=dict)

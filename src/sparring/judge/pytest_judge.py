@@ -13,6 +13,7 @@ The judge never trusts exit codes or stdout for the score.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import time
@@ -21,7 +22,7 @@ from pathlib import Path
 from sparring.errors import JudgeError, SandboxError
 from sparring.judge.base import JudgeResult
 from sparring.judge.junit import parse_junit
-from sparring.judge.reward import compose_reward, components_from_tests
+from sparring.judge.reward import components_from_tests, compose_reward
 from sparring.rollout.trajectory import TestCounts
 from sparring.sandbox.base import SandboxBackend, SandboxSpec, WorkspaceDiff
 from sparring.tasks.loader import Task
@@ -73,10 +74,8 @@ class PytestJudge:
         try:
             try:
                 for rel in diff.deleted:
-                    try:
+                    with contextlib.suppress(FileNotFoundError):
                         await sb.delete_file(rel)
-                    except FileNotFoundError:
-                        pass
                 for rel, data in sorted(diff.files.items()):
                     await sb.write_file(rel, data)
             except OSError as e:

@@ -90,10 +90,9 @@ class HFPolicy:
         try:
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
-            self.tokenizer = AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
-            self.model = AutoModelForCausalLM.from_pretrained(str(self.path), local_files_only=True)
-            self.model.to(device)
-            self.model.eval()
+            self.tokenizer: Any = AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
+            model: Any = AutoModelForCausalLM.from_pretrained(str(self.path), local_files_only=True)
+            self.model: Any = model.to(device).eval()
         except Exception as e:
             msg = " ".join(str(e).split())[:300]
             raise PolicyError(f"cannot load model from {self.path}: {type(e).__name__}: {msg}") from None
@@ -165,7 +164,7 @@ class HFPolicy:
             raise
         except Exception as e:  # a torch/tokenizer fault is the policy's failure, not the rollout's crash
             raise PolicyError(f"{self.name}: generation failed: {type(e).__name__}: {e}") from None
-        text = self.tokenizer.decode(completion_ids, skip_special_tokens=False)
+        text = str(self.tokenizer.decode(completion_ids, skip_special_tokens=False))
         parsed = parse_tool_calls(text)
         message = parsed.to_message(id_offset=tool_call_count(request.messages))
         if parsed.errors:

@@ -188,7 +188,8 @@ def _snippet(text: str, n: int = 200) -> str:
 
 def normalise_call(call: dict[str, Any], index: int) -> dict[str, Any]:
     """An OpenAI tool call with an id and JSON-string arguments (some servers send a dict)."""
-    fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+    raw_fn = call.get("function")
+    fn: dict[str, Any] = raw_fn if isinstance(raw_fn, dict) else {}
     args = fn.get("arguments", "")
     if not isinstance(args, str):
         args = json.dumps(args if args is not None else {}, ensure_ascii=False)
@@ -236,12 +237,14 @@ def token_trace(data: Mapping[str, Any]) -> TokenTrace | None:
     empty when the server returns no ``prompt_token_ids``.
     """
     choice = data["choices"][0]
-    content = ((choice.get("logprobs") or {}).get("content")) if isinstance(choice, dict) else None
+    lp = choice.get("logprobs") if isinstance(choice, dict) else None
+    content = lp.get("content") if isinstance(lp, dict) else None
     if not isinstance(content, list) or not content:
         return None
     entries = [e for e in content if isinstance(e, dict)]
-    logprobs = [e.get("logprob") for e in entries]
-    if len(entries) != len(content) or not all(isinstance(x, int | float) for x in logprobs):
+    raw_lps = [e.get("logprob") for e in entries]
+    logprobs = [float(x) for x in raw_lps if isinstance(x, int | float) and not isinstance(x, bool)]
+    if len(entries) != len(content) or len(logprobs) != len(content):
         return None
     completion = _int_list(choice.get("token_ids"))
     if completion is None:
@@ -250,4 +253,4 @@ def token_trace(data: Mapping[str, Any]) -> TokenTrace | None:
     if completion is None or len(completion) != len(logprobs):
         return None
     prompt = _int_list(data.get("prompt_token_ids")) or _int_list(choice.get("prompt_token_ids")) or []
-    return TokenTrace(prompt_ids=prompt, completion_ids=completion, logprobs=[float(x) for x in logprobs])
+    return TokenTrace(prompt_ids=prompt, completion_ids=completion, logprobs=logprobs)

@@ -90,12 +90,14 @@ async def run_episode(
         policy_ms += (time.perf_counter() - tp) * 1000
         msg = dict(action.message)
         msg.setdefault("role", "assistant")
+        parse_errors = msg.pop("parse_errors", None) or []
         messages.append(msg)
         if action.trace is not None:
             traces.append({"turn": len(traces), "message_index": len(messages) - 1, **action.trace.to_json()})
         calls = msg.get("tool_calls") or []
         if not calls:
-            messages.append({"role": "user", "content": NO_TOOL_CALL})
+            hint = ("Your tool call could not be parsed: " + "; ".join(map(str, parse_errors))[:500]) if parse_errors else NO_TOOL_CALL
+            messages.append({"role": "user", "content": hint})
             continue
         for call in calls:
             fn = call.get("function") or {}

@@ -8,6 +8,7 @@ so nothing escapes the limit; OOM kills are counted so an exec can report
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -131,10 +132,8 @@ class CgroupSet:
     def pids(self) -> list[int]:
         out: set[int] = set()
         for d in self.dirs.values():
-            try:
+            with contextlib.suppress(OSError):
                 out.update(int(x) for x in (d / "cgroup.procs").read_text().split())
-            except OSError:
-                pass
         return sorted(out)
 
     def destroy(self) -> None:
@@ -146,10 +145,8 @@ class CgroupSet:
             if not left:
                 break
             for p in left:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(p, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             time.sleep(0.01)
         for d in self.dirs.values():
             try:

@@ -105,7 +105,7 @@ def export_parquet(store: TrajectoryStore, query: TrajQuery, out_path: str | os.
             "reward": pa.array([float(r["reward"]) for r in rows], pa.float64()),
             "tools": pa.array([json.dumps(r["tools"], ensure_ascii=True) if "tools" in r else None for r in rows],
                               pa.string()),
-        }  # fmt: skip
+        }
         try:
             messages = pa.array([r["messages"] for r in rows])
             encoding = "arrow"

@@ -50,9 +50,9 @@ _BATCH_MAX = 500  # below SQLITE_MAX_VARIABLE_NUMBER on old builds (999)
 _COLUMNS = (
     "id", "run_id", "task_id", "family", "status", "reward", "policy", "policy_version",
     "judge_version", "task_digest", "created_at", "attempts", "flags", "record",
-)  # fmt: skip
+)
 _INDEXED = ("run_id", "task_id", "family", "status", "reward", "policy", "judge_version",
-            "task_digest", "created_at")  # fmt: skip
+            "task_digest", "created_at")
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS schema_version (
@@ -134,10 +134,10 @@ class SQLiteStore:
         if readonly:
             uri = target.resolve().as_uri() + "?mode=ro"
             conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_s, isolation_level=None,
-                                   check_same_thread=False)  # fmt: skip
+                                   check_same_thread=False)
         else:
             conn = sqlite3.connect(target, timeout=self._busy_timeout_s, isolation_level=None,
-                                   check_same_thread=False)  # fmt: skip
+                                   check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_s * 1000)}")
         return conn
 
@@ -253,7 +253,8 @@ class SQLiteStore:
             try:
                 yield conn
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
 
@@ -277,7 +278,7 @@ class SQLiteStore:
             traj.id, traj.run_id, traj.task_id, traj.family, traj.status, traj.reward, traj.policy,
             traj.policy_version, traj.judge_version, traj.task_digest, traj.created_at, traj.attempts,
             json.dumps(traj.flags, ensure_ascii=True), record,
-        )  # fmt: skip
+        )
         body = searchable_text(traj)
         with self._write() as conn:
             conn.execute(_UPSERT, row)

@@ -1,6 +1,6 @@
 """Tasks: spec, content digest, loading, registry, admission, families."""
 
-from sparring.tasks.loader import Task, load_task, find_tasks, write_task
+from sparring.tasks.loader import Task, find_tasks, load_task, write_task
 from sparring.tasks.spec import JudgeSpec, Limits, TaskSpec
 
 __all__ = ["JudgeSpec", "Limits", "Task", "TaskSpec", "find_tasks", "load_task", "write_task"]

@@ -337,7 +337,6 @@ def build_tiny_model(
         num_attention_heads=heads,
         num_key_value_heads=heads,
         max_position_embeddings=max_positions,
-        rope_theta=10000.0,
         tie_word_embeddings=True,
         pad_token_id=tok.pad_token_id,
         eos_token_id=tok.eos_token_id,

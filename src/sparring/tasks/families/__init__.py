@@ -1,1 +1,52 @@
-"""tasks/families room."""
+"""Task families: generators that turn a seed into many task directories.
+
+A family is anything with a ``name``, a ``version`` and ``generate(n, seed,
+out)``; register it in :data:`FAMILIES` and every caller (``sparring tasks
+generate``, the demo, tests) can use it through :func:`generate` without other
+changes. Generators are stateless: the same (n, seed) writes the same bytes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from sparring.errors import ConfigError
+from sparring.tasks.families.code_repair import CodeRepairGenerator, check_n
+from sparring.tasks.loader import Task
+
+
+@runtime_checkable
+class FamilyGenerator(Protocol):
+    """A task family generator."""
+
+    name: str
+    version: str
+
+    def generate(self, n: int, seed: int, out: Path) -> list[Task]:
+        """Write n tasks with distinct ids under out/<task id>/ and return them loaded."""
+        ...
+
+
+FAMILIES: dict[str, FamilyGenerator] = {
+    CodeRepairGenerator.name: CodeRepairGenerator(),
+}
+
+
+def get_family(family: str) -> FamilyGenerator:
+    """The registered generator of a family; ConfigError naming the known ones otherwise."""
+    try:
+        return FAMILIES[family]
+    except KeyError:
+        known = ", ".join(sorted(FAMILIES))
+        raise ConfigError(f"unknown family {family!r} (known: {known})") from None
+
+
+def generate(family: str, n: int, seed: int, out: Path) -> list[Task]:
+    """Generate n tasks of a family from seed into out/; ConfigError for an unknown family or bad n."""
+    generator = get_family(family)
+    check_n(n)
+    return generator.generate(n, seed, Path(out))
+
+
+__all__ = ["FAMILIES", "FamilyGenerator", "generate", "get_family"]

@@ -122,7 +122,7 @@ def memoize(capacity=32):
     return decorator
 '''
 
-_TESTS = r'''import pytest
+_TESTS = r"""import pytest
 
 from cachebox import LRUCache, memoize
 from cachebox._stats import CacheStats
@@ -263,7 +263,7 @@ def test_memoize_default_capacity():
     assert len(ident.cache) == 32
     assert (7,) not in ident.cache
     assert (8,) in ident.cache
-'''
+"""
 
 BASE = BaseSource(
     name="cachebox",

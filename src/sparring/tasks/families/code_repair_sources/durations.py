@@ -105,7 +105,7 @@ def to_unit(seconds, unit):
     return seconds / unit_seconds(unit)
 '''
 
-_TESTS = r'''import pytest
+_TESTS = r"""import pytest
 
 from durations import format_duration, parse_duration, to_unit
 from durations._units import unit_seconds
@@ -194,7 +194,7 @@ def test_roundtrip():
 def test_to_unit():
     assert to_unit(5400, "h") == 1.5
     assert to_unit(120, "minutes") == 2
-'''
+"""
 
 BASE = BaseSource(
     name="durations",

@@ -112,7 +112,7 @@ class Ledger:
         return [a.name for a in ranked[:n]]
 '''
 
-_TESTS = r'''import pytest
+_TESTS = r"""import pytest
 
 from ledger import Account, InsufficientFunds, Ledger
 from ledger._money import format_cents, to_cents
@@ -231,7 +231,7 @@ def test_richest():
     assert ledger.richest() == ["w"]
     assert ledger.richest(2) == ["w", "y"]
     assert ledger.richest(5) == ["w", "y", "x"]
-'''
+"""
 
 BASE = BaseSource(
     name="ledger",

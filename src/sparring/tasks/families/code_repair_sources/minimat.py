@@ -114,7 +114,7 @@ class Matrix:
         return total
 '''
 
-_TESTS = r'''import pytest
+_TESTS = r"""import pytest
 
 from minimat import Matrix
 from minimat._shape import shape_of
@@ -218,7 +218,7 @@ def test_getitem_eq_repr():
     assert A == Matrix([[1, 2], [3, 4]])
     assert A != B
     assert repr(A) == "Matrix([[1, 2], [3, 4]])"
-'''
+"""
 
 BASE = BaseSource(
     name="minimat",

@@ -79,7 +79,7 @@ def add_roman(a, b):
     return to_roman(from_roman(a) + from_roman(b))
 '''
 
-_TESTS = r'''import pytest
+_TESTS = r"""import pytest
 
 from numerals import add_roman, from_roman, is_roman, to_roman
 from numerals._tables import PAIRS, SYMBOLS
@@ -165,7 +165,7 @@ def test_add_roman():
 def test_tables_consistent():
     assert [v for v, _ in PAIRS] == sorted((v for v, _ in PAIRS), reverse=True)
     assert all(SYMBOLS[s] == v for v, s in PAIRS if len(s) == 1)
-'''
+"""
 
 BASE = BaseSource(
     name="numerals",

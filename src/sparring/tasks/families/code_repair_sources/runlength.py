@@ -87,7 +87,7 @@ def compression_ratio(s):
     return len(to_text(s)) / len(s)
 '''
 
-_TESTS = r'''import pytest
+_TESTS = r"""import pytest
 
 from runlength import compression_ratio, decode, encode, from_text, to_text
 from runlength._scan import read_number, runs
@@ -166,7 +166,7 @@ def test_compression_ratio():
     assert compression_ratio("") == 1.0
     assert compression_ratio("aaaa") == 0.5
     assert compression_ratio("abcd") == 1.0
-'''
+"""
 
 BASE = BaseSource(
     name="runlength",

@@ -92,7 +92,7 @@ def gaps(intervals, lo, hi):
     return out
 '''
 
-_TESTS = r'''import pytest
+_TESTS = r"""import pytest
 
 from spans import contains, gaps, intersect, merge, total_length
 from spans._normalize import normalize, normalize_all
@@ -180,7 +180,7 @@ def test_gaps_outside_intervals_ignored():
 def test_gaps_overlapping_edges():
     assert gaps([(-3, 2)], 0, 5) == [(2, 5)]
     assert gaps([(3, 9)], 0, 5) == [(0, 3)]
-'''
+"""
 
 BASE = BaseSource(
     name="spans",

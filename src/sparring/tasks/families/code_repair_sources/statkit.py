@@ -102,7 +102,7 @@ def zscores(xs):
     return [(x - m) / s for x in data]
 '''
 
-_TESTS = r'''import math
+_TESTS = r"""import math
 
 import pytest
 
@@ -219,7 +219,7 @@ def test_rejects_non_numbers():
     with pytest.raises(TypeError):
         require_data([True, 2])
     assert require_data((1, 2.5)) == [1, 2.5]
-'''
+"""
 
 BASE = BaseSource(
     name="statkit",

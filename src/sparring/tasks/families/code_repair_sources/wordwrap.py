@@ -109,7 +109,7 @@ def shorten(text, width, placeholder="..."):
     return " ".join(keep) + placeholder
 '''
 
-_TESTS = r'''import pytest
+_TESTS = r"""import pytest
 
 from wordwrap import fill, justify, justify_text, shorten, wrap
 from wordwrap._tokens import chunks, split_words
@@ -186,7 +186,7 @@ def test_shorten_cuts_at_words():
     assert shorten("the quick brown fox", 12) == "the quick..."
     assert shorten("hello world", 10) == "hello..."
     assert shorten("hello world", 10, placeholder=" [..]") == "hello [..]"
-'''
+"""
 
 BASE = BaseSource(
     name="wordwrap",

@@ -1,0 +1,46 @@
+"""`sparring traj replay`: re-execute a stored trajectory and report divergence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from sparring.cli.common import JSON_OPT, emit_json, guarded, out_console, run_async
+from sparring.errors import TaskError
+
+
+@guarded
+def replay_cmd(
+    traj_id: str = typer.Argument(..., help="Trajectory id."),
+    store: Path = typer.Option(..., "--store", help="SQLite trajectory store."),
+    tasks: Path = typer.Option(..., "--tasks", help="Directory holding the trajectory's task."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Re-execute the recorded tool calls in a fresh sandbox; exit 1 if anything diverges."""
+    from sparring.judge.pytest_judge import PytestJudge
+    from sparring.rollout.replay import replay
+    from sparring.sandbox.local import LocalBackend
+    from sparring.store.sqlite import SQLiteStore
+    from sparring.tasks.loader import find_tasks
+
+    if not store.is_file():
+        raise TaskError(f"store not found: {store}")
+    st = SQLiteStore(store, readonly=True)
+    try:
+        traj = st.get(traj_id)
+    finally:
+        st.close()
+    matches = [t for t in find_tasks(tasks) if t.id == traj.task_id]
+    if not matches:
+        raise TaskError(f"task {traj.task_id} of trajectory {traj_id} is not under {tasks}")
+    exact = [t for t in matches if t.digest == traj.task_digest]
+    task = (exact or matches)[0]
+    backend = LocalBackend()
+    rep = run_async(replay(traj, task, backend, PytestJudge(backend)))
+    if json_out:
+        emit_json(rep.to_json())
+    else:
+        out_console.print(rep.to_json())
+    if not rep.identical:
+        raise typer.Exit(1)
