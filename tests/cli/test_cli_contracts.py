@@ -116,7 +116,7 @@ def test_traj_show_and_replay(clamp_task, tmp_path):
     assert sp("rollout", "--tasks", clamp_task.path, "--policy", "oracle", "--store", store).returncode == 0
     tid = json.loads(sp("traj", "search", "--json", "--store", store).stdout)["trajectories"][0]["id"]
     r = sp("traj", "show", tid, "--store", store)
-    assert r.returncode == 0 and "write_file" in r.stdout
+    assert r.returncode == 0 and "str_replace" in r.stdout
     r = sp("traj", "replay", tid, "--json", "--store", store, "--tasks", clamp_task.path.parent)
     j = json.loads(r.stdout)
     assert r.returncode == 0 and j["identical"] and j["steps"] == 5 and j["reward_replayed"] == 1.0

@@ -34,11 +34,12 @@ def test_oracle_solves_and_everything_is_stored(backend, clamp_task, tmp_path):
     t = store.get(trajs[0].id)
     assert t.task_digest == clamp_task.digest and t.judge_version == "pytest-judge/1"
     names = [st.name for st in t.steps]
-    assert names == ["list_dir", "read_file", "write_file", "run_tests", "submit"]
+    assert names == ["list_dir", "read_file", "str_replace", "run_tests", "submit"]
     assert "passed" in t.steps[3].output  # full tool output is kept
     roles = [m["role"] for m in t.messages]
     assert roles[:2] == ["system", "user"] and roles.count("tool") == 5
     assert t.diff["files"]["mathx/core.py"]["text"].count("return hi") == 1
+    assert t.steps[2].arguments == {"path": "mathx/core.py", "old": "    if x > hi:\n        return lo\n    return x\n", "new": "    if x > hi:\n        return hi\n    return x\n"}
     assert t.timings["judge_ms"] > 0 and t.group_id and t.steps[0].duration_ms >= 0
     assert len({t.group_id for t in trajs}) == 1
     store.close()

@@ -26,7 +26,10 @@ def test_load_roundtrip(clamp_task):
         ("id = [oops\n", "malformed"),
         ('id = "x"\n', "family"),
         ('id = "bad id!"\nfamily = "f"\ninstruction = "i"\nsuccess_criteria = "s"\n', "id"),
-        ('id = "x"\nfamily = "f"\ninstruction = "i"\nsuccess_criteria = "s"\nunknown_key = 1\n', "unknown_key"),
+        (
+            'id = "x"\nfamily = "f"\ninstruction = "i"\nsuccess_criteria = "s"\nunknown_key = 1\n',
+            "unknown_key",
+        ),
         ('id = "x"\nfamily = "f"\ninstruction = "i"\nsuccess_criteria = "s"\ntools = ["bash"]\n', "submit"),
     ],
 )

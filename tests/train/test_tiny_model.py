@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import torch  # noqa: E402  (the [train] extra is part of `make test`: a missing torch must fail, not skip)
+import transformers  # noqa: E402, F401
 
 from sparring.errors import PolicyError  # noqa: E402
 from sparring.policy.base import ActRequest, Policy  # noqa: E402

@@ -8,8 +8,9 @@ import typer
 
 from sparring.cli.common import guarded
 
-FULL = {"n_train": 16, "n_heldout": 6, "iterations": 4, "tasks_per_iteration": 4, "group_size": 4, "sft_steps": 12}
-QUICK = {"n_train": 8, "n_heldout": 4, "iterations": 2, "tasks_per_iteration": 2, "group_size": 4, "sft_steps": 4,
+FULL = {"n_train": 16, "n_heldout": 6, "iterations": 4, "tasks_per_iteration": 4, "group_size": 4, "sft_steps": 60,
+        "max_steps": 6, "heldout_max_steps": 6}
+QUICK = {"n_train": 8, "n_heldout": 4, "iterations": 2, "tasks_per_iteration": 2, "group_size": 4, "sft_steps": 16,
          "max_steps": 4, "heldout_max_steps": 4}  # fmt: skip
 
 

@@ -25,8 +25,28 @@ def _assistant_turns(messages: list[dict[str, Any]]) -> int:
     return sum(1 for m in messages if m.get("role") == "assistant")
 
 
+def minimal_edit(old: str, new: str, max_lines: int = 6) -> tuple[str, str] | None:
+    """One ``str_replace`` turning ``old`` into ``new``: the single changed hunk, widened by
+    context lines until it occurs exactly once. None if the change is not one small hunk."""
+    import difflib
+
+    a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    hunks = [op for op in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes() if op[0] != "equal"]
+    if len(hunks) != 1:
+        return None
+    _, i1, i2, j1, j2 = hunks[0]
+    for ctx in range(0, 4):
+        lo, hi = max(0, i1 - ctx), min(len(a), i2 + ctx)
+        o = "".join(a[lo:hi])
+        n = "".join(a[lo:i1]) + "".join(b[j1:j2]) + "".join(a[i2:hi])
+        if o and old.count(o) == 1 and hi - lo <= max_lines + 2 * ctx:
+            return o, n
+    return None
+
+
 class OraclePolicy:
-    """Looks around, reads each file it will fix, writes the reference version, runs the tests, submits."""
+    """Looks around, reads each file it will fix, edits it into the reference version (one small
+    ``str_replace`` where the fix is one hunk, else ``write_file``), runs the tests, submits."""
 
     name = "oracle"
     version = 0
@@ -35,9 +55,15 @@ class OraclePolicy:
         files, deleted = request.task.solution_files()
         steps: list[tuple[str, dict[str, Any]]] = [("list_dir", {"path": "."})]
         for rel in sorted(files):
-            if (request.task.workspace / rel).is_file():
+            target = request.task.workspace / rel
+            new_text = files[rel].decode("utf-8")
+            if target.is_file():
                 steps.append(("read_file", {"path": rel}))
-            steps.append(("write_file", {"path": rel, "content": files[rel].decode("utf-8")}))
+                edit = minimal_edit(target.read_text(), new_text)
+                if edit is not None:
+                    steps.append(("str_replace", {"path": rel, "old": edit[0], "new": edit[1]}))
+                    continue
+            steps.append(("write_file", {"path": rel, "content": new_text}))
         for rel in deleted:
             steps.append(("bash", {"command": f"rm -f -- '{rel}'"}))
         if "run_tests" in request.task.spec.tools:

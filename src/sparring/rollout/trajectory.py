@@ -77,4 +77,6 @@ class Trajectory(BaseModel):
 
     @property
     def passed(self) -> bool:
-        return self.status == "ok" and self.components.get("all_pass", 0.0) >= 1.0
+        """The judged final workspace passes every hidden test (a rollout cut by its step or
+        time budget is judged on what it left, like one that submitted)."""
+        return self.trainable and self.components.get("all_pass", 0.0) >= 1.0

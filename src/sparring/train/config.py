@@ -40,6 +40,7 @@ class RLConfig(BaseModel):
     seed: int = Field(0, description="Seed of task generation, model init and sampling.")
     model: ModelConfig = Field(default_factory=ModelConfig)
     sft_steps: int = Field(8, ge=0, description="Warm-start SFT steps on oracle trajectories (0 = none).")
+    sft_batch: int = Field(4, ge=1, description="Examples (assistant turns) per SFT step.")
     sft_lr: float = Field(3e-3, gt=0, description="Learning rate of the SFT warm start.")
     rl: bool = Field(True, description="Run GRPO updates (False: the control run).")
     iterations: int = Field(3, ge=0, description="RL iterations.")

@@ -8,6 +8,7 @@ setup → warm start → train → evaluate, one readable function each (torchtu
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 import uuid
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from typing import Any
 
 from sparring.curriculum.sampler import BetaCurriculum
 from sparring.env.tools import tool_schemas
+from sparring.errors import JudgeError
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.monitor.metrics import JsonlSink, iteration_metrics
 from sparring.policy.scripted import OraclePolicy
@@ -125,14 +127,22 @@ async def run_rl(cfg: RLConfig, log: Log = lambda s: None, on_iteration: Callabl
         # Warm start: imitate oracle trajectories so the tiny model learns the tool-call format.
         if cfg.sft_steps > 0:
             log("warm start: oracle rollouts + SFT")
-            demo = await sched.run(train_tasks, OraclePolicy(), 1, run_id=run_id + "-oracle", seed=cfg.seed)
-            examples = [ex for t in demo.trajectories if t.passed for ex in sft_examples(t, tool_schemas(list(train_tasks[0].spec.tools)))]
+            oracle_sched = RolloutScheduler(pool, judge, store, concurrency=cfg.concurrency)  # the tasks' own budgets
+            demo = await oracle_sched.run(train_tasks, OraclePolicy(), 1, run_id=run_id + "-oracle", seed=cfg.seed)
+            tools = tool_schemas(list(train_tasks[0].spec.tools))
+            examples = [ex for t in demo.trajectories if t.passed for ex in sft_examples(t, tools)]
+            if not examples:
+                raise JudgeError("warm start: the oracle solved none of the training tasks; check the tasks with `sparring tasks check`")
             sft = SFTTrainer(policy, lr=cfg.sft_lr)
+            rng = random.Random(cfg.seed)
             losses = []
-            for i in range(cfg.sft_steps):
-                batch = [examples[(i * 4 + j) % len(examples)] for j in range(min(4, len(examples)))]
-                losses.append(float(sft.step(batch)["sft/loss"]))
-            res.sft = {"oracle_pass_rate": demo.pass_rate, "examples": len(examples), "loss_first": losses[0], "loss_last": losses[-1]}
+            for _ in range(cfg.sft_steps):
+                batch = rng.sample(examples, min(cfg.sft_batch, len(examples)))
+                losses.append(float((await asyncio.to_thread(sft.step, batch))["sft/loss"]))
+            res.sft = {
+                "oracle_pass_rate": demo.pass_rate, "examples": len(examples), "steps": cfg.sft_steps,
+                "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
+            }  # fmt: skip
 
         log("held-out evaluation before RL")
         before = await evaluate(eval_sched, held, policy, run_id + "-heldout-before", cfg.seed + 7)
@@ -159,6 +169,8 @@ async def run_rl(cfg: RLConfig, log: Log = lambda s: None, on_iteration: Callabl
                 "seconds": summary.seconds,
                 "policy_version": policy.version,
                 "loss": metrics.get("train/loss"),
+                "grpo_skipped": bool(metrics.get("train/skipped", 0.0)) if cfg.rl else None,
+                "zero_std_groups": metrics.get("train/frac_zero_std_groups"),
             }
             sink.log(it, metrics)
             res.iterations.append(row)

@@ -20,8 +20,15 @@ from sparring.tasks.loader import Task
 class FamilyGenerator(Protocol):
     """A task family generator."""
 
-    name: str
-    version: str
+    @property
+    def name(self) -> str:
+        """The family's name, as ``sparring tasks generate`` takes it."""
+        ...
+
+    @property
+    def version(self) -> str:
+        """The generator's version; bump it whenever its output for a seed changes."""
+        ...
 
     def generate(self, n: int, seed: int, out: Path) -> list[Task]:
         """Write n tasks with distinct ids under out/<task id>/ and return them loaded."""

@@ -200,6 +200,7 @@ def _job_dir(root: Path, i: int, job: SuiteJob, timeout_s: float) -> dict[str, o
         "-q",
         "-p",
         "no:cacheprovider",
+        "--assert=plain",
         f"--junitxml={d / 'junit.xml'}",
         str(d / "hidden" / job.test_file),
     ]
@@ -277,10 +278,19 @@ def mutant_files(base: PreparedBase, mutation: Mutation) -> dict[str, str] | Non
 
 
 def validate_batch(
-    items: Sequence[tuple[PreparedBase, Mutation]], test_ids: dict[str, tuple[str, ...]], timeout_s: float
+    items: Sequence[tuple[PreparedBase, Mutation]],
+    test_ids: dict[str, tuple[str, ...]],
+    timeout_s: float,
+    files: Sequence[dict[str, str] | None] | None = None,
 ) -> list[Candidate | None]:
-    """Each mutant if some, but not all, of its base's suite fails on it; else None."""
-    files = [mutant_files(b, m) for b, m in items]
+    """Each mutant if some, but not all, of its base's suite fails on it; else None.
+
+    ``files`` (from :func:`mutant_files`) should be computed on the calling thread: CPython
+    3.11's AST constructor is not thread-safe ("AST constructor recursion depth mismatch"),
+    so parsing and compiling never happen in the worker threads that only wait on pytest.
+    """
+    if files is None:
+        files = [mutant_files(b, m) for b, m in items]
     jobs = [SuiteJob(f, b.hidden_name, b.source.tests) for (b, _), f in zip(items, files, strict=True) if f]
     runs = iter(run_suites(jobs, timeout_s))
     out: list[Candidate | None] = []
@@ -380,7 +390,8 @@ def select(
                         batch.append(order[pos])
                     pos += 1
                 if batch:
-                    future = pool.submit(validate_batch, batch, test_ids, timeout_s)
+                    mutants = [mutant_files(b, m) for b, m in batch]  # AST work stays on this thread
+                    future = pool.submit(validate_batch, batch, test_ids, timeout_s, mutants)
                     pending.extend((future, i) for i in range(len(batch)))
             if pending:
                 future, i = pending.popleft()
@@ -408,7 +419,8 @@ def visible_suite(tests: str, keep: set[str]) -> str:
     prev_def = False
     for node in tree.body:
         is_def = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-        if is_def and node.name.startswith("test") and node.name not in keep:
+        name = getattr(node, "name", "")
+        if is_def and name.startswith("test") and name not in keep:
             continue
         start = min([d.lineno for d in getattr(node, "decorator_list", [])] + [node.lineno])
         if parts:
@@ -430,25 +442,32 @@ def pick_visible(test_ids: tuple[str, ...], failing: tuple[str, ...], rng: rando
 def _spec(c: Candidate, test_ids: tuple[str, ...], sub_seed: int) -> TaskSpec:
     src, m = c.base.source, c.mutation
     visible = f"tests/test_{src.module}.py"
-    return TaskSpec(
-        id=m.task_id,
-        family=FAMILY,
-        instruction=(
-            f"The Python package `{src.name}` in the workspace ({src.summary}) has a bug: some of the tests in "
-            f"{visible} fail. Find the bug in the package's source code under {src.name}/ and fix it so that "
-            "the package behaves as its docstrings and tests describe. Do not edit, add, skip or delete any "
-            "tests or test configuration. Run the visible tests with run_tests (or `python -m pytest tests` "
-            "from the workspace root), then submit."
-        ),
-        success_criteria=(
-            f"All {len(test_ids)} hidden tests in {c.base.hidden_name} (the full test suite of `{src.name}`, "
-            f"a superset of {visible}) pass when pytest runs them against the fixed workspace, with the tests "
-            "and test configuration unchanged."
-        ),
-        judge=JudgeSpec(kind="pytest", hidden_tests=list(test_ids), weights={"all_pass": 1.0}),
-        difficulty=DIFFICULTY[m.kind],
-        tags=[m.kind, src.name],
-        provenance=Provenance(generator=GENERATOR, seed=sub_seed, source=src.name),
+    instruction = (
+        f"The Python package `{src.name}` in the workspace ({src.summary}) has a bug: some of the tests in "
+        f"{visible} fail. Find the bug in the package's source code under {src.name}/ and fix it so that "
+        "the package behaves as its docstrings and tests describe. Do not edit, add, skip or delete any "
+        "tests or test configuration. Run the visible tests with run_tests (or `python -m pytest tests` "
+        "from the workspace root), then submit."
+    )
+    success = (
+        f"All {len(test_ids)} hidden tests in {c.base.hidden_name} (the full test suite of `{src.name}`, "
+        f"a superset of {visible}) pass when pytest runs them against the fixed workspace, with the tests "
+        "and test configuration unchanged."
+    )
+    judge = JudgeSpec.model_validate(
+        {"kind": "pytest", "hidden_tests": list(test_ids), "weights": {"all_pass": 1.0}}
+    )
+    return TaskSpec.model_validate(
+        {
+            "id": m.task_id,
+            "family": FAMILY,
+            "instruction": instruction,
+            "success_criteria": success,
+            "judge": judge,
+            "difficulty": DIFFICULTY[m.kind],
+            "tags": [m.kind, src.name],
+            "provenance": Provenance(generator=GENERATOR, seed=sub_seed, source=src.name),
+        }
     )
 
 
@@ -458,13 +477,13 @@ def write_candidate(c: Candidate, test_ids: tuple[str, ...], index: int, seed: i
     visible = pick_visible(test_ids, c.failing, random.Random(sub_seed))
     keep = {t.split("::", 1)[1].split("[", 1)[0] for t in visible}
     src = c.base.source
-    workspace = {
+    workspace: dict[str, str | bytes] = {
         **c.files,
         f"tests/test_{src.module}.py": visible_suite(src.tests, keep),
         "pytest.ini": _WORKSPACE_INI,
     }
-    hidden = {c.base.hidden_name: src.tests}
-    solution = {c.mutation.path: c.base.files[c.mutation.path]}
+    hidden: dict[str, str | bytes] = {c.base.hidden_name: src.tests}
+    solution: dict[str, str | bytes] = {c.mutation.path: c.base.files[c.mutation.path]}
     spec = _spec(c, test_ids, sub_seed)
     return write_task(Path(out) / spec.id, spec, workspace, hidden, solution)
 

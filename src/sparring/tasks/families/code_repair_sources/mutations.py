@@ -15,6 +15,7 @@ import ast
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypeGuard
 
 FAMILY = "code-repair"
 
@@ -110,7 +111,7 @@ def _is_guard(node: ast.AST) -> bool:
     return isinstance(node, ast.If) and not node.orelse and isinstance(node.body[-1], _GUARD_ENDS)
 
 
-def _is_int(node: ast.AST) -> bool:
+def _is_int(node: ast.AST) -> TypeGuard[ast.Constant]:
     return isinstance(node, ast.Constant) and type(node.value) is int
 
 
@@ -188,9 +189,11 @@ def enumerate_mutations(base: str, path: str, source: str) -> list[Mutation]:
     ]
 
 
-def _bump(value: int | float | bool, variant: str) -> int | float | bool:
+def _bump(value: object, variant: str) -> int | float:
     if isinstance(value, bool):
         return not value
+    if not isinstance(value, (int, float)):
+        raise ValueError(f"cannot bump constant {value!r}")
     return value + 1 if variant.endswith("+1") else value - 1
 
 

@@ -115,9 +115,6 @@ DATA = [2, 4, 4, 4, 5, 5, 7, 9]
 def test_mean_basic():
     assert mean([1, 2, 3, 4]) == 2.5
     assert mean([7]) == 7
-
-
-def test_mean_negative():
     assert mean([-3, 3, -6]) == -2
 
 
