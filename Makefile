@@ -41,7 +41,7 @@ demo: setup
 demo-quick: setup
 	$(VENV)/bin/sparring demo --quick
 
-test: setup
+test: setup lint typecheck
 	$(VENV)/bin/pytest -q
 
 test-fast: setup

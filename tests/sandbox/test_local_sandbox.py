@@ -206,3 +206,22 @@ def test_environment_is_fixed(backend):
     r = run(_with(backend, SandboxSpec(seed=7), lambda sb: sb.exec("echo $TZ $LANG $PYTHONHASHSEED $HOME")))
     assert r.stdout.split() == ["UTC", "C.UTF-8", "7", "/home/agent"]
     assert os.environ.get("SPARRING_SANDBOX_MARK") is None
+
+
+def test_environment_under_tmp_is_visible(tmp_path):
+    """A venv that lives under /tmp (a clone in /tmp) must not be hidden by the sandbox's own /tmp."""
+    import sys
+
+    from sparring.sandbox.environment import SandboxEnvironment
+    from sparring.sandbox.local import LocalBackend
+
+    env_dir = tmp_path / "env" / "bin"
+    env_dir.mkdir(parents=True)
+    tool = env_dir / "hello-from-tmp"
+    tool.write_text("#!/bin/sh\necho hi from tmp\n")
+    tool.chmod(0o755)
+    base = SandboxEnvironment.current_python()
+    env = SandboxEnvironment(ro_paths=(*base.ro_paths, tmp_path / "env"), path_dirs=(str(env_dir), *base.path_dirs))
+    b = LocalBackend(root=tmp_path / "sbroot", environment=env)
+    r = run(_with(b, SandboxSpec(), lambda sb: sb.exec(["hello-from-tmp"])))
+    assert r.exit_code == 0 and r.stdout == "hi from tmp\n", (r, sys.prefix)

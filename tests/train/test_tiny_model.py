@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 import torch  # noqa: E402  (the [train] extra is part of `make test`: a missing torch must fail, not skip)
 import transformers  # noqa: E402, F401
 

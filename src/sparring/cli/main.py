@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import typer
 
 from sparring import __version__
@@ -64,10 +66,8 @@ def _exception_modules() -> list[object]:
 
     mods = []
     for name in ("typer._click.exceptions", "click.exceptions"):
-        try:
+        with contextlib.suppress(ImportError):
             mods.append(importlib.import_module(name))
-        except ImportError:
-            pass
     return mods
 
 

@@ -1,4 +1,4 @@
-"""`sparring tasks`: generate, check, list and show tasks."""
+"""`sparring tasks`: generate, import, check, list and show tasks."""
 
 from __future__ import annotations
 
@@ -116,11 +116,23 @@ def show(path: Path = typer.Argument(..., help="A task directory."), json_out: b
         out_console.print_json(data=d)
 
 
-@app.command("import", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command("import")
 @guarded
-def import_cmd() -> None:
-    """Import tasks from a dataset file (function-jsonl). Planned."""
-    not_built("tasks import", 5)
+def import_cmd(
+    file: Path = typer.Argument(..., help="The dataset file to import."),
+    fmt: str = typer.Option(..., "--format", help="Input format: function-jsonl."),
+    out: Path = typer.Option(..., "--out", help="Directory to write task directories into."),
+    limit: int | None = typer.Option(None, "--limit", help="Import only the first N records (all are validated)."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Import tasks from a dataset file (function-jsonl: task_id, prompt, canonical_solution, test, entry_point)."""
+    from sparring.tasks.importers import import_tasks
+
+    tasks = import_tasks(fmt, file, out, limit=limit)
+    if json_out:
+        emit_json({"format": fmt, "out": str(out), "tasks": [{"id": t.id, "digest": t.digest, "path": str(t.path)} for t in tasks]})
+    else:
+        err_console.print(f"imported {len(tasks)} tasks to {out}")
 
 
 @app.command("regress", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

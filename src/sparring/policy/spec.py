@@ -28,12 +28,12 @@ def make_policy(spec: str, **kwargs: Any) -> Policy:
             raise ConfigError(f"bad policy spec {spec!r}: write openai:http://HOST:PORT/v1#MODEL")
         from sparring.policy.openai_http import OpenAIPolicy
 
-        return OpenAIPolicy(url, model, **kwargs)  # type: ignore[return-value]
+        return OpenAIPolicy(url, model, **kwargs)
     if spec.startswith("hf:"):
         path = Path(spec[3:])
         if not (path / "config.json").is_file():
             raise ConfigError(f"bad policy spec {spec!r}: {path} is not a model directory (no config.json)")
         from sparring.policy.hf import HFPolicy
 
-        return HFPolicy(path, **kwargs)  # type: ignore[return-value]
+        return HFPolicy(path, **kwargs)
     raise ConfigError(f"unknown policy spec {spec!r}: {SPEC_HELP}")

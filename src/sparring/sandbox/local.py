@@ -212,9 +212,10 @@ class LocalSandbox:
         etc = self.dir / "etc"
         for name in ("passwd", "group", "hostname"):
             a += ["--ro-bind", str(etc / name), f"/etc/{name}"]
+        # tmpfs first: an environment living under /tmp (a venv in a clone there) is bound on top of it.
+        a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/home/agent"]
         for p in self.backend.environment.ro_paths:
             a += ["--ro-bind", str(p), str(p)]
-        a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/home/agent"]
         a += ["--bind", str(self.merged), WORKSPACE]
         for dest, src in sorted(s.extra_ro.items()):
             a += ["--ro-bind", str(src), dest]
@@ -275,7 +276,8 @@ class LocalSandbox:
         (out, out_drop), (err, err_drop) = await asyncio.gather(out_t, err_t)
         duration = (time.perf_counter() - t0) * 1000
         oom = self.cg.oom_kills() > oom_before
-        code = 124 if timed_out else (proc.returncode if proc.returncode >= 0 else 128 - proc.returncode)
+        rc = proc.returncode if proc.returncode is not None else -9
+        code = 124 if timed_out else (rc if rc >= 0 else 128 - rc)
         stderr = _decode(err, err_drop)
         if code == 1 and stderr.startswith("bwrap: execvp "):
             code = 127
