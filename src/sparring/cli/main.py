@@ -7,7 +7,7 @@ import contextlib
 import typer
 
 from sparring import __version__
-from sparring.cli import demo, judge, replay, rollout, sandbox, tasks, train, traj
+from sparring.cli import demo, judge, replay, rollout, sandbox, serve, tasks, train, traj
 from sparring.cli.common import not_built
 
 app = typer.Typer(
@@ -53,7 +53,7 @@ def _planned(name: str, issue: int, help_text: str) -> None:
             raise fail(f"not built yet: {e}", code=3) from None
 
 
-_planned("serve-policy", 7, "Serve a local policy over an OpenAI-compatible HTTP API")
+app.command("serve-policy")(serve.serve_policy)
 _planned("eval", 6, "Evaluate a policy with the evaluation judge")
 _planned("review", 6, "Review queue of flagged trajectories")
 _planned("report", 8, "Draw reward curves and histograms of a run")

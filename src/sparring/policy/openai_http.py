@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -95,6 +96,9 @@ class OpenAIPolicy:
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "logprobs": True,
+            # Each sample of a group, and each turn, draws its own sampling seed (vLLM / SGLang
+            # honour `seed`), so a GRPO group is not G copies of one sample and a replay is exact.
+            "seed": zlib.crc32(f"{request.seed}:{request.sample_index}:{request.step}".encode()) & 0x7FFFFFFF,
         }
         if request.tools:
             body["tools"] = request.tools

@@ -154,7 +154,7 @@ def read_function_jsonl(path: Path) -> list[FunctionRecord]:
 def hidden_test_source(rec: FunctionRecord) -> str:
     """The hidden test module: imports the function, embeds the record's test, runs check() as one test."""
     return (
-        f"from solution import {rec.entry_point}\n\n"
+        f"from solution import {rec.entry_point}\n\n\n"
         f"{_with_newline(rec.test.strip(chr(10)))}\n\n"
         f"def {HIDDEN_TEST_NAME}():\n"
         f"    check({rec.entry_point})\n"
@@ -184,7 +184,9 @@ def function_task(
         f"The hidden test {rec.hidden_test_id} passes: it imports `{rec.entry_point}` from {SOLUTION_FILE} and "
         "checks it against the docstring's behaviour on many inputs, with the tests and test configuration unchanged."
     )
-    judge = JudgeSpec.model_validate({"kind": "pytest", "hidden_tests": [rec.hidden_test_id], "weights": {"all_pass": 1.0}})
+    judge = JudgeSpec.model_validate(
+        {"kind": "pytest", "hidden_tests": [rec.hidden_test_id], "weights": {"all_pass": 1.0}}
+    )
     spec = TaskSpec.model_validate(
         {
             "id": rec.spec_id,
@@ -207,7 +209,9 @@ def function_task(
     return spec, workspace, hidden, solution
 
 
-def write_function_tasks(items: Sequence[tuple[FunctionRecord, Provenance]], out: Path, tags: Sequence[str] = ()) -> list[Task]:
+def write_function_tasks(
+    items: Sequence[tuple[FunctionRecord, Provenance]], out: Path, tags: Sequence[str] = ()
+) -> list[Task]:
     """Write each record's task to out/<task id>/ (each atomically); if one fails, remove what this call wrote."""
     out = Path(out)
     built = [function_task(rec, prov, tags) for rec, prov in items]  # spec errors surface before any write
@@ -248,7 +252,9 @@ def import_tasks(fmt: str, path: Path, out: Path, *, limit: int | None = None) -
     try:
         importer = IMPORT_FORMATS[fmt]
     except KeyError:
-        raise ConfigError(f"unknown import format {fmt!r} (known: {', '.join(sorted(IMPORT_FORMATS))})") from None
+        raise ConfigError(
+            f"unknown import format {fmt!r} (known: {', '.join(sorted(IMPORT_FORMATS))})"
+        ) from None
     return importer(path, out, limit=limit)
 
 

@@ -1,0 +1,401 @@
+"""An OpenAI-compatible chat-completions HTTP server over an in-process Policy (``sparring serve-policy``).
+
+Endpoints (also without the ``/v1`` prefix):
+
+- ``GET /health`` -> ``{"status": "ok", "model", "version"}`` (answers while a generation runs)
+- ``GET /v1/models`` -> ``{"object": "list", "data": [{"id": NAME, "object": "model", ...}]}``
+- ``POST /v1/chat/completions`` (non-streaming) with ``model, messages, tools, temperature,
+  top_p, max_tokens, seed, logprobs, return_token_ids, return_tokens_as_token_ids``.
+
+The reply has the OpenAI shape (``choices[0].message`` with ``content`` and
+``tool_calls``, ``finish_reason`` ``tool_calls`` / ``stop`` / ``length``, ``usage``)
+plus the vLLM extras that :mod:`sparring.policy.openai_http` reads back into a
+:class:`~sparring.policy.base.TokenTrace`: ``prompt_token_ids`` (top level),
+``choices[0].token_ids`` (with ``return_token_ids``) and
+``choices[0].logprobs.content[*].logprob`` (with ``logprobs``; each token is
+written ``token_id:N`` under ``return_tokens_as_token_ids``).
+
+Errors are OpenAI-style ``{"error": {"message", "type", "code"}}``: 400 for bad
+JSON or fields, 404 for an unknown model or path, 413 for a huge body, 500 when
+the policy fails.
+
+Generation is one request at a time per server (and the policy holds its own
+lock); every connection has its own thread, so ``/health`` stays responsive.
+An :class:`~sparring.policy.hf.HFPolicy` is called at its sampling level
+(``_act_sync`` under ``policy.lock``) so a request's ``temperature``, ``top_p``
+and ``max_tokens`` (capped at the policy's ``max_new_tokens``) apply to that
+request only; ``seed`` maps to ``ActRequest.seed`` (sample_index = step = 0), so
+the same prompt and seed give the same tokens as ``policy.act`` in-process.
+Any other Policy is driven through ``act()`` on a private event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from sparring.errors import PolicyError
+from sparring.policy.base import Action, ActRequest, Policy
+from sparring.tasks.loader import Task
+from sparring.tasks.spec import TaskSpec
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+_CONN_TIMEOUT_S = 60.0  # an idle keep-alive connection is closed after this
+
+
+class _HTTPError(Exception):
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type_
+
+
+def _placeholder_task() -> Task:
+    """ActRequest needs a Task; a served request has none (model policies never read it)."""
+    spec = TaskSpec(
+        id="served-request",
+        family="served",
+        instruction="(a request served over HTTP: no task)",
+        success_criteria="(none)",
+    )
+    return Task(spec=spec, path=Path("/nonexistent/served-request"), digest="")
+
+
+def _default_name(policy: Policy) -> str:
+    path = getattr(policy, "path", None)
+    if isinstance(path, Path) and path.name:
+        return path.name
+    return str(getattr(policy, "name", "policy"))
+
+
+def _number(body: dict[str, Any], key: str) -> float | None:
+    v = body.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise _HTTPError(400, f"'{key}' must be a number, got {type(v).__name__}")
+    return float(v)
+
+
+def _integer(body: dict[str, Any], key: str) -> int | None:
+    v = body.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _HTTPError(400, f"'{key}' must be an integer, got {type(v).__name__}")
+    return v
+
+
+class PolicyServer:
+    """Serve ``policy`` at ``http://HOST:PORT/v1`` (``port=0`` picks a free port).
+
+    ``start()`` listens and serves in a background thread; ``stop()`` shuts it
+    down; also a context manager. :attr:`url` is the OpenAI base URL (with ``/v1``).
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        name: str | None = None,
+    ) -> None:
+        self.policy = policy
+        self.host = host
+        self.port = port
+        self.model_name = name or _default_name(policy)
+        self.created = int(time.time())
+        self._task = _placeholder_task()
+        self._gen_lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self.requests_served = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def url(self) -> str:
+        """The OpenAI base URL, e.g. ``http://127.0.0.1:8000/v1``."""
+        if self._httpd is None:
+            raise RuntimeError("PolicyServer is not started")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self._httpd.server_address[1]}/v1"
+
+    def start(self) -> PolicyServer:
+        if self._httpd is not None:
+            return self
+        server = self
+
+        class Handler(_Handler):
+            owner = server
+
+        httpd = ThreadingHTTPServer((self.host, self.port), Handler)
+        httpd.daemon_threads = True
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.2}, name="policy-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        httpd, self._httpd = self._httpd, None
+        if httpd is not None:
+            httpd.shutdown()
+            httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            if self._loop_thread is not None:
+                self._loop_thread.join(timeout=5)
+            self._loop_thread = None
+
+    def __enter__(self) -> PolicyServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ generation
+
+    def _run_async(self, request: ActRequest) -> Action:
+        """A generic Policy: its act() on one private event loop (its locks live on that loop)."""
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            t = threading.Thread(target=loop.run_forever, name="policy-server-loop", daemon=True)
+            t.start()
+            self._loop, self._loop_thread = loop, t
+        return asyncio.run_coroutine_threadsafe(self.policy.act(request), self._loop).result()
+
+    def _generate(self, request: ActRequest, overrides: dict[str, Any]) -> Action:
+        from sparring.policy.hf import HFPolicy
+
+        pol = self.policy
+        with self._gen_lock:
+            if not isinstance(pol, HFPolicy):
+                return self._run_async(request)
+            with pol.lock:  # re-entrant: _act_sync takes it again around sampling
+                saved = (pol.temperature, pol.top_p, pol.max_new_tokens)
+                try:
+                    if overrides.get("temperature") is not None:
+                        pol.temperature = overrides["temperature"]
+                    if overrides.get("top_p") is not None:
+                        pol.top_p = overrides["top_p"]
+                    if overrides.get("max_tokens") is not None:
+                        pol.max_new_tokens = min(overrides["max_tokens"], saved[2])
+                    return pol._act_sync(request)
+                finally:
+                    pol.temperature, pol.top_p, pol.max_new_tokens = saved
+
+    def _token_text(self, tok: int) -> str:
+        tokenizer = getattr(self.policy, "tokenizer", None)
+        if tokenizer is None:
+            return f"token_id:{tok}"
+        try:
+            return str(tokenizer.decode([tok], skip_special_tokens=False))
+        except Exception:
+            return f"token_id:{tok}"
+
+    def complete(self, body: Any) -> dict[str, Any]:
+        """One chat completion from a decoded request body; raises _HTTPError on bad input."""
+        if not isinstance(body, dict):
+            raise _HTTPError(400, "the request body must be a JSON object")
+        model = body.get("model")
+        if model is not None and model != self.model_name:
+            raise _HTTPError(
+                404, f"model {model!r} not found: this server serves {self.model_name!r}", "not_found_error"
+            )
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            raise _HTTPError(400, "'messages' must be a non-empty list of message objects")
+        if any(not isinstance(m.get("role"), str) for m in messages):
+            raise _HTTPError(400, "every message needs a 'role' string")
+        tools = body.get("tools") or []
+        if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+            raise _HTTPError(400, "'tools' must be a list of tool objects")
+        if body.get("stream"):
+            raise _HTTPError(400, "streaming is not supported by this server: send stream=false")
+        n = _integer(body, "n")
+        if n not in (None, 1):
+            raise _HTTPError(400, "only n=1 is supported")
+        temperature = _number(body, "temperature")
+        top_p = _number(body, "top_p")
+        max_tokens = _integer(body, "max_completion_tokens")
+        if max_tokens is None:
+            max_tokens = _integer(body, "max_tokens")
+        seed = _integer(body, "seed")
+        if temperature is not None and temperature < 0:
+            raise _HTTPError(400, "'temperature' must be >= 0")
+        if top_p is not None and not 0 < top_p <= 1:
+            raise _HTTPError(400, "'top_p' must be in (0, 1]")
+        if max_tokens is not None and max_tokens < 1:
+            raise _HTTPError(400, "'max_tokens' must be >= 1")
+        request = ActRequest(messages=messages, tools=tools, task=self._task, seed=seed or 0)
+        overrides = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
+        try:
+            action = self._generate(request, overrides)
+        except PolicyError as e:
+            raise _HTTPError(
+                500, str(e).splitlines()[0] if str(e) else "policy failed", "server_error"
+            ) from None
+        except Exception as e:
+            raise _HTTPError(500, f"policy failed: {type(e).__name__}: {e}", "server_error") from None
+        self.requests_served += 1
+        return self._response(body, action)
+
+    def _response(self, body: dict[str, Any], action: Action) -> dict[str, Any]:
+        msg = action.message
+        calls = msg.get("tool_calls") or []
+        message: dict[str, Any] = {"role": "assistant", "content": msg.get("content") or ""}
+        if calls:
+            message["tool_calls"] = [
+                {
+                    "id": str(c.get("id") or f"call_{i}"),
+                    "type": "function",
+                    "function": {
+                        "name": str((c.get("function") or {}).get("name", "")),
+                        "arguments": _args_json((c.get("function") or {}).get("arguments")),
+                    },
+                }
+                for i, c in enumerate(calls)
+            ]
+        trace = action.trace
+        stop_ids: frozenset[int] = getattr(self.policy, "stop_ids", frozenset())
+        if calls:
+            finish = "tool_calls"
+        elif (
+            trace is not None
+            and trace.completion_ids
+            and stop_ids
+            and trace.completion_ids[-1] not in stop_ids
+        ):
+            finish = "length"
+        else:
+            finish = "stop"
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
+        prompt_n = int(action.usage.get("prompt_tokens", len(trace.prompt_ids) if trace else 0))
+        completion_n = int(action.usage.get("completion_tokens", len(trace.completion_ids) if trace else 0))
+        out: dict[str, Any] = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model_name,
+            "choices": [choice],
+            "usage": {
+                "prompt_tokens": prompt_n,
+                "completion_tokens": completion_n,
+                "total_tokens": prompt_n + completion_n,
+            },
+        }
+        if trace is not None:
+            if body.get("return_token_ids"):
+                choice["token_ids"] = list(trace.completion_ids)
+            out["prompt_token_ids"] = list(trace.prompt_ids)
+            if body.get("logprobs") and trace.logprobs is not None:
+                as_ids = bool(body.get("return_tokens_as_token_ids"))
+                choice["logprobs"] = {
+                    "content": [
+                        {
+                            "token": f"token_id:{tok}" if as_ids else self._token_text(tok),
+                            "logprob": float(lp),
+                            "bytes": None,
+                            "top_logprobs": [],
+                        }
+                        for tok, lp in zip(trace.completion_ids, trace.logprobs, strict=False)
+                    ]
+                }
+        return out
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "model": self.model_name,
+            "version": int(getattr(self.policy, "version", 0) or 0),
+            "busy": self._gen_lock.locked(),
+            "requests_served": self.requests_served,
+        }
+
+    def models(self) -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [
+                {"id": self.model_name, "object": "model", "created": self.created, "owned_by": "sparring"}
+            ],
+        }
+
+
+def _args_json(args: Any) -> str:
+    if isinstance(args, str):
+        return args
+    return json.dumps(args if args is not None else {}, ensure_ascii=False)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: PolicyServer
+    protocol_version = "HTTP/1.1"
+    timeout = _CONN_TIMEOUT_S
+    server_version = "sparring-policy-server/1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: the CLI prints what matters
+        return None
+
+    def _send(self, status: int, obj: dict[str, Any]) -> None:
+        data = json.dumps(obj, ensure_ascii=False).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, err: _HTTPError) -> None:
+        self._send(err.status, {"error": {"message": err.message, "type": err.type, "code": err.status}})
+
+    def _route(self) -> str:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        return path[3:] if path.startswith("/v1/") else path
+
+    def do_GET(self) -> None:
+        route = self._route()
+        if route == "/health":
+            self._send(200, self.owner.health())
+        elif route == "/models":
+            self._send(200, self.owner.models())
+        else:
+            self._error(_HTTPError(404, f"no such endpoint: GET {self.path}", "not_found_error"))
+
+    def do_POST(self) -> None:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0 or length > MAX_BODY_BYTES:
+            self.close_connection = True
+            status = 413 if length > MAX_BODY_BYTES else 400
+            self._error(_HTTPError(status, f"bad Content-Length (at most {MAX_BODY_BYTES} bytes)"))
+            return
+        raw = self.rfile.read(length) if length else b""
+        if self._route() != "/chat/completions":
+            self._error(_HTTPError(404, f"no such endpoint: POST {self.path}", "not_found_error"))
+            return
+        try:
+            body = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            self._error(_HTTPError(400, f"the request body is not valid JSON: {e}"))
+            return
+        try:
+            self._send(200, self.owner.complete(body))
+        except _HTTPError as e:
+            self._error(e)
