@@ -273,7 +273,7 @@ def test_registry() -> None:
 
 
 def test_unknown_family(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"^unknown family 'x' \(known: code-repair\)$"):
+    with pytest.raises(ConfigError, match=r"^unknown family 'x' \(known: .*code-repair.*\)$"):
         generate("x", 1, 0, tmp_path)
 
 
