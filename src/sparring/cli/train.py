@@ -18,7 +18,7 @@ def print_iteration_table(rows: list[dict[str, Any]], heldout: dict[str, float] 
         st = " ".join(f"{k}:{v}" for k, v in sorted(r["statuses"].items()))
         loss = "-" if r.get("loss") is None else f"{r['loss']:.4f}"
         if r.get("grpo_skipped"):
-            loss = "skipped (no signal)"
+            loss = "no signal"
         t.add_row(
             str(r["iteration"]), f"{r['reward_mean']:.3f}", f"{r['pass_rate']:.3f}", st,
             f"{r['throughput_per_min']:.1f}", loss, str(r["policy_version"]),
