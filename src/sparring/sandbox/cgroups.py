@@ -2,7 +2,7 @@
 
 A :class:`CgroupSet` is one group per controller (v1) or one group (v2) named
 ``sparring/<sandbox id>``. The sandbox's processes join it before they exec,
-so nothing escapes the limit; OOM kills are counted so an exec can report
+so nothing escapes the limit (see ``procs_files``); OOM kills are counted so an exec can report
 ``oom_killed``.
 """
 
@@ -103,12 +103,9 @@ class CgroupSet:
                 _write(d / "cpu.cfs_quota_us", str(int(float(value) * 100_000)))
         return cg
 
-    def join(self, pid: int | None = None) -> None:
-        """Move ``pid`` (default: the calling process) into every group. Safe in a preexec_fn."""
-        me = str(pid or os.getpid())
-        for d in self.dirs.values():
-            with open(d / "cgroup.procs", "w") as f:
-                f.write(me)
+    def procs_files(self) -> list[Path]:
+        """The ``cgroup.procs`` file of every group: a process joins by writing its pid there."""
+        return [d / "cgroup.procs" for d in self.dirs.values()]
 
     def oom_kills(self) -> int:
         """OOM kills so far in this group (0 when there is no memory limit)."""
