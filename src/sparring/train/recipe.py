@@ -56,9 +56,10 @@ class RunResult:
 
 def prepare_tasks(cfg: RLConfig, log: Log) -> tuple[list[Task], list[Task]]:
     """Generate (or reuse) train and held-out tasks; held-out ones come from a disjoint seed range."""
-    from sparring.tasks.families import generate
+    from sparring.tasks.families import generate, get_family
 
-    root = cfg.workdir / "tasks" / f"{cfg.family}-s{cfg.seed}"
+    # The generator's version is part of the cache key: a changed generator never reuses old tasks.
+    root = cfg.workdir / "tasks" / f"{cfg.family}-v{get_family(cfg.family).version}-s{cfg.seed}"
     out = []
     for name, n, seed in (("train", cfg.n_train, cfg.seed), ("heldout", cfg.n_heldout, cfg.seed + 100_003)):
         d = root / f"{name}-{n}"
