@@ -225,3 +225,20 @@ def test_environment_under_tmp_is_visible(tmp_path):
     b = LocalBackend(root=tmp_path / "sbroot", environment=env)
     r = run(_with(b, SandboxSpec(), lambda sb: sb.exec(["hello-from-tmp"])))
     assert r.exit_code == 0 and r.stdout == "hi from tmp\n", (r, sys.prefix)
+
+
+def test_reaper_drops_snapshot_layers_of_dead_backends(backend, workspace):
+    from sparring.sandbox.local import LocalBackend
+
+    async def body():
+        sb = await backend.create(SandboxSpec(workspace=workspace))
+        try:
+            return await sb.snapshot()
+        finally:
+            await sb.close()
+
+    live = backend.snapshots[run(body())][0]
+    dead = backend.root / "layers" / "snap-999999999-0123456789abcdef"
+    dead.mkdir()
+    LocalBackend(root=backend.root)
+    assert live.exists() and not dead.exists()

@@ -138,10 +138,16 @@ class LocalBackend:
                 mounts.umount(mp)
             shutil.rmtree(d, ignore_errors=True)
             n += 1
+        for layer in (self.root / "layers").glob("snap-*"):
+            parts = layer.name.split("-")
+            owner = int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else -1
+            if owner != os.getpid() and not (owner > 0 and _pid_alive(owner)):
+                shutil.rmtree(layer, ignore_errors=True)
         return n
 
     def new_layer_dir(self) -> tuple[str, Path]:
-        sid = "snap-" + uuid.uuid4().hex[:16]
+        # The owner's pid is in the name so the reaper can drop layers of a dead backend.
+        sid = f"snap-{os.getpid()}-{uuid.uuid4().hex[:16]}"
         d = self.root / "layers" / sid
         return sid, d
 
