@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import statistics
 import tempfile
 import time
@@ -82,7 +83,5 @@ async def run_bench(n: int = 20, concurrency: int = 4) -> dict[str, Any]:
         mode=backend.mode,
         wall_s=round(time.perf_counter() - wall, 3),
     )
-    import shutil
-
     shutil.rmtree(ws, ignore_errors=True)
     return out

@@ -66,6 +66,11 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _orphaned(owner: int) -> bool:
+    """True when ``owner`` (a pid, -1 if unknown) is neither this process nor alive."""
+    return owner != os.getpid() and not (owner > 0 and _pid_alive(owner))
+
+
 async def _drain(stream: asyncio.StreamReader | None, cap: int) -> tuple[bytes, int]:
     """Read a stream to EOF keeping the first ``cap`` bytes; returns (kept, dropped)."""
     if stream is None:
@@ -130,9 +135,7 @@ class LocalBackend:
                 owner = int((d / "owner").read_text())
             except (OSError, ValueError):
                 owner = -1
-            if owner > 0 and _pid_alive(owner) and owner != os.getpid():
-                continue
-            if owner == os.getpid():
+            if not _orphaned(owner):
                 continue
             for mp in mounts.mounts_below(d):
                 mounts.umount(mp)
@@ -141,7 +144,7 @@ class LocalBackend:
         for layer in (self.root / "layers").glob("snap-*"):
             parts = layer.name.split("-")
             owner = int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else -1
-            if owner != os.getpid() and not (owner > 0 and _pid_alive(owner)):
+            if _orphaned(owner):
                 shutil.rmtree(layer, ignore_errors=True)
         return n
 
