@@ -30,7 +30,7 @@ def _procs_with(marker: str) -> list[int]:
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                if marker.encode() in (p / "cmdline").read_bytes():
+                if marker.encode() in (p / "cmdline").read_bytes().replace(b"\0", b" "):
                     out.append(int(p.name))
             except OSError:
                 pass
@@ -233,12 +233,20 @@ def test_reaper_drops_snapshot_layers_of_dead_backends(backend, workspace):
     async def body():
         sb = await backend.create(SandboxSpec(workspace=workspace))
         try:
+            await sb.write_file("kept.txt", uuid.uuid4().hex.encode())
             return await sb.snapshot()
         finally:
             await sb.close()
 
-    live = backend.snapshots[run(body())][0]
-    dead = backend.root / "layers" / "snap-999999999-0123456789abcdef"
-    dead.mkdir()
+    sid = run(body())
+    live = backend.snapshots[sid][0]
+    # a snapshot recorded by an owner that no longer exists, with a layer only it needs
+    dead_rec = backend.root / "snapshots" / "999999999"
+    dead_rec.mkdir()
+    dead_layer = backend.root / "layers" / ("L-" + "0" * 64)
+    dead_layer.mkdir()
+    os.utime(dead_layer, (1, 1))  # old enough for the collector
+    (dead_rec / "snap-00000000000000000000").write_text(f"{workspace}\n{dead_layer.name}\n")
     LocalBackend(root=backend.root)
-    assert live.exists() and not dead.exists()
+    assert live.exists() and (live / "kept.txt").exists()
+    assert not dead_layer.exists() and not dead_rec.exists()

@@ -4,14 +4,36 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import typer
 
 from sparring.cli.common import JSON_OPT, emit_json, err_console, fail, guarded, run_async
 from sparring.errors import ConfigError
 
+if TYPE_CHECKING:
+    from sparring.sandbox.base import SandboxSpec
+
 app = typer.Typer(help="Sandboxes: isolated, quota-bound, copy-on-write environments.", no_args_is_help=True)
+
+
+_FLAGS = {"memory_mb": "--memory-mb", "pids": "--pids", "cpus": "--cpus", "disk_mb": "--disk-mb", "nofile": "--nofile"}
+
+
+def _spec(**kw: object) -> SandboxSpec:
+    """A SandboxSpec, or a one-line ConfigError naming the flag that is out of range."""
+    from pydantic import ValidationError
+
+    from sparring.sandbox.base import SandboxSpec
+
+    try:
+        return SandboxSpec(**kw)  # type: ignore[arg-type]
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = str(err["loc"][0]) if err["loc"] else "?"
+        raise ConfigError(
+            f"{_FLAGS.get(field, field)} {kw.get(field)!r} is out of range: {err['msg'].lower()}"
+        ) from None
 
 
 @app.command("exec", context_settings={"allow_interspersed_args": False})
@@ -24,11 +46,11 @@ def exec_cmd(
     pids: int | None = typer.Option(None, "--pids", help="Most processes at once."),
     cpus: float | None = typer.Option(None, "--cpus", help="CPU share in cores."),
     disk_mb: int = typer.Option(512, "--disk-mb", help="Most MiB the command may write."),
+    nofile: int = typer.Option(1024, "--nofile", help="Most open files per process."),
     timeout: float = typer.Option(30.0, "--timeout", help="Seconds before the whole process tree is killed (exit 124)."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Run CMD in a fresh sandbox whose /workspace is a copy-on-write view of --workspace."""
-    from sparring.sandbox.base import SandboxSpec
     from sparring.sandbox.local import LocalBackend
 
     if network not in ("none", "loopback"):
@@ -38,9 +60,9 @@ def exec_cmd(
     if timeout <= 0:
         raise ConfigError("--timeout must be positive")
     net: Literal["none", "loopback"] = "loopback" if network == "loopback" else "none"
-    spec = SandboxSpec(
+    spec = _spec(
         workspace=workspace.resolve() if workspace else None,
-        network=net, memory_mb=memory_mb, pids=pids, cpus=cpus, disk_mb=disk_mb,
+        network=net, memory_mb=memory_mb, pids=pids, cpus=cpus, disk_mb=disk_mb, nofile=nofile,
     )  # fmt: skip
 
     async def go():  # type: ignore[no-untyped-def]
@@ -73,20 +95,28 @@ def exec_cmd(
 def bench(
     n: int = typer.Option(20, "--n", min=1, help="Sandboxes to cycle through."),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Sandboxes alive at once."),
+    files: int = typer.Option(1000, "--files", min=0, help="Files in the benchmark workspace."),
+    changed: int = typer.Option(10, "--changed", min=0, help="Files changed before each snapshot."),
+    execs: int = typer.Option(20, "--execs", min=1, help="Exec round trips per sandbox."),
+    alive: int = typer.Option(0, "--alive", min=0, help="Also hold this many sandboxes alive at once."),
+    podman: bool = typer.Option(False, "--podman", help="Measure the same cycle through podman, print the ratio."),
+    limits: bool = typer.Option(True, "--limits/--no-limits", help="Memory/pids cgroups on the cycled sandboxes."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Benchmark create / exec / snapshot / restore / reset / close and warm acquire (medians, ms)."""
-    from sparring.sandbox.bench import run_bench
+    from sparring.sandbox.bench import OPS, run_bench
 
     with err_console.status(f"benchmarking {n} sandboxes, {concurrency} at a time"):
-        res = run_async(run_bench(n, concurrency))
+        res = run_async(run_bench(n, concurrency, files, changed, execs, alive, podman, limits))
     if json_out:
         emit_json(res)
     else:
         from rich.table import Table
 
         t = Table("metric", "median ms", "p99 ms")
-        for k in ("acquire", "create", "exec", "reset", "snapshot", "restore", "close"):
+        for k in OPS:
             t.add_row(k, f"{res[k + '_ms']:.2f}", f"{res[k + '_p99_ms']:.2f}")
         err_console.print(t)
         err_console.print(f"max concurrent: {res['max_concurrent']}  mode: {res['mode']}")
+        if "podman_ratio" in res:
+            err_console.print(f"podman cycle: {res['podman_cycle_ms']} ms, {res['podman_ratio']}x the local one")

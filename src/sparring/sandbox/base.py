@@ -23,6 +23,12 @@ class SandboxSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     workspace: Path | None = Field(None, description="Read-only lower layer seen at /workspace (None: empty).")
+    workspace_digest: str | None = Field(
+        None,
+        pattern=r"^(sha256:)?[0-9a-f]{64}$",
+        description="Pinned digest of the workspace (sparring.sandbox.layers.tree_digest): verified once, then "
+        "every sandbox mounts the verified copy.",
+    )
     extra_ro: dict[str, Path] = Field(
         default_factory=dict, description="Extra read-only mounts: sandbox path -> host path (judge assets)."
     )
@@ -30,10 +36,15 @@ class SandboxSpec(BaseModel):
         default_factory=dict, description="Extra writable mounts: sandbox path -> host path (judge reports)."
     )
     network: Literal["none", "loopback"] = Field("none", description="'none': empty network namespace.")
-    memory_mb: int | None = Field(None, ge=16, description="Memory limit (cgroup); OOM is reported.")
-    pids: int | None = Field(None, ge=8, description="Most processes alive at once (cgroup).")
-    cpus: float | None = Field(None, gt=0, description="CPU share as a number of cores (cgroup).")
-    disk_mb: int = Field(512, ge=1, description="Most bytes the sandbox may write (size-limited upper layer).")
+    memory_mb: int | None = Field(
+        None, ge=32, le=1 << 20, description="Memory limit in MiB (cgroup), exec server included; OOM is reported."
+    )
+    pids: int | None = Field(None, ge=8, le=1 << 22, description="Most processes alive at once (cgroup).")
+    cpus: float | None = Field(None, gt=0, le=4096, description="CPU share as a number of cores (cgroup).")
+    disk_mb: int = Field(
+        512, ge=1, le=1 << 20, description="Most MiB the sandbox may write: /workspace, /tmp and $HOME together."
+    )
+    nofile: int = Field(1024, ge=16, le=1 << 20, description="Most open files per process (rlimit).")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for every command.")
     seed: int = Field(0, description="PYTHONHASHSEED inside the sandbox.")
 

@@ -1,8 +1,19 @@
-"""Sandbox lifecycle benchmark: medians and p99 of every operation, in milliseconds."""
+"""Sandbox lifecycle benchmark: medians and p99 of every operation, in milliseconds.
+
+One *cycle* per sandbox: cold ``create``; ``execs`` round trips of ``true``;
+``changed`` files written, then ``snapshot``; one more write, then
+``restore``; ``reset``; ``close``. The workspace has ``files`` files (the
+issue's target case: 1,000 files with 10 changed). ``acquire`` is measured on
+a warm pool. ``--alive N`` also holds N sandboxes alive at once, runs a
+command in each, and reports the memory they take. ``--podman`` measures the
+same create + exec + close cycle through podman in the same run and prints
+the ratio.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import statistics
 import tempfile
@@ -12,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from sparring.sandbox.base import SandboxSpec
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local import LocalBackend, LocalSandbox
 from sparring.sandbox.pool import SandboxPool
+
+OPS = ("acquire", "create", "exec", "reset", "snapshot", "restore", "close", "cycle")
 
 
 def _p(xs: list[float], q: float) -> float:
@@ -30,43 +43,106 @@ async def _timed(samples: list[float], fn: Callable[[], Awaitable[Any]]) -> Any:
     return r
 
 
-def _workspace() -> Path:
+def make_workspace(files: int) -> Path:
     d = Path(tempfile.mkdtemp(prefix="sparring-bench-ws-"))
-    (d / "pkg").mkdir()
-    for i in range(20):
-        (d / "pkg" / f"m{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n" * 20)
+    for i in range(files):
+        sub = d / f"pkg{i % 25}"
+        sub.mkdir(exist_ok=True)
+        (sub / f"m{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n" * 5)
     return d
 
 
-async def run_bench(n: int = 20, concurrency: int = 4) -> dict[str, Any]:
-    backend = LocalBackend()
-    ws = _workspace()
-    spec = SandboxSpec(workspace=ws, memory_mb=256, pids=64)
-    t: dict[str, list[float]] = {k: [] for k in ("create", "exec", "reset", "snapshot", "restore", "close", "acquire")}
+def _rss_kb(pid: int) -> int:
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _tree_rss_kb(pid: int) -> int:
+    """RSS of a process and its descendants (bubblewrap, the server, what runs in the sandbox)."""
+    total, stack = 0, [pid]
+    while stack:
+        p = stack.pop()
+        total += _rss_kb(p)
+        with contextlib.suppress(OSError):
+            stack += [int(x) for x in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
+    return total
+
+
+async def _hold_alive(backend: LocalBackend, spec: SandboxSpec, n: int, concurrency: int) -> dict[str, Any]:
     sem = asyncio.Semaphore(concurrency)
-    alive = 0
+    alive: list[LocalSandbox] = []
+
+    async def one() -> None:
+        async with sem:
+            sb = await backend.create(spec)
+            alive.append(sb)
+            await sb.exec(["true"])
+
+    t = time.perf_counter()
+    try:
+        await asyncio.gather(*(one() for _ in range(n)))
+        ok = sum([(await sb.exec(["echo", "alive"])).stdout == "alive\n" for sb in alive])
+        rss = sum(_tree_rss_kb(sb.channel.proc.pid) for sb in alive if sb.channel is not None)
+        return {
+            "max_concurrent": len(alive),
+            "alive_ok": ok,
+            "alive_rss_mb": round(rss / 1024, 1),
+            "alive_rss_per_sandbox_mb": round(rss / 1024 / max(1, len(alive)), 2),
+            "alive_setup_s": round(time.perf_counter() - t, 2),
+        }
+    finally:
+        await asyncio.gather(*(sb.close() for sb in alive), return_exceptions=True)
+
+
+async def run_bench(
+    n: int = 20,
+    concurrency: int = 4,
+    files: int = 1000,
+    changed: int = 10,
+    execs: int = 20,
+    alive: int = 0,
+    podman: bool = False,
+    limits: bool = True,
+) -> dict[str, Any]:
+    backend = LocalBackend()
+    ws = make_workspace(files)
+    spec = SandboxSpec(workspace=ws, memory_mb=256 if limits else None, pids=256 if limits else None)
+    t: dict[str, list[float]] = {k: [] for k in OPS}
+    sem = asyncio.Semaphore(concurrency)
+    now_alive = 0
     max_alive = 0
 
     async def one(i: int) -> None:
-        nonlocal alive, max_alive
+        nonlocal now_alive, max_alive
         async with sem:
+            t0 = time.perf_counter()
             sb = await _timed(t["create"], lambda: backend.create(spec))
-            alive += 1
-            max_alive = max(max_alive, alive)
+            now_alive += 1
+            max_alive = max(max_alive, now_alive)
             try:
-                await _timed(t["exec"], lambda: sb.exec(["true"]))
-                await sb.write_file("pkg/new.py", b"x = 1\n" * 100)
+                for k in range(execs):
+                    r = await _timed(t["exec"], lambda: sb.exec(["true"]))
+                    if k == 0:
+                        t["cycle"].append((time.perf_counter() - t0) * 1000)  # create + first exec, close added below
+                    if r.exit_code != 0:
+                        raise RuntimeError(f"bench exec failed: {r}")
+                for j in range(changed):
+                    await sb.write_file(f"pkg{j % 25}/m{j}.py", f"CHANGED = {i}\n".encode())
                 sid = await _timed(t["snapshot"], sb.snapshot)
-                await sb.write_file("pkg/later.py", b"y = 2\n")
+                await sb.write_file("pkg0/later.py", b"y = 2\n")
                 await _timed(t["restore"], lambda: sb.restore(sid))
                 await _timed(t["reset"], sb.reset)
             finally:
                 await _timed(t["close"], sb.close)
-                alive -= 1
+                t["cycle"][-1] += t["close"][-1]
+                now_alive -= 1
 
     wall = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(n)))
-    pool = SandboxPool(backend, max_idle=concurrency)
+    pool = SandboxPool(backend, max_idle=concurrency, pin_workspaces=False)
     await pool.warm(ws, concurrency)
     for _ in range(n):
         sb = await _timed(t["acquire"], lambda: pool.acquire_spec(SandboxSpec(workspace=ws)))
@@ -80,8 +156,38 @@ async def run_bench(n: int = 20, concurrency: int = 4) -> dict[str, Any]:
         max_concurrent=max(max_alive, concurrency),
         n=n,
         concurrency=concurrency,
+        files=files,
+        changed=changed,
+        execs_per_sandbox=execs,
+        limits=limits,
         mode=backend.mode,
         wall_s=round(time.perf_counter() - wall, 3),
     )
+    if alive:
+        held = await _hold_alive(backend, SandboxSpec(workspace=ws), alive, concurrency)
+        out.update(held)
+        out["max_concurrent"] = max(out["max_concurrent"], held["max_concurrent"])
+    if podman:
+        out.update(await _podman_side_by_side(n, out["cycle_ms"]))
     shutil.rmtree(ws, ignore_errors=True)
     return out
+
+
+async def _podman_side_by_side(n: int, local_cycle_ms: float) -> dict[str, Any]:
+    """The same create + exec + close cycle through podman (runc), measured in this run."""
+    import importlib
+
+    try:
+        oci = importlib.import_module("sparring.sandbox.oci")
+    except ImportError:
+        return {"podman_error": "the OCI backend is not installed in this build"}
+    try:
+        res = await oci.podman_cycle_ms(n)
+    except Exception as e:  # podman missing or broken: report it, the local numbers still stand
+        return {"podman_error": f"{type(e).__name__}: {e}"}
+    cyc = float(res.get("cycle_ms", 0.0))
+    return {
+        "podman_cycle_ms": round(cyc, 3),
+        "podman_cycle_p99_ms": res.get("cycle_p99_ms"),
+        "podman_ratio": round(cyc / local_cycle_ms, 1) if local_cycle_ms else None,
+    }

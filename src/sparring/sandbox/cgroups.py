@@ -9,6 +9,7 @@ so nothing escapes the limit (see ``procs_files``); OOM kills are counted so an 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import time
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparring.errors import SandboxUnavailableError
+
+log = logging.getLogger("sparring.sandbox")
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARENT = "sparring"
@@ -31,11 +34,16 @@ def _write(p: Path, value: str) -> None:
 
 @dataclass
 class CgroupSet:
-    """The cgroup directories of one sandbox; ``dirs`` maps controller -> directory."""
+    """The cgroup directories of one sandbox; ``dirs`` maps controller -> directory.
+
+    ``rlimits`` holds the per-process fallback limits used when no cgroup
+    hierarchy is writable (a clear warning is logged: rlimits are weaker).
+    """
 
     name: str
     dirs: dict[str, Path] = field(default_factory=dict)
     v2: bool = False
+    rlimits: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def create(
@@ -45,18 +53,69 @@ class CgroupSet:
         pids: int | None,
         cpus: float | None,
         root: Path = CGROUP_ROOT,
+        freezer: bool = False,
     ) -> CgroupSet:
-        if memory_mb is None and pids is None and cpus is None:
+        limited = not (memory_mb is None and pids is None and cpus is None)
+        if not limited and not freezer:
             return cls(name)
         try:
             if _is_v2(root):
                 return cls._create_v2(name, memory_mb, pids, cpus, root)
-            return cls._create_v1(name, memory_mb, pids, cpus, root)
-        except OSError as e:
-            raise SandboxUnavailableError(
-                f"cannot set memory/pids/cpu limits: cgroup hierarchy at {root} is not writable ({e.strerror}); "
-                "run as root or drop the limit options"
-            ) from None
+            cg = cls._create_v1(name, memory_mb, pids, cpus, root)
+            if freezer and (root / "freezer").is_dir():
+                d = root / "freezer" / PARENT / name
+                try:
+                    d.mkdir(parents=True)
+                    cg.dirs["freezer"] = d
+                except OSError:
+                    pass  # no freezer: snapshots then copy a running sandbox
+            return cg
+        except (OSError, SandboxUnavailableError) as e:
+            if not limited:
+                return cls(name)
+            return cls._fallback(name, memory_mb, pids, cpus, root, e)
+
+    @classmethod
+    def _fallback(
+        cls, name: str, memory_mb: int | None, pids: int | None, cpus: float | None, root: Path, err: Exception
+    ) -> CgroupSet:
+        with contextlib.suppress(Exception):
+            cls(name, {c: root / c / PARENT / name for c in ("memory", "pids", "cpu")}).destroy()
+        why = err.strerror if isinstance(err, OSError) else str(err)
+        rl: dict[str, int] = {}
+        if memory_mb is not None:
+            rl["as"] = memory_mb * 1024 * 1024
+        if pids is not None:
+            rl["nproc"] = pids
+        log.warning(
+            "cgroups at %s are not writable (%s): falling back to rlimits (memory as address space per process, "
+            "pids per user%s); OOM kills will not be reported. Run as root for real limits.",
+            root, why, ", no CPU share limit" if cpus is not None else "",
+        )  # fmt: skip
+        return cls(name, rlimits=rl)
+
+    def freeze(self, timeout: float = 2.0) -> bool:
+        """Stop every process of the sandbox (invisibly to them); False when there is no freezer."""
+        if self.v2:
+            d = self.dirs["unified"]
+            _write(d / "cgroup.freeze", "1")
+            state, want = d / "cgroup.events", "frozen 1"
+        elif "freezer" in self.dirs:
+            d = self.dirs["freezer"]
+            _write(d / "freezer.state", "FROZEN")
+            state, want = d / "freezer.state", "FROZEN"
+        else:
+            return False
+        deadline = time.monotonic() + timeout
+        while want not in state.read_text() and time.monotonic() < deadline:
+            time.sleep(0.0002)
+        return True
+
+    def thaw(self) -> None:
+        if self.v2:
+            _write(self.dirs["unified"] / "cgroup.freeze", "0")
+        elif "freezer" in self.dirs:
+            _write(self.dirs["freezer"] / "freezer.state", "THAWED")
 
     @classmethod
     def _create_v2(cls, name: str, memory_mb: int | None, pids: int | None, cpus: float | None, root: Path) -> CgroupSet:
@@ -64,8 +123,9 @@ class CgroupSet:
         parent.mkdir(exist_ok=True)
         wanted = {"memory": memory_mb, "pids": pids, "cpu": cpus}
         enable = " ".join(f"+{c}" for c, v in wanted.items() if v is not None)
-        _write(root / "cgroup.subtree_control", enable)
-        _write(parent / "cgroup.subtree_control", enable)
+        if enable:
+            _write(root / "cgroup.subtree_control", enable)
+            _write(parent / "cgroup.subtree_control", enable)
         d = parent / name
         d.mkdir()
         cg = cls(name, {"unified": d}, v2=True)
@@ -137,6 +197,8 @@ class CgroupSet:
         """Kill whatever is left in the groups and remove them."""
         import signal
 
+        with contextlib.suppress(OSError):
+            self.thaw()  # frozen processes cannot die
         for _ in range(50):
             left = self.pids()
             if not left:

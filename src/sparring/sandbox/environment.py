@@ -30,6 +30,17 @@ class SandboxEnvironment:
     ro_paths: tuple[Path, ...]
     path_dirs: tuple[str, ...]
     variables: dict[str, str] = field(default_factory=dict)
+    python: str = ""
+    """The interpreter that runs the sandbox's exec server (default: ``python3`` of the first PATH dir)."""
+
+    @property
+    def interpreter(self) -> str:
+        if self.python:
+            return self.python
+        for d in self.path_dirs:
+            if (Path(d) / "python3").exists():
+                return str(Path(d) / "python3")
+        return "/usr/bin/python3"
 
     @classmethod
     def current_python(cls) -> SandboxEnvironment:
@@ -42,6 +53,7 @@ class SandboxEnvironment:
         return cls(
             ro_paths=tuple(sorted(prefixes)),
             path_dirs=(venv_bin, "/usr/local/bin", "/usr/bin", "/bin"),
+            python=sys.executable,
         )
 
     def digest(self) -> str:
@@ -71,16 +83,20 @@ class SandboxEnvironment:
         return env
 
 
+HOST_ETC = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ssl")
+TOP_LEVEL = ("bin", "lib", "lib64", "sbin", "lib32", "libx32")
+
+
 def host_usr_binds() -> list[str]:
     """bwrap arguments for a read-only /usr-based root (Debian's merged /usr)."""
     args = ["--ro-bind", "/usr", "/usr"]
-    for name in ("bin", "lib", "lib64", "sbin", "lib32", "libx32"):
+    for name in TOP_LEVEL:
         p = Path("/") / name
         if p.is_symlink():
             args += ["--symlink", os.readlink(p), f"/{name}"]
         elif p.is_dir():
             args += ["--ro-bind", str(p), f"/{name}"]
-    for etc in ("/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ssl"):
+    for etc in HOST_ETC:
         if Path(etc).exists():
             args += ["--ro-bind", etc, etc]
     return args

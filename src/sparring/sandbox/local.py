@@ -1,54 +1,61 @@
-"""Local sandbox backend: bubblewrap + overlayfs + tmpfs quota + cgroups.
+"""Local sandbox backend: one long-lived bubblewrap per sandbox, an exec server inside, overlayfs layers.
 
 Layout of one sandbox under the backend root::
 
     <root>/sb-<id>/
         owner          pid of the owning process (the reaper removes orphans)
-        rw/            tmpfs of size disk_mb (the disk quota) holding upper/ and work/
-        merged/        overlayfs: upper over [snapshot layers...] over the task workspace
-        etc/           synthetic passwd/group bound read-only into the sandbox
+        cgroups        the sandbox's cgroup directories, one per line (for the reaper)
+        bwrap.log      what bubblewrap and the exec server wrote to stderr
+        rw/            tmpfs of size disk_mb: upper/ and work/ of the overlay, tmp/, home/
+        root/          the sandbox's / (a shared mount; see rootfs.py), with
+          workspace/   overlayfs: rw/upper over [snapshot layers...] over the task workspace
+          tmp/, home/agent/   bound from rw/, so every byte the sandbox writes counts against disk_mb
 
-Every ``exec`` runs one bubblewrap process with all namespaces unshared (user,
-pid, net, ipc, uts, cgroup), capabilities dropped, as uid 1000, with the
-merged view at /workspace. A timeout kills bubblewrap's process group; as the
-pid namespace's init dies with it, the kernel kills every process inside, so
-nothing outlives its command.
+``create`` mounts the layers, then starts bubblewrap with every namespace
+unshared (user, pid, net, ipc, uts, cgroup), no capabilities, uid 1000, no
+further user namespaces, and the exec server (execserver.py) as PID 1. Each
+``exec`` is then a round trip over a pipe; commands run concurrently, stream
+their output, and background processes persist between calls. ``reset`` and
+``restore`` kill every process but the server and swap the mounts under the
+running sandbox; ``snapshot`` freezes the sandbox (cgroup freezer), copies the
+upper layer into the content-addressed layer store, and thaws it. ``close``
+kills bubblewrap, which takes the whole pid namespace with it, then unmounts
+and removes everything. A watchdog process cleans up after an owner that dies
+without closing (see reaper.py), and a restarted backend reaps what a dead one
+left.
 
-``reset()`` remounts a fresh tmpfs (discarding the upper layer), ``snapshot()``
-freezes the upper layer as a new read-only layer and ``restore()`` remounts any
-stack of layers. Without root (no mount rights) the backend falls back to
-*copy mode*: the workspace is copied instead of overlaid and no disk quota is
-enforced; isolation by bubblewrap is unchanged.
+Without root (no mount rights) the backend falls back to *copy mode*: the
+workspace is copied instead of overlaid, /tmp and the home directory are not
+part of the quota, and no disk quota is enforced; isolation by bubblewrap is
+unchanged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
-import signal
 import time
 import uuid
 from pathlib import Path
 
 from sparring.errors import SandboxError, SandboxUnavailableError
-from sparring.sandbox import mounts
+from sparring.sandbox import execserver, mounts, reaper
 from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.cgroups import CgroupSet
-from sparring.sandbox.environment import (
-    AGENT_GID,
-    AGENT_UID,
-    GROUP,
-    HOSTNAME,
-    PASSWD,
-    SandboxEnvironment,
-    host_usr_binds,
-)
+from sparring.sandbox.channel import ExecChannel, OutputCallback
+from sparring.sandbox.environment import AGENT_GID, AGENT_UID, HOSTNAME, SandboxEnvironment
+from sparring.sandbox.layers import LayerStore, Snapshot
+from sparring.sandbox.rootfs import HOME, SERVER, WRITABLE, RootPlan, install_server
 from sparring.sandbox.workspace import tree_diff
+
+log = logging.getLogger("sparring.sandbox")
 
 OUTPUT_CAP = 1 << 20  # bytes kept per stream; the rest is counted and dropped
 TRUNC_MARKER = "\n[... output truncated by sparring: {n} more bytes ...]\n"
+KILL_GRACE_S = 5.0  # how long a killed command may take to be reported before the sandbox counts as broken
 _JOIN_CGROUPS = (
     'IFS=:; for f in $SPARRING_CG; do echo $$ > "$f" 2>/dev/null || '
     '{ echo "sparring: cannot join cgroup $f" >&2; exit 125; }; done; unset SPARRING_CG; exec "$@"'
@@ -56,189 +63,259 @@ _JOIN_CGROUPS = (
 DEFAULT_ROOT = Path(os.environ.get("SPARRING_SANDBOX_ROOT", "/tmp/sparring-sandboxes"))
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _orphaned(owner: int) -> bool:
-    """True when ``owner`` (a pid, -1 if unknown) is neither this process nor alive."""
-    return owner != os.getpid() and not (owner > 0 and _pid_alive(owner))
-
-
-async def _drain(stream: asyncio.StreamReader | None, cap: int) -> tuple[bytes, int]:
-    """Read a stream to EOF keeping the first ``cap`` bytes; returns (kept, dropped)."""
-    if stream is None:
-        return b"", 0
-    buf = bytearray()
-    dropped = 0
-    while chunk := await stream.read(65536):
-        room = cap - len(buf)
-        if room > 0:
-            buf += chunk[:room]
-        dropped += max(0, len(chunk) - max(room, 0))
-    return bytes(buf), dropped
-
-
-def _decode(data: bytes, dropped: int) -> str:
-    text = data.decode("utf-8", errors="replace")
+def _decode(data: bytes | bytearray, dropped: int) -> str:
+    text = bytes(data).decode("utf-8", errors="replace")
     return text + TRUNC_MARKER.format(n=dropped) if dropped else text
 
 
 class LocalBackend:
-    """Creates :class:`LocalSandbox` es and owns the snapshot layer store."""
+    """Creates :class:`LocalSandbox` es and owns the layer store."""
 
     name = "local"
 
-    def __init__(self, root: Path | None = None, environment: SandboxEnvironment | None = None) -> None:
+    def __init__(
+        self,
+        root: Path | None = None,
+        environment: SandboxEnvironment | None = None,
+        server: str | None = None,
+    ) -> None:
         self.bwrap = shutil.which("bwrap")
         if self.bwrap is None:
             raise SandboxUnavailableError(
                 "bubblewrap (bwrap) is not installed: run `make setup` as root or `apt-get install bubblewrap`"
             )
-        self.root = Path(root or DEFAULT_ROOT)
+        self.root = Path(root or DEFAULT_ROOT).absolute()
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        (self.root / "layers").mkdir(exist_ok=True)
+        self.layers = LayerStore(self.root)
         self.environment = environment or SandboxEnvironment.current_python()
         self.overlay = os.geteuid() == 0 and mounts.overlay_supported()
-        # snapshot id -> layer stack (newest first), task workspace excluded
-        self.snapshots: dict[str, tuple[Path, ...]] = {}
+        self.plan = RootPlan.build(self.environment)
+        self.server_kind, self.server = install_server(self.root, server or os.environ.get("SPARRING_EXEC_SERVER", "auto"))
         self.reap_stale()
+        reaper.ensure_watchdog(self.root)
 
     @property
     def mode(self) -> str:
         return "overlay" if self.overlay else "copy"
 
+    @property
+    def snapshots(self) -> dict[str, tuple[Path, ...]]:
+        """Snapshot id -> layer stack (newest first) of every snapshot this process recorded."""
+        out: dict[str, tuple[Path, ...]] = {}
+        d = self.layers.records / str(os.getpid())
+        for rec in d.iterdir() if d.is_dir() else ():
+            snap = self.layers.load(rec.name)
+            if snap is not None:
+                out[snap.id] = snap.layers
+        return out
+
+    def lower_for(self, spec: SandboxSpec) -> Path | None:
+        """The read-only lowest layer: the verified imported copy when the spec pins a digest."""
+        if spec.workspace is None:
+            return None
+        ws = Path(spec.workspace)
+        if not ws.is_dir():
+            raise SandboxError(f"workspace {ws} is not a directory: pass an existing task workspace")
+        if spec.workspace_digest is None:
+            return ws
+        return self.layers.import_workspace(ws, spec.workspace_digest)
+
     async def create(self, spec: SandboxSpec, snapshot: str | None = None) -> LocalSandbox:
-        if snapshot is not None and snapshot not in self.snapshots:
-            raise SandboxError(f"unknown snapshot {snapshot!r}: take one with sandbox.snapshot() first")
-        if spec.workspace is not None and not Path(spec.workspace).is_dir():
-            raise SandboxError(f"workspace {spec.workspace} is not a directory")
-        sb = LocalSandbox(self, spec, layers=self.snapshots.get(snapshot or "", ()))
+        snap: Snapshot | None = None
+        if snapshot is not None:
+            snap = self.layers.load(snapshot)
+            if snap is None:
+                raise SandboxError(f"unknown snapshot {snapshot!r}: take one with sandbox.snapshot() first")
+        for dest in (*spec.extra_ro, *spec.extra_rw):
+            if not dest.startswith("/") or any(dest == w or dest.startswith(w + "/") for w in (WORKSPACE, *WRITABLE)):
+                raise SandboxError(f"extra mount {dest!r} must be an absolute path outside /workspace, /tmp and {HOME}")
+        if spec.workspace_digest is not None and spec.workspace is not None:
+            lower = await asyncio.to_thread(self.lower_for, spec)
+        else:
+            lower = self.lower_for(spec)
+        if snap is not None and snap.base != str(lower):
+            raise SandboxError(f"snapshot {snapshot} was taken on another workspace ({snap.base}), not {lower}")
+        sb = LocalSandbox(self, spec, lower, layers=snap.layers if snap else ())
         try:
-            await asyncio.to_thread(sb._setup)
+            await sb._start()
         except BaseException:
-            await asyncio.to_thread(sb._teardown)
+            await sb._teardown()
             raise
         return sb
 
-    def reap_stale(self) -> int:
-        """Remove sandboxes whose owning process is dead (a crashed pool leaves no mounts behind)."""
-        n = 0
-        for d in self.root.glob("sb-*"):
-            try:
-                owner = int((d / "owner").read_text())
-            except (OSError, ValueError):
-                owner = -1
-            if not _orphaned(owner):
-                continue
-            for mp in mounts.mounts_below(d):
-                mounts.umount(mp)
-            shutil.rmtree(d, ignore_errors=True)
-            n += 1
-        for layer in (self.root / "layers").glob("snap-*"):
-            parts = layer.name.split("-")
-            owner = int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else -1
-            if _orphaned(owner):
-                shutil.rmtree(layer, ignore_errors=True)
-        return n
+    async def fork(self, snapshot: str, spec: SandboxSpec, n: int) -> list[LocalSandbox]:
+        """``n`` new sandboxes seeded from one snapshot (a group of rollouts forked at step k)."""
+        made = await asyncio.gather(*(self.create(spec, snapshot=snapshot) for _ in range(n)), return_exceptions=True)
+        ok = [s for s in made if isinstance(s, LocalSandbox)]
+        errors = [e for e in made if isinstance(e, BaseException)]
+        if errors:
+            for s in ok:
+                await s.close()
+            raise errors[0]
+        return ok
 
-    def new_layer_dir(self) -> tuple[str, Path]:
-        # The owner's pid is in the name so the reaper can drop layers of a dead backend.
-        sid = f"snap-{os.getpid()}-{uuid.uuid4().hex[:16]}"
-        d = self.root / "layers" / sid
-        return sid, d
+    def reap_stale(self) -> int:
+        """Remove sandboxes and snapshot layers whose owning process is dead."""
+        return reaper.reap(self.root)
 
 
 class LocalSandbox:
     """One sandbox of the local backend. Use ``await backend.create(spec)``."""
 
-    def __init__(self, backend: LocalBackend, spec: SandboxSpec, layers: tuple[Path, ...] = ()) -> None:
+    def __init__(
+        self, backend: LocalBackend, spec: SandboxSpec, lower: Path | None, layers: tuple[Path, ...] = ()
+    ) -> None:
         self.backend = backend
         self.spec = spec
         self.id = uuid.uuid4().hex[:12]
         self.dir = backend.root / f"sb-{self.id}"
-        self.merged = self.dir / "merged"
+        self.rootdir = self.dir / "root"
+        self.rw = self.dir / "rw"
+        self.merged = self.rootdir / "workspace"
+        self._empty = self.dir / "empty"
+        self._lower = lower
         self.layers = layers
         self.cg = CgroupSet(self.id)
         self.closed = False
-        self._empty = self.dir / "empty"
-
-    # ---------- lifecycle (blocking parts run in a thread) ----------
-    def _setup(self) -> None:
-        self.dir.mkdir(mode=0o700)
-        (self.dir / "owner").write_text(str(os.getpid()))
-        etc = self.dir / "etc"
-        etc.mkdir()
-        (etc / "passwd").write_text(PASSWD)
-        (etc / "group").write_text(GROUP)
-        (etc / "hostname").write_text(HOSTNAME + "\n")
-        self._empty.mkdir()
-        self.merged.mkdir()
-        self._mount_layers()
-        s = self.spec
-        self.cg = CgroupSet.create(f"{self.id}", s.memory_mb, s.pids, s.cpus)
+        self.channel: ExecChannel | None = None
+        self.kill_grace_s = KILL_GRACE_S
+        self._mounted: list[Path] = []
 
     @property
     def lower(self) -> Path:
-        return Path(self.spec.workspace) if self.spec.workspace else self._empty
+        return self._lower if self._lower is not None else self._empty
 
-    def _mount_layers(self) -> None:
-        if not self.backend.overlay:
-            shutil.rmtree(self.merged, ignore_errors=True)
-            src = self.layers[0] if self.layers else self.lower
-            shutil.copytree(src, self.merged, symlinks=True)
-            return
-        rw = self.dir / "rw"
-        rw.mkdir(exist_ok=True)
-        mounts.mount("tmpfs", rw, "tmpfs", f"size={self.spec.disk_mb}m,mode=0755")
-        (rw / "upper").mkdir()
-        (rw / "work").mkdir()
-        lowers = ":".join(str(p) for p in (*self.layers, self.lower))
-        mounts.mount("overlay", self.merged, "overlay", f"lowerdir={lowers},upperdir={rw}/upper,workdir={rw}/work")
-
-    def _unmount_layers(self) -> None:
+    # ---------- lifecycle ----------
+    async def _start(self) -> None:
+        self.dir.mkdir(mode=0o700)
         if self.backend.overlay:
-            mounts.umount(self.merged)
-            mounts.umount(self.dir / "rw")
-
-    def _teardown(self) -> None:
-        with contextlib.suppress(Exception):
-            self.cg.destroy()
-        if self.dir.exists():
-            for mp in mounts.mounts_below(self.dir):
-                with contextlib.suppress(SandboxError):
-                    mounts.umount(mp)
-            shutil.rmtree(self.dir, ignore_errors=True)
-
-    # ---------- exec ----------
-    def _argv(self, cmd: list[str], env: dict[str, str], cwd: str) -> list[str]:
+            # The sandbox's own small tmpfs, shared: mounts made under root/ later reach the running
+            # sandbox, and close() is one unmount instead of a directory walk.
+            mounts.mount("tmpfs", self.dir, "tmpfs", "size=4m,mode=0700", flags=mounts.MS_NOSUID | mounts.MS_NODEV)
+            self._mounted.append(self.dir)
+            mounts.mount("none", self.dir, "", flags=mounts.MS_SHARED)
+        (self.dir / "owner").write_text(str(os.getpid()))
+        self._empty.mkdir()
+        self.rootdir.mkdir()
+        self.backend.plan.populate(self.rootdir)
+        for dest in (*self.spec.extra_ro, *self.spec.extra_rw):
+            (self.rootdir / dest.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        self._mount_layers()
         s = self.spec
-        a: list[str] = [self.backend.bwrap or "bwrap", "--unshare-all", "--die-with-parent", "--new-session"]
-        a += ["--cap-drop", "ALL", "--uid", str(AGENT_UID), "--gid", str(AGENT_GID), "--hostname", HOSTNAME]
-        a += host_usr_binds()
-        etc = self.dir / "etc"
-        for name in ("passwd", "group", "hostname"):
-            a += ["--ro-bind", str(etc / name), f"/etc/{name}"]
-        # tmpfs first: an environment living under /tmp (a venv in a clone there) is bound on top of it.
-        a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/home/agent"]
-        for p in self.backend.environment.ro_paths:
-            a += ["--ro-bind", str(p), str(p)]
-        a += ["--bind", str(self.merged), WORKSPACE]
+        self.cg = CgroupSet.create(self.id, s.memory_mb, s.pids, s.cpus, freezer=self.backend.overlay)
+        if self.cg.dirs:
+            (self.dir / "cgroups").write_text("\n".join(map(str, self.cg.dirs.values())) + "\n")
+        argv, spawn_env = self._bwrap_argv()
+        self.channel = await ExecChannel.open(argv, spawn_env, self.dir / "bwrap.log")
+
+    def _bwrap_argv(self) -> tuple[list[str], dict[str, str] | None]:
+        s, env = self.spec, self.backend.environment
+        a: list[str] = [self.backend.bwrap or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns"]
+        a += ["--die-with-parent", "--as-pid-1", "--cap-drop", "ALL"]
+        a += ["--uid", str(AGENT_UID), "--gid", str(AGENT_GID), "--hostname", HOSTNAME]
+        a += ["--bind", str(self.rootdir), "/"]
+        a += self.backend.plan.bwrap_binds
+        a += ["--ro-bind", str(self.backend.server), SERVER]
+        if not self.backend.overlay:  # copy mode: nothing propagates, bind the writable places directly
+            a += ["--bind", str(self.merged), WORKSPACE, "--tmpfs", "/tmp", "--tmpfs", HOME]
+            for p in self.backend.plan.late_binds:
+                a += ["--ro-bind", str(p), str(p)]
         for dest, src in sorted(s.extra_ro.items()):
             a += ["--ro-bind", str(src), dest]
         for dest, src in sorted(s.extra_rw.items()):
             a += ["--bind", str(src), dest]
-        a += ["--clearenv"]
-        for k, v in sorted(env.items()):
-            a += ["--setenv", k, v]
-        a += ["--chdir", cwd, "--"]
-        return a + cmd
+        a += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/"]
+        a += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--chdir", "/"]
+        if self.backend.server_kind == "c":
+            a += ["--", SERVER]
+        else:
+            a += ["--", env.interpreter, "-I", "-S", SERVER]
+        if not self.cg.dirs:
+            return a, None
+        # Join the cgroups from a tiny shell that then execs bubblewrap: nothing runs outside the limits.
+        spawn_env = {"PATH": "/usr/bin:/bin", "SPARRING_CG": ":".join(map(str, self.cg.procs_files()))}
+        return ["/bin/sh", "-c", _JOIN_CGROUPS, "sparring-join", *a], spawn_env
+
+    def _mount_layers(self) -> None:
+        if not self.backend.overlay:
+            # Copy mode: refill the directory in place (bubblewrap holds a bind of it).
+            self.merged.mkdir(exist_ok=True)
+            for e in os.scandir(self.merged):
+                if e.is_dir(follow_symlinks=False):
+                    shutil.rmtree(e.path)
+                else:
+                    os.unlink(e.path)
+            src = self.layers[0] if self.layers else self.lower
+            shutil.copytree(src, self.merged, symlinks=True, dirs_exist_ok=True)
+            return
+        rw = self.rw
+        rw.mkdir(exist_ok=True)
+        mounts.mount("tmpfs", rw, "tmpfs", f"size={self.spec.disk_mb}m,mode=0755", flags=mounts.MS_NOSUID | mounts.MS_NODEV)
+        self._mounted.append(rw)
+        for d in ("upper", "work", "tmp", "home"):
+            (rw / d).mkdir()
+        os.chmod(rw / "tmp", 0o1777)
+        lowers = ":".join(str(p) for p in (*self.layers, self.lower))
+        mounts.mount(
+            "overlay", self.merged, "overlay", f"lowerdir={lowers},upperdir={rw}/upper,workdir={rw}/work",
+            flags=mounts.MS_NOSUID | mounts.MS_NODEV,
+        )  # fmt: skip
+        self._mounted.append(self.merged)
+        for sub, dest in (("tmp", "tmp"), ("home", HOME.lstrip("/"))):
+            mounts.bind(rw / sub, self.rootdir / dest)
+            self._mounted.append(self.rootdir / dest)
+        for p in self.backend.plan.late_binds:  # an environment living under /tmp (a clone there)
+            target = self.rootdir / str(p).lstrip("/")
+            target.mkdir(parents=True, exist_ok=True)
+            mounts.bind(p, target, readonly=True)
+            self._mounted.append(target)
+
+    def _unmount_layers(self) -> None:
+        if not self.backend.overlay:
+            return
+        for mp in reversed(self._mounted[1:]):  # all but the sandbox's own tmpfs
+            mounts.umount(mp)
+        self._mounted = self._mounted[:1]
+
+    async def _teardown(self) -> None:
+        if self.channel is not None:
+            self.channel.kill()
+            with contextlib.suppress(SandboxError):
+                await self.channel.wait_closed()
+        with contextlib.suppress(Exception):
+            self.cg.destroy()
+        if self._mounted:  # detaching the sandbox's tmpfs takes every mount below it along
+            with contextlib.suppress(SandboxError):
+                mounts.umount(self._mounted[0])
+        self._mounted = []
+        try:
+            os.rmdir(self.dir)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _live(self) -> ExecChannel:
+        if self.closed:
+            raise SandboxError(f"sandbox {self.id} is closed")
+        ch = self.channel
+        if ch is None or not ch.alive:
+            why = ch.dead if ch is not None else "not started"
+            raise SandboxError(f"sandbox {self.id} is broken ({why}); close it and create a new one")
+        return ch
+
+    @property
+    def healthy(self) -> bool:
+        return not self.closed and self.channel is not None and self.channel.alive
+
+    async def ping(self, timeout: float = 5.0) -> None:
+        await self._live().call(execserver.T_PING, timeout)
+
+    # ---------- exec ----------
+    def _limits(self) -> dict[str, int]:
+        lim = {"nofile": self.spec.nofile, "core": 0}
+        lim.update(self.cg.rlimits)
+        return lim
 
     async def exec(
         self,
@@ -247,82 +324,58 @@ class LocalSandbox:
         env: dict[str, str] | None = None,
         cwd: str = WORKSPACE,
         stdin: bytes | None = None,
+        on_output: OutputCallback | None = None,
     ) -> ExecResult:
-        if self.closed:
-            raise SandboxError(f"sandbox {self.id} is closed")
-        argv_cmd = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-        if not argv_cmd:
+        """Run ``cmd`` (a shell string or argv); ``on_output(stream, chunk)`` streams output as it comes."""
+        ch = self._live()
+        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        if not argv:
             raise SandboxError("empty command")
         full_env = self.backend.environment.base_env(self.spec.seed)
         full_env.update(self.spec.env)
         full_env.update(env or {})
-        argv = self._argv(argv_cmd, full_env, cwd)
         oom_before = self.cg.oom_kills()
         t0 = time.perf_counter()
-        spawn_env = None
-        if self.cg.dirs:
-            # Join the cgroups from a tiny shell that then execs bubblewrap: nothing runs
-            # outside the limits, and unlike a preexec_fn it keeps the fast vfork spawn path.
-            argv = ["/bin/sh", "-c", _JOIN_CGROUPS, "sparring-join", *argv]
-            spawn_env = {"PATH": "/usr/bin:/bin", "SPARRING_CG": ":".join(map(str, self.cg.procs_files()))}
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                env=spawn_env,
-            )
-        except OSError as e:
-            raise SandboxError(f"could not start bubblewrap: {e}") from None
-        out_t = asyncio.ensure_future(_drain(proc.stdout, OUTPUT_CAP))
-        err_t = asyncio.ensure_future(_drain(proc.stderr, OUTPUT_CAP))
+        job = ch.start(argv, full_env, cwd, stdin, OUTPUT_CAP, self._limits(), on_output)
         timed_out = False
         try:
-            if stdin is not None and proc.stdin is not None:
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    proc.stdin.write(stdin)
-                    await proc.stdin.drain()
-                proc.stdin.close()
-            await asyncio.wait_for(proc.wait(), timeout)
+            await asyncio.wait_for(asyncio.shield(job.done), timeout)
         except TimeoutError:
             timed_out = True
-        finally:
-            if proc.returncode is None:
-                self._kill(proc.pid)
-                await proc.wait()
-        (out, out_drop), (err, err_drop) = await asyncio.gather(out_t, err_t)
+            ch.kill_job(job.id)
+            try:
+                await asyncio.wait_for(job.done, self.kill_grace_s)
+            except TimeoutError:
+                await self._break(f"the exec server did not stop a timed-out command within {self.kill_grace_s:g}s")
+        except asyncio.CancelledError:
+            with contextlib.suppress(SandboxError):
+                ch.kill_job(job.id)
+            raise
+        except SandboxError as e:
+            if self.cg.oom_kills() > oom_before:
+                raise SandboxError(f"sandbox {self.id} died: the out-of-memory killer took its exec server") from None
+            raise SandboxError(f"sandbox {self.id}: {e}") from None
+        code, d_out, d_err, _killed = job.done.result()
         duration = (time.perf_counter() - t0) * 1000
         oom = self.cg.oom_kills() > oom_before
-        rc = proc.returncode if proc.returncode is not None else -9
-        code = 124 if timed_out else (rc if rc >= 0 else 128 - rc)
-        stderr = _decode(err, err_drop)
-        if code == 125 and stderr.startswith("sparring: cannot join cgroup"):
-            raise SandboxError(stderr.strip().splitlines()[0])
-        if code == 1 and stderr.startswith("bwrap: execvp "):
-            code = 127
-            stderr = f"sparring: command not found in sandbox: {argv_cmd[0]}\n"
-        elif stderr.startswith("bwrap: ") and "execvp" not in stderr and not timed_out:
-            raise SandboxError(f"bubblewrap failed: {stderr.strip().splitlines()[0]}")
-        if oom and code == 0:
+        if timed_out:
+            code = 124
+        elif oom and code == 0:
             code = 137
         return ExecResult(
             exit_code=code,
-            stdout=_decode(out, out_drop),
-            stderr=stderr,
+            stdout=_decode(job.out, d_out),
+            stderr=_decode(job.err, d_err),
             timed_out=timed_out,
             oom_killed=oom,
             duration_ms=duration,
-            truncated=bool(out_drop or err_drop),
+            truncated=bool(d_out or d_err),
         )
 
-    def _kill(self, pid: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-        for p in self.cg.pids():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p, signal.SIGKILL)
+    async def _break(self, why: str) -> None:
+        if self.channel is not None:
+            self.channel.kill()
+        raise SandboxError(f"sandbox {self.id}: {why}; it was killed")
 
     # ---------- files (host side, never following a symlink) ----------
     def _rel(self, path: str) -> str | None:
@@ -340,6 +393,7 @@ class LocalSandbox:
             if r.exit_code != 0:
                 raise FileNotFoundError(2, r.stderr.strip() or "cannot read", path)
             return r.stdout.encode()
+        self._live()
         fd = mounts.open_beneath(self.merged, rel, os.O_RDONLY)
         with os.fdopen(fd, "rb") as f:
             return f.read()
@@ -348,21 +402,23 @@ class LocalSandbox:
         rel = self._rel(path)
         if rel is None:
             raise SandboxError(f"can only write under {WORKSPACE}: {path}")
+        self._live()
         try:
             fd = mounts.open_beneath(
                 self.merged, rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, make_parents=True
             )
+            with os.fdopen(fd, "wb") as f:
+                f.write(content)
         except OSError as e:
             if e.errno == 28:  # ENOSPC: the disk quota
                 raise OSError(28, "disk quota of the sandbox exceeded", path) from None
             raise
-        with os.fdopen(fd, "wb") as f:
-            f.write(content)
 
     async def delete_file(self, path: str) -> None:
         rel = self._rel(path)
         if rel is None:
             raise SandboxError(f"can only delete under {WORKSPACE}: {path}")
+        self._live()
         parts = mounts.split_beneath(rel)
         parent = "/".join(parts[:-1])
         fd = mounts.open_beneath(self.merged, parent, os.O_RDONLY | os.O_DIRECTORY) if parent else os.open(
@@ -380,6 +436,7 @@ class LocalSandbox:
             if r.exit_code != 0:
                 raise FileNotFoundError(2, r.stderr.strip() or "cannot list", path)
             return r.stdout.split()
+        self._live()
         fd = (
             mounts.open_beneath(self.merged, rel, os.O_RDONLY | os.O_DIRECTORY)
             if mounts.split_beneath(rel)
@@ -394,44 +451,52 @@ class LocalSandbox:
             os.close(fd)
 
     async def diff(self) -> WorkspaceDiff:
+        self._live()
         return await asyncio.to_thread(tree_diff, self.lower, self.merged)
 
     # ---------- layers ----------
     async def snapshot(self) -> str:
-        def take() -> str:
-            sid, d = self.backend.new_layer_dir()
-            src = (self.dir / "rw" / "upper") if self.backend.overlay else self.merged
-            shutil.copytree(src, d, symlinks=True)
-            stack = (d, *self.layers) if self.backend.overlay else (d,)
-            self.backend.snapshots[sid] = stack
-            self._unmount_layers()
-            self.layers = stack
-            self._mount_layers()
-            return sid
-
-        return await asyncio.to_thread(take)
+        """Freeze the current state as a new read-only layer; cost is proportional to the change."""
+        self._live()
+        if not self.backend.overlay:
+            snap = await asyncio.to_thread(self.backend.layers.freeze, self.merged, (), self.lower)
+            return snap.id
+        frozen = self.cg.freeze()
+        try:
+            snap = self.backend.layers.freeze(self.rw / "upper", self.layers, self.lower)
+        finally:
+            if frozen:
+                self.cg.thaw()
+        return snap.id
 
     async def restore(self, snapshot_id: str) -> None:
-        if snapshot_id not in self.backend.snapshots:
+        """Return to a snapshot: every process is killed, the files are the snapshot's."""
+        snap = self.backend.layers.load(snapshot_id)
+        if snap is None:
             raise SandboxError(f"unknown snapshot {snapshot_id!r}")
-        await self._remount(self.backend.snapshots[snapshot_id])
+        if snap.base != str(self.lower):
+            raise SandboxError(f"snapshot {snapshot_id} belongs to another workspace ({snap.base})")
+        await self._remount(snap.layers)
 
     async def reset(self) -> None:
+        """Back to the initial state: every process is killed, every write discarded."""
         await self._remount(())
 
     async def _remount(self, layers: tuple[Path, ...]) -> None:
-        def go() -> None:
-            self._unmount_layers()
-            self.layers = layers
+        ch = self._live()
+        await ch.call(execserver.T_KILLALL)
+        self._unmount_layers()
+        self.layers = layers
+        try:
             self._mount_layers()
-
-        await asyncio.to_thread(go)
+        except SandboxError as e:
+            await self._break(f"remounting its layers failed ({e})")
 
     async def close(self) -> None:
         if self.closed:
             return
         self.closed = True
-        await asyncio.to_thread(self._teardown)
+        await self._teardown()
 
     async def __aenter__(self) -> LocalSandbox:
         return self

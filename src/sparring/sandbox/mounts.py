@@ -18,6 +18,7 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 MNT_DETACH = 2
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE, MS_SHARED = 1, 2, 4, 32, 4096, 16384, 1 << 18, 1 << 20
 
 
 def mount(source: str, target: Path, fstype: str, options: str = "", flags: int = 0) -> None:
@@ -25,6 +26,19 @@ def mount(source: str, target: Path, fstype: str, options: str = "", flags: int 
     if rc != 0:
         e = ctypes.get_errno()
         raise SandboxError(f"mount {fstype} on {target} failed: {os.strerror(e)} (options {options!r})")
+
+
+def bind(source: Path, target: Path, readonly: bool = False) -> None:
+    """Bind ``source`` on ``target`` (read-only takes a second, remounting call, as the kernel wants)."""
+    mount(str(source), target, "", flags=MS_BIND)
+    if readonly:
+        mount("none", target, "", flags=MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def make_shared(target: Path) -> None:
+    """Turn a directory into its own shared mount, so mounts made under it later reach the sandbox's copy."""
+    bind(target, target)
+    mount("none", target, "", flags=MS_SHARED)
 
 
 def umount(target: Path, lazy: bool = True) -> bool:

@@ -1,8 +1,16 @@
-"""A pool of warm sandboxes per task workspace: ``acquire`` hands out a ready one,
-``release`` resets it (discarding the copy-on-write layer) and keeps it warm.
+"""A pool of warm sandboxes per environment: ``acquire`` hands out a ready one, ``release`` resets it.
 
-Acquire from a warm pool costs a dict lookup; a cold acquire costs one
-``create``. A sandbox whose reset fails is closed, never handed out again.
+* **Warm**: idle sandboxes are kept per spec (task workspace, limits, network),
+  so an acquire from the pool costs a dict lookup; a cold acquire costs one
+  ``create``. ``release`` resets the sandbox (every process killed, the
+  copy-on-write layer discarded) and keeps it warm.
+* **Health**: a sandbox whose exec server died (killed, OOM) is noticed at
+  once by its channel; it is closed, never handed out again, and replaced.
+* **Maximum size and back-pressure**: at most ``max_size`` sandboxes exist
+  (live + idle). An acquire beyond that first evicts an idle sandbox of
+  another spec, otherwise waits until one is released.
+* **Pinned bytes**: tasks' workspaces are pinned by digest (computed once per
+  task version), so every sandbox of a task mounts the same verified bytes.
 """
 
 from __future__ import annotations
@@ -13,13 +21,15 @@ from collections import defaultdict
 from pathlib import Path
 
 from sparring.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
+from sparring.sandbox.layers import tree_digest
 from sparring.tasks.loader import Task
 
 
-def spec_for_task(task: Task, seed: int = 0) -> SandboxSpec:
+def spec_for_task(task: Task, seed: int = 0, workspace_digest: str | None = None) -> SandboxSpec:
     lim = task.spec.limits
     return SandboxSpec(
         workspace=task.workspace,
+        workspace_digest=workspace_digest,
         network=lim.network,
         memory_mb=lim.memory_mb,
         pids=lim.pids,
@@ -28,65 +38,130 @@ def spec_for_task(task: Task, seed: int = 0) -> SandboxSpec:
     )
 
 
-class SandboxPool:
-    """Warm sandboxes keyed by their spec; at most ``max_idle`` kept per key."""
+def _healthy(sb: Sandbox) -> bool:
+    return bool(getattr(sb, "healthy", True))
 
-    def __init__(self, backend: SandboxBackend, max_idle: int = 4, limits: bool = True) -> None:
+
+class SandboxPool:
+    """Warm sandboxes keyed by their spec; at most ``max_idle`` kept per key, ``max_size`` in all."""
+
+    def __init__(
+        self,
+        backend: SandboxBackend,
+        max_idle: int = 4,
+        limits: bool = True,
+        max_size: int | None = None,
+        pin_workspaces: bool = True,
+    ) -> None:
+        if max_size is not None and max_size < 1:
+            raise ValueError("max_size must be at least 1")
         self.backend = backend
         self.max_idle = max_idle
+        self.max_size = max_size
         self.limits = limits
+        self.pin_workspaces = pin_workspaces
         self._idle: dict[str, list[Sandbox]] = defaultdict(list)  # keyed by the spec's JSON
         self._spec_of: dict[str, str] = {}
         self._live: set[str] = set()
+        self._creating = 0
+        self._digests: dict[tuple[str, str], str] = {}
         self.max_alive = 0
-        self._lock = asyncio.Lock()
+        self.replaced_unhealthy = 0
+        self._cond = asyncio.Condition()
 
-    def _spec(self, task: Task) -> SandboxSpec:
-        s = spec_for_task(task)
+    @property
+    def size(self) -> int:
+        return len(self._live) + self._creating + sum(len(v) for v in self._idle.values())
+
+    async def _spec(self, task: Task) -> SandboxSpec:
+        digest = None
+        if self.pin_workspaces:
+            key = (task.spec.id, task.digest)
+            digest = self._digests.get(key)
+            if digest is None:
+                digest = await asyncio.to_thread(tree_digest, task.workspace)
+                self._digests[key] = digest
+        s = spec_for_task(task, workspace_digest=digest)
         if not self.limits:
             s = s.model_copy(update={"memory_mb": None, "pids": None})
         return s
 
     async def acquire_spec(self, spec: SandboxSpec) -> Sandbox:
         key = spec.model_dump_json()
-        async with self._lock:
-            idle = self._idle.get(key)
-            sb = idle.pop() if idle else None
+        stale: list[Sandbox] = []
+        async with self._cond:
+            while True:
+                idle = self._idle.get(key)
+                sb = None
+                while idle:
+                    cand = idle.pop()
+                    if _healthy(cand):
+                        sb = cand
+                        break
+                    stale.append(cand)
+                    self.replaced_unhealthy += 1
+                if sb is not None:
+                    break
+                if self.max_size is None or self.size < self.max_size:
+                    self._creating += 1
+                    break
+                victim = next((v.pop() for k, v in self._idle.items() if v and k != key), None)
+                if victim is not None:
+                    stale.append(victim)
+                    self._creating += 1
+                    break
+                await self._cond.wait()  # back-pressure: wait for a release
+        for s in stale:
+            with contextlib.suppress(Exception):
+                await s.close()
         if sb is None:
-            sb = await self.backend.create(spec)
+            try:
+                sb = await self.backend.create(spec)
+            except BaseException:
+                async with self._cond:
+                    self._creating -= 1
+                    self._cond.notify()
+                raise
+            self._creating -= 1
         self._spec_of[sb.id] = key
         self._live.add(sb.id)
-        self.max_alive = max(self.max_alive, len(self._live) + sum(len(v) for v in self._idle.values()))
+        self.max_alive = max(self.max_alive, self.size)
         return sb
 
     async def acquire(self, task: Task) -> Sandbox:
-        return await self.acquire_spec(self._spec(task))
+        return await self.acquire_spec(await self._spec(task))
 
     async def warm(self, workspace: Path | Task, n: int) -> None:
-        spec = self._spec(workspace) if isinstance(workspace, Task) else SandboxSpec(workspace=workspace)
+        spec = await self._spec(workspace) if isinstance(workspace, Task) else SandboxSpec(workspace=workspace)
         made = await asyncio.gather(*(self.backend.create(spec) for _ in range(n)))
-        async with self._lock:
+        async with self._cond:
             self._idle[spec.model_dump_json()].extend(made)
+            self.max_alive = max(self.max_alive, self.size)
 
     async def release(self, sb: Sandbox, broken: bool = False) -> None:
-        spec = self._spec_of.pop(sb.id, None)
-        self._live.discard(sb.id)
-        if broken or spec is None:
+        key = self._spec_of.pop(sb.id, None)
+        keep = False
+        if not broken and key is not None and _healthy(sb):
+            try:
+                await sb.reset()
+                keep = _healthy(sb)
+            except Exception:
+                keep = False
+        if keep and key is not None:
+            async with self._cond:
+                if len(self._idle[key]) < self.max_idle:
+                    self._live.discard(sb.id)
+                    self._idle[key].append(sb)
+                    self._cond.notify()
+                    return
+        with contextlib.suppress(Exception):
             await sb.close()
-            return
-        try:
-            await sb.reset()
-        except Exception:
-            await sb.close()
-            return
-        async with self._lock:
-            if len(self._idle[spec]) < self.max_idle:
-                self._idle[spec].append(sb)
-                return
-        await sb.close()
+        async with self._cond:  # only now is there room: the closed one no longer counts
+            self._live.discard(sb.id)
+            self._cond.notify()
 
     async def close(self) -> None:
-        async with self._lock:
+        async with self._cond:
             idle = [sb for v in self._idle.values() for sb in v]
             self._idle.clear()
         for sb in idle:

@@ -1,0 +1,152 @@
+"""The reaper: nothing of a sandbox outlives its owner.
+
+Every sandbox directory records its owner's pid. ``reap(root)`` removes, for
+every sandbox whose owner is dead: its processes (they are already gone when
+bubblewrap died with its parent, but a cgroup is emptied anyway), its mounts,
+its cgroups and its directory; then snapshot records of dead owners and the
+layers no record needs.
+
+A restarted backend calls ``reap`` at start. So that nothing is left even
+when no backend starts again, every owning process also gets a *watchdog*: a
+small detached process (``python -m sparring.sandbox.reaper``) that waits on
+a pidfd for the owner to die, then reaps. One watchdog serves every backend
+of one owner on one root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sparring.sandbox import mounts
+from sparring.sandbox.layers import LayerStore
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def orphaned(owner: int) -> bool:
+    """True when ``owner`` (a pid, -1 if unknown) is neither this process nor alive."""
+    return owner != os.getpid() and not (owner > 0 and pid_alive(owner))
+
+
+def _owner(d: Path) -> int:
+    try:
+        return int((d / "owner").read_text())
+    except (OSError, ValueError):
+        return -1
+
+
+def remove_sandbox_dir(d: Path) -> None:
+    """Kill what is left in the sandbox's cgroups, unmount everything below it, remove it."""
+    with contextlib.suppress(OSError):
+        for line in (d / "cgroups").read_text().splitlines():
+            cg = Path(line)
+            if not cg.is_dir():
+                continue
+            with contextlib.suppress(OSError):
+                if (cg / "freezer.state").exists():
+                    (cg / "freezer.state").write_text("THAWED")
+            for _ in range(50):
+                try:
+                    pids = [int(x) for x in (cg / "cgroup.procs").read_text().split()]
+                except OSError:
+                    break
+                if not pids:
+                    break
+                for p in pids:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(p, signal.SIGKILL)
+                time.sleep(0.01)
+            with contextlib.suppress(OSError):
+                cg.rmdir()
+    for mp in mounts.mounts_below(d):
+        with contextlib.suppress(Exception):
+            mounts.umount(mp)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def reap(root: Path, owner: int | None = None) -> int:
+    """Remove sandboxes of dead owners (or of ``owner`` only) and unneeded layers; returns sandboxes removed."""
+    n = 0
+    for d in root.glob("sb-*"):
+        o = _owner(d)
+        if (owner is not None and o != owner) or not orphaned(o):
+            continue
+        remove_sandbox_dir(d)
+        n += 1
+    if (root / "layers").is_dir():
+        LayerStore(root).gc(orphaned)
+    for w in root.glob("watchdog-*"):
+        pid = w.name.removeprefix("watchdog-")
+        if pid.isdigit() and orphaned(int(pid)):
+            with contextlib.suppress(OSError):
+                w.unlink()
+    return n
+
+
+def ensure_watchdog(root: Path) -> None:
+    """Start this process's watchdog for ``root`` unless one is already running."""
+    me = os.getpid()
+    mark = root / f"watchdog-{me}"
+    with contextlib.suppress(OSError, ValueError):
+        if pid_alive(int(mark.read_text())):
+            return
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sparring.sandbox.reaper", "--root", str(root), "--owner", str(me)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
+    mark.write_text(str(proc.pid))
+
+
+def watch(root: Path, owner: int) -> None:
+    """Block until ``owner`` dies, then reap its sandboxes."""
+    # Hold the root open: if it is renamed meanwhile (a test's tmp dir being cleaned), follow it.
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fd = os.pidfd_open(owner)
+    except ProcessLookupError:
+        fd = -1
+    if fd >= 0:
+        select.select([fd], [], [])
+        os.close(fd)
+    time.sleep(0.05)  # let bubblewrap processes finish dying with their parent
+    with contextlib.suppress(OSError):
+        root = Path(os.readlink(f"/proc/self/fd/{root_fd}"))
+    os.close(root_fd)
+    if root.is_dir():
+        reap(root, owner)
+    with contextlib.suppress(OSError):
+        (root / f"watchdog-{owner}").unlink()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="Reap the sandboxes of a process once it dies.")
+    ap.add_argument("--root", type=Path, required=True)
+    ap.add_argument("--owner", type=int, required=True)
+    a = ap.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C to the owner's terminal must not stop the cleanup
+    watch(a.root, a.owner)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""The root filesystem of a local sandbox: a small host directory made the sandbox's ``/``.
+
+Each sandbox gets ``<sb>/root``, a directory with the mount points, a
+synthetic /etc and the exec server, turned into its own *shared* mount. The
+sandbox's bubblewrap binds it as ``/`` (read-only), so the mounts the host
+makes under it later (the workspace overlay, /tmp and the home directory,
+all on the sandbox's size-limited tmpfs) propagate into the running sandbox.
+That is what makes ``reset`` and ``restore`` a few mount calls instead of a
+new container. What never changes (/usr, the interpreter, the venv) is bound
+read-only by bubblewrap once, at start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from sparring.errors import ConfigError
+from sparring.sandbox.environment import GROUP, HOST_ETC, HOSTNAME, PASSWD, TOP_LEVEL, SandboxEnvironment
+
+HOME = "/home/agent"
+SERVER = "/.sparring/execserver"
+HOSTS = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n"
+WRITABLE = ("/tmp", HOME)  # on the sandbox's tmpfs: they count against its disk quota and reset with it
+
+
+def under_writable(p: Path) -> bool:
+    s = str(p)
+    return any(s == w or s.startswith(w + "/") for w in WRITABLE)
+
+
+@dataclass(frozen=True)
+class RootPlan:
+    """What every sandbox root of one backend holds; computed once per backend."""
+
+    dirs: tuple[str, ...]
+    symlinks: tuple[tuple[str, str], ...]
+    files: tuple[tuple[str, str], ...]
+    bwrap_binds: tuple[str, ...]
+    late_binds: tuple[Path, ...]  # environment paths under /tmp or $HOME: bound by the host after each mount
+
+    @classmethod
+    def build(cls, env: SandboxEnvironment) -> RootPlan:
+        dirs = ["usr", "proc", "dev", "tmp", "workspace", "home/agent", "etc", ".sparring", "run", "judge"]
+        symlinks: list[tuple[str, str]] = []
+        binds = ["--ro-bind", "/usr", "/usr"]
+        for name in TOP_LEVEL:
+            p = Path("/") / name
+            if p.is_symlink():
+                symlinks.append((name, os.readlink(p)))
+            elif p.is_dir():
+                dirs.append(name)
+                binds += ["--ro-bind", str(p), f"/{name}"]
+        files = [("etc/passwd", PASSWD), ("etc/group", GROUP), ("etc/hostname", HOSTNAME + "\n"), ("etc/hosts", HOSTS)]
+        for etc in HOST_ETC:
+            p = Path(etc)
+            if p.is_dir():
+                dirs.append(etc.lstrip("/"))
+            elif p.exists():
+                files.append((etc.lstrip("/"), ""))
+            else:
+                continue
+            binds += ["--ro-bind", etc, etc]
+        late: list[Path] = []
+        for p in env.ro_paths:
+            if under_writable(p):
+                late.append(p)
+                continue
+            rel = str(p).lstrip("/")
+            dirs.append(rel)
+            binds += ["--ro-bind", str(p), str(p)]
+        # parents before children, and no duplicates
+        dirs = sorted(set(dirs), key=lambda d: (d.count("/"), d))
+        return cls(tuple(dirs), tuple(symlinks), tuple(files), tuple(binds), tuple(late))
+
+    def populate(self, root: Path) -> None:
+        """Create the skeleton under ``root`` (a new, empty directory)."""
+        for d in self.dirs:
+            os.makedirs(root / d, mode=0o755, exist_ok=True)
+        for name, target in self.symlinks:
+            os.symlink(target, root / name)
+        for rel, text in self.files:
+            with open(root / rel, "w") as f:
+                f.write(text)
+        with open(root / SERVER.lstrip("/"), "w"):
+            pass  # the mount point of the exec server, bound read-only by bubblewrap
+
+
+def install_server(root: Path, kind: str = "auto") -> tuple[str, Path]:
+    """The exec server every sandbox of a backend runs, cached in the backend root by content.
+
+    ``c``: execserver.c compiled with the host's C compiler (starts in ~1 ms);
+    ``python``: execserver.py run by the environment's interpreter (~10 ms);
+    ``auto``: C when a compiler works, else Python (logged once).
+    """
+    if kind not in ("auto", "c", "python"):
+        raise ConfigError(f"exec server must be 'auto', 'c' or 'python', not {kind!r}")
+    here = Path(__file__).parent
+    if kind in ("auto", "c"):
+        src = (here / "execserver.c").read_bytes()
+        dst = root / f"execserver-{hashlib.sha256(src).hexdigest()[:12]}"
+        if dst.exists():
+            return "c", dst
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is not None:
+            tmp = root / f".execserver-{os.getpid()}.tmp"
+            r = subprocess.run(
+                [cc, "-O2", "-o", str(tmp), str(here / "execserver.c")], capture_output=True, text=True
+            )
+            if r.returncode == 0:
+                os.chmod(tmp, 0o755)
+                os.replace(tmp, dst)
+                return "c", dst
+            tmp.unlink(missing_ok=True)
+            why = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        else:
+            why = "no C compiler (cc) on PATH"
+        if kind == "c":
+            raise ConfigError(f"cannot build the C exec server: {why}; install gcc or use the Python one")
+        logging.getLogger("sparring.sandbox").warning(
+            "using the Python exec server (sandbox start ~10 ms slower): %s", why
+        )
+    src = (here / "execserver.py").read_bytes()
+    dst = root / f"execserver-{hashlib.sha256(src).hexdigest()[:12]}.py"
+    if not dst.exists():
+        tmp = root / f".execserver-{os.getpid()}.py.tmp"
+        tmp.write_bytes(src)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dst)
+    return "python", dst

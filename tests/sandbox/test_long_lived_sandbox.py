@@ -1,0 +1,262 @@
+"""The long-lived local sandbox: one bubblewrap, an exec server inside, layers swapped under it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from sparring.errors import SandboxError
+from sparring.sandbox.base import SandboxSpec
+from sparring.sandbox.layers import tree_digest
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def _procs_with(marker: str) -> list[int]:
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if marker.encode() in (p / "cmdline").read_bytes().replace(b"\0", b" "):
+                    out.append(int(p.name))
+            except OSError:
+                pass
+    return out
+
+
+def _marker() -> str:
+    return f"sleep {5000 + uuid.uuid4().int % 4000}.{uuid.uuid4().int % 1000}"
+
+
+async def _with(backend, spec, fn):
+    sb = await backend.create(spec)
+    try:
+        return await fn(sb)
+    finally:
+        await sb.close()
+
+
+def test_execs_on_one_sandbox_run_concurrently(backend):
+    async def body(sb):
+        waiter = asyncio.ensure_future(
+            sb.exec("while [ ! -f /tmp/go ]; do sleep 0.01; done; echo released", timeout=20)
+        )
+        await asyncio.sleep(0.05)
+        # Were execs serialised, this one would wait for the waiter, which waits for it: a timeout.
+        r = await sb.exec("touch /tmp/go", timeout=20)
+        return r, await waiter
+
+    r, w = run(_with(backend, SandboxSpec(), body))
+    assert r.exit_code == 0
+    assert (w.exit_code, w.stdout, w.timed_out) == (0, "released\n", False)
+
+
+def test_output_streams_while_the_command_runs(backend):
+    async def body(sb):
+        seen: list[tuple[str, bytes]] = []
+        pending: list[asyncio.Future] = []
+
+        def on_output(stream: str, chunk: bytes) -> None:
+            seen.append((stream, chunk))
+            if b"first" in chunk and not pending:
+                pending.append(asyncio.ensure_future(sb.exec("touch /tmp/go2")))
+
+        r = await sb.exec(
+            "echo first; while [ ! -f /tmp/go2 ]; do sleep 0.01; done; echo second >&2",
+            timeout=20,
+            on_output=on_output,
+        )
+        await pending[0]
+        return r, seen
+
+    r, seen = run(_with(backend, SandboxSpec(), body))
+    assert not r.timed_out and r.stdout == "first\n" and r.stderr == "second\n"
+    assert seen[0] == ("stdout", b"first\n") and ("stderr", b"second\n") in seen
+
+
+def test_background_processes_persist_between_calls_and_die_on_close(backend):
+    marker = _marker()
+
+    async def body(sb):
+        start = await sb.exec(f"{marker} > /dev/null 2>&1 &")
+        alive = _procs_with(marker)
+        later = await sb.exec(f"pgrep -f '{marker}' >/dev/null && echo running")
+        return start, alive, later
+
+    start, alive, later = run(_with(backend, SandboxSpec(), body))
+    assert start.exit_code == 0 and len(alive) == 1 and later.stdout == "running\n"
+    assert _procs_with(marker) == []
+
+
+def test_a_service_started_in_one_call_answers_the_next(backend):
+    async def body(sb):
+        await sb.exec(
+            "python3 -c 'import http.server as h; h.HTTPServer((\"127.0.0.1\", 8765), h.SimpleHTTPRequestHandler)"
+            ".serve_forever()' > /tmp/server.log 2>&1 &"
+        )
+        return await sb.exec(
+            "for i in $(seq 100); do python3 -c 'import urllib.request as u; "
+            "print(u.urlopen(\"http://127.0.0.1:8765/\").status)' 2>/dev/null && break; sleep 0.05; done",
+            timeout=30,
+        )
+
+    r = run(_with(backend, SandboxSpec(network="loopback"), body))
+    assert r.stdout.strip() == "200"
+
+
+def test_timeout_kills_only_the_timed_out_command_tree(backend):
+    keep, escape = _marker(), _marker()
+
+    async def body(sb):
+        await sb.exec(f"{keep} > /dev/null 2>&1 &")
+        r = await sb.exec(
+            f"setsid {escape} > /dev/null 2>&1 & ( ( {escape} > /dev/null 2>&1 & ) & ) ; nohup {escape} "
+            "> /dev/null 2>&1 & sleep 30",
+            timeout=1,
+        )
+        return r, _procs_with(escape), _procs_with(keep)
+
+    r, escaped, kept = run(_with(backend, SandboxSpec(), body))
+    assert r.timed_out and r.exit_code == 124
+    assert escaped == [] and len(kept) == 1
+    assert _procs_with(keep) == []
+
+
+def test_reset_kills_background_processes(backend):
+    marker = _marker()
+
+    async def body(sb):
+        await sb.exec(f"{marker} > /dev/null 2>&1 &")
+        before = _procs_with(marker)
+        await sb.reset()
+        return before, _procs_with(marker), await sb.exec("echo still usable")
+
+    before, after, r = run(_with(backend, SandboxSpec(), body))
+    assert len(before) == 1 and after == [] and r.stdout == "still usable\n"
+
+
+def test_env_cwd_stdin_and_open_files(backend):
+    async def body(sb):
+        a = await sb.exec("echo $X; pwd", env={"X": "forty-two"}, cwd="/tmp")
+        b = await sb.exec(["wc", "-c"], stdin=b"x" * 3_000_000)
+        c = await sb.exec("ulimit -n")
+        d = await sb.exec("true", cwd="/no/such/dir")
+        return a, b, c, d
+
+    a, b, c, d = run(_with(backend, SandboxSpec(nofile=64), body))
+    assert a.stdout == "forty-two\n/tmp\n"
+    assert b.stdout.strip() == "3000000"
+    assert c.stdout.strip() == "64"
+    assert d.exit_code == 126 and "/no/such/dir" in d.stderr
+
+
+def test_tmp_and_home_count_against_the_disk_quota_and_reset(backend):
+    async def body(sb):
+        fill = await sb.exec("dd if=/dev/zero of=/tmp/big bs=1M count=64 2>&1; echo rc=$?")
+        await sb.exec("echo hi > $HOME/note")
+        await sb.reset()
+        return fill, await sb.exec("ls /tmp $HOME")
+
+    fill, after = run(_with(backend, SandboxSpec(disk_mb=8), body))
+    assert "No space left on device" in fill.stdout and "rc=1" in fill.stdout
+    assert after.stdout.split() == ["/home/agent:", "/tmp:"]
+
+
+def test_snapshot_is_a_content_addressed_layer_of_the_change_only(backend, tmp_path):
+    ws = tmp_path / "big"
+    for i in range(200):
+        (ws / f"pkg{i % 10}").mkdir(parents=True, exist_ok=True)
+        (ws / f"pkg{i % 10}" / f"m{i}.py").write_text(f"X = {i}\n")
+
+    async def body():
+        a = await backend.create(SandboxSpec(workspace=ws))
+        b = await backend.create(SandboxSpec(workspace=ws))
+        try:
+            for sb in (a, b):
+                await sb.write_file("pkg0/new.py", b"Y = 1\n")
+                await sb.delete_file("pkg1/m1.py")
+            sa, sb_ = await a.snapshot(), await b.snapshot()
+            layer = backend.snapshots[sa][0]
+            files = sorted(str(p.relative_to(layer)) for p in layer.rglob("*") if not p.is_dir())
+            await a.reset()
+            await a.restore(sa)
+            restored = (await a.list_dir("pkg0"), "m1.py" in await a.list_dir("pkg1"))
+            forks = await backend.fork(sa, SandboxSpec(workspace=ws), 3)
+            forked = [await f.read_file("pkg0/new.py") for f in forks]
+            gone = [await f.exec("test -e /workspace/pkg1/m1.py || echo gone") for f in forks]
+            for f in forks:
+                await f.close()
+            return sa, sb_, files, restored, forked, gone
+        finally:
+            await a.close()
+            await b.close()
+
+    sa, sb_, files, restored, forked, gone = run(body())
+    assert sa == sb_  # the same change on the same base is the same snapshot
+    assert files == ["pkg0/new.py", "pkg1/m1.py"]  # the new file and the whiteout of the deleted one
+    assert "new.py" in restored[0] and restored[1] is False
+    assert forked == [b"Y = 1\n"] * 3 and all(g.stdout == "gone\n" for g in gone)
+
+
+def test_pinned_workspace_digest_is_verified_and_later_edits_do_not_leak_in(backend, tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("original\n")
+    digest = tree_digest(ws)
+
+    async def body():
+        sb = await backend.create(SandboxSpec(workspace=ws, workspace_digest=digest))
+        first = await sb.read_file("a.txt")
+        await sb.close()
+        (ws / "a.txt").write_text("tampered\n")
+        sb2 = await backend.create(SandboxSpec(workspace=ws, workspace_digest=digest))
+        second = await sb2.read_file("a.txt")
+        await sb2.close()
+        return first, second
+
+    first, second = run(body())
+    assert first == second == b"original\n"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "a.txt").write_text("tampered\n")
+    with pytest.raises(SandboxError, match="does not match its pinned digest"):
+        run(backend.create(SandboxSpec(workspace=other, workspace_digest=digest)))
+
+
+def test_root_filesystem_is_read_only_and_userns_are_disabled(backend):
+    r = run(
+        _with(
+            backend,
+            SandboxSpec(),
+            lambda sb: sb.exec(
+                "touch /x 2>/dev/null || echo ro-root; echo 1 > /proc/sys/kernel/ostype 2>/dev/null || echo ro-procsys; "
+                "unshare -U true 2>/dev/null || echo no-userns; grep CapEff /proc/self/status"
+            ),
+        )
+    )
+    lines = r.stdout.splitlines()
+    assert lines[:3] == ["ro-root", "ro-procsys", "no-userns"]
+    assert lines[3].split()[1] == "0000000000000000"
+
+
+def test_closed_sandbox_refuses_work(backend):
+    async def body():
+        sb = await backend.create(SandboxSpec())
+        await sb.close()
+        with pytest.raises(SandboxError, match="closed"):
+            await sb.exec("true")
+
+    run(body())
+
+
+def test_extra_mounts_may_not_shadow_writable_places(backend, tmp_path):
+    with pytest.raises(SandboxError, match="outside /workspace"):
+        run(backend.create(SandboxSpec(extra_ro={"/tmp/x": tmp_path})))
+    before = sorted(os.listdir(backend.root))
+    assert sorted(os.listdir(backend.root)) == before

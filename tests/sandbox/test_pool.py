@@ -1,0 +1,97 @@
+"""The warm pool: reuse after reset, health checks, a maximum size with back-pressure, pinned bytes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+from sparring.sandbox.base import SandboxSpec
+from sparring.sandbox.pool import SandboxPool
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_release_resets_and_the_next_acquire_reuses_it(backend, workspace):
+    async def body():
+        pool = SandboxPool(backend, max_idle=2)
+        spec = SandboxSpec(workspace=workspace)
+        try:
+            a = await pool.acquire_spec(spec)
+            await a.exec("echo dirty > /workspace/dirty.txt; sleep 1000 > /dev/null 2>&1 &")
+            await pool.release(a)
+            b = await pool.acquire_spec(spec)
+            listing = await b.list_dir()
+            ps = await b.exec("pgrep -c sleep || true")
+            await pool.release(b)
+            return a.id, b.id, listing, ps.stdout.strip()
+        finally:
+            await pool.close()
+
+    a, b, listing, procs = run(body())
+    assert a == b and "dirty.txt" not in listing and procs == "0"
+
+
+def test_a_sandbox_that_died_while_idle_is_replaced(backend, workspace):
+    async def body():
+        pool = SandboxPool(backend, max_idle=2)
+        spec = SandboxSpec(workspace=workspace)
+        try:
+            a = await pool.acquire_spec(spec)
+            await pool.release(a)
+            os.kill(a.channel.proc.pid, signal.SIGKILL)
+            for _ in range(200):
+                if not a.healthy:
+                    break
+                await asyncio.sleep(0.01)
+            b = await pool.acquire_spec(spec)
+            r = await b.exec("echo ok")
+            await pool.release(b)
+            return a, b, r, pool.replaced_unhealthy
+        finally:
+            await pool.close()
+
+    a, b, r, replaced = run(body())
+    assert a.id != b.id and r.stdout == "ok\n" and replaced == 1
+    assert not Path(a.dir).exists()
+
+
+def test_max_size_applies_back_pressure(backend, workspace):
+    async def body():
+        pool = SandboxPool(backend, max_idle=1, max_size=2)
+        spec = SandboxSpec(workspace=workspace)
+        try:
+            a = await pool.acquire_spec(spec)
+            b = await pool.acquire_spec(spec)
+            third = asyncio.ensure_future(pool.acquire_spec(spec))
+            await asyncio.sleep(0.3)
+            waited = not third.done()
+            await pool.release(a)
+            c = await asyncio.wait_for(third, 10)
+            size = pool.size
+            await pool.release(b)
+            await pool.release(c)
+            return waited, size, pool.max_alive
+        finally:
+            await pool.close()
+
+    waited, size, max_alive = run(body())
+    assert waited and size == 2 and max_alive == 2
+
+
+def test_acquire_for_a_task_pins_its_workspace(backend, clamp_task):
+    async def body():
+        pool = SandboxPool(backend)
+        try:
+            sb = await pool.acquire(clamp_task)
+            lower = sb.lower
+            await pool.release(sb)
+            return lower
+        finally:
+            await pool.close()
+
+    lower = run(body())
+    assert lower.name.startswith("ws-") and lower.parent == backend.root / "layers"
