@@ -17,13 +17,21 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)-
 
 setup: system venv
 
+# bubblewrap runs the sandboxes; a C compiler builds their exec server (without one, a slower Python
+# server is used).
+SYSTEM_PKGS := bubblewrap:bwrap gcc:cc libc6-dev:/usr/include/stdio.h
+
 system:
-	@if command -v bwrap >/dev/null 2>&1; then :; \
+	@missing=""; for pair in $(SYSTEM_PKGS); do pkg=$${pair%%:*}; probe=$${pair#*:}; \
+	  case "$$probe" in /*) [ -e "$$probe" ] || missing="$$missing $$pkg";; \
+	    *) command -v "$$probe" >/dev/null 2>&1 || missing="$$missing $$pkg";; esac; done; \
+	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
-	  echo "installing bubblewrap (apt)"; \
-	  (apt-get install -y -qq bubblewrap >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq bubblewrap)); \
-	else \
+	  echo "installing$$missing (apt)"; \
+	  (apt-get install -y -qq $$missing >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq $$missing)); \
+	elif ! command -v bwrap >/dev/null 2>&1; then \
 	  echo "error: bubblewrap (bwrap) is missing; install it as root: apt-get install bubblewrap" >&2; exit 1; \
+	else echo "note:$$missing missing (not root): sandboxes use the slower Python exec server" >&2; \
 	fi
 
 venv: $(STAMP)

@@ -18,6 +18,16 @@ def run(coro):
     return asyncio.run(coro)
 
 
+@pytest.fixture(scope="module", params=["c", "python"])
+def backend(request):
+    """Both exec servers (the compiled one and the interpreter fallback) must behave the same."""
+    from sparring.sandbox.local import LocalBackend
+
+    b = LocalBackend(server=request.param)
+    assert b.server_kind == request.param
+    return b
+
+
 def _procs_with(marker: str) -> list[int]:
     out = []
     for p in Path("/proc").iterdir():
@@ -260,3 +270,72 @@ def test_extra_mounts_may_not_shadow_writable_places(backend, tmp_path):
         run(backend.create(SandboxSpec(extra_ro={"/tmp/x": tmp_path})))
     before = sorted(os.listdir(backend.root))
     assert sorted(os.listdir(backend.root)) == before
+
+
+def test_network_none_is_an_empty_namespace_and_loopback_is_private(backend):
+    probe = (
+        "python3 - <<'PY'\n"
+        "import socket\n"
+        "try:\n"
+        "    s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); c = socket.create_connection(s.getsockname(), 2)\n"
+        "    print('loopback works')\n"
+        "except OSError as e:\n"
+        "    print('no network:', e.errno)\n"
+        "PY\n"
+        "cat /sys/class/net/lo/operstate 2>/dev/null; ls /sys/class/net 2>/dev/null"
+    )
+    none = run(_with(backend, SandboxSpec(network="none"), lambda sb: sb.exec(probe)))
+    loop = run(_with(backend, SandboxSpec(network="loopback"), lambda sb: sb.exec(probe)))
+    assert none.stdout.startswith("no network:")
+    assert loop.stdout.startswith("loopback works")
+
+
+def test_allowlist_proxy_reaches_only_allowed_hosts_and_logs_every_attempt(backend):
+    import http.server
+    import threading
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the stdlib's name
+            body = f"hello from {self.server.server_address[1]}".encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello) for _ in range(2)]
+    for s in servers:
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    allowed, denied = (s.server_address[1] for s in servers)
+    fetch = (
+        "python3 - <<'PY'\n"
+        "import urllib.request, urllib.error, socket\n"
+        f"for port in ({allowed}, {denied}):\n"
+        "    try:\n"
+        "        print(urllib.request.urlopen(f'http://127.0.0.1:{port}/', timeout=10).read().decode())\n"
+        "    except urllib.error.HTTPError as e:\n"
+        "        print('refused', e.code)\n"
+        "try:\n"
+        f"    socket.create_connection(('127.0.0.1', {allowed}), 2); print('direct works')\n"
+        "except OSError:\n"
+        "    print('no direct route')\n"
+        "PY"
+    )
+
+    async def body(sb):
+        r = await sb.exec(fetch, timeout=60)
+        return r, sb.network_attempts
+
+    try:
+        # The "outside" hosts live on the host's loopback here: do not exempt 127.0.0.1 from the proxy.
+        spec = SandboxSpec(
+            network="allowlist", allow_hosts=(f"127.0.0.1:{allowed}",), env={"NO_PROXY": "", "no_proxy": ""}
+        )
+        r, attempts = run(_with(backend, spec, body))
+    finally:
+        for s in servers:
+            s.shutdown()
+    assert r.stdout.splitlines() == [f"hello from {allowed}", "refused 403", "no direct route"], r
+    assert [(a.port, a.allowed) for a in attempts] == [(allowed, True), (denied, False)]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 WORKSPACE = "/workspace"
 
@@ -35,7 +35,14 @@ class SandboxSpec(BaseModel):
     extra_rw: dict[str, Path] = Field(
         default_factory=dict, description="Extra writable mounts: sandbox path -> host path (judge reports)."
     )
-    network: Literal["none", "loopback"] = Field("none", description="'none': empty network namespace.")
+    network: Literal["none", "loopback", "allowlist"] = Field(
+        "none",
+        description="'none': an empty network namespace (not even loopback); 'loopback': the sandbox's own "
+        "loopback only; 'allowlist': loopback plus an HTTP(S) proxy that reaches only allow_hosts.",
+    )
+    allow_hosts: tuple[str, ...] = Field(
+        (), description="With network='allowlist': 'host' or 'host:port' entries the proxy lets through."
+    )
     memory_mb: int | None = Field(
         None, ge=32, le=1 << 20, description="Memory limit in MiB (cgroup), exec server included; OOM is reported."
     )
@@ -47,6 +54,12 @@ class SandboxSpec(BaseModel):
     nofile: int = Field(1024, ge=16, le=1 << 20, description="Most open files per process (rlimit).")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for every command.")
     seed: int = Field(0, description="PYTHONHASHSEED inside the sandbox.")
+
+    @model_validator(mode="after")
+    def _allowlist_needs_network_mode(self) -> SandboxSpec:
+        if self.allow_hosts and self.network != "allowlist":
+            raise ValueError("allow_hosts needs network='allowlist'")
+        return self
 
 
 @dataclass(frozen=True)

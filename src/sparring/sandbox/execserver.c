@@ -20,14 +20,19 @@
 #include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 enum { T_EXEC = 1, T_STDIN = 2, T_STDIN_EOF = 3, T_KILL = 4, T_KILLALL = 5, T_PING = 6 };
 enum { T_READY = 10, T_OUT = 11, T_ERR = 12, T_EXIT = 13, T_ACK = 14 };
-enum { W_OUT = 1, W_ERR = 2, W_PID = 3, W_IN = 4 };
+enum { W_OUT = 1, W_ERR = 2, W_PID = 3, W_IN = 4, W_LISTEN = 5 };
 #define CHUNK 65536
 #define HDR 9
 
@@ -405,14 +410,58 @@ static int on_input(void) {
     return 1;
 }
 
-int main(void) {
+/* ---------- allowlist proxy relay: 127.0.0.1:PORT inside -> the host's proxy on a Unix socket ---------- */
+static const char *relay_sock;
+
+static void relay(int client) {
+    close(0); close(1); close(ep);
+    int up = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", relay_sock);
+    if (up < 0 || connect(up, (struct sockaddr *)&a, sizeof a) != 0) {
+        const char *m = "HTTP/1.1 502 Bad Gateway\r\nX-Sparring: the network proxy is not running\r\n\r\n";
+        write_all(client, m, strlen(m));
+        _exit(0);  /* fail closed */
+    }
+    struct pollfd p[2] = { { client, POLLIN, 0 }, { up, POLLIN, 0 } };
+    int open_in[2] = { 1, 1 };
+    char buf[CHUNK];
+    while (open_in[0] || open_in[1]) {
+        if (poll(p, 2, -1) < 0) { if (errno == EINTR) continue; break; }
+        for (int i = 0; i < 2; i++) {
+            if (!open_in[i] || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            ssize_t n = read(p[i].fd, buf, sizeof buf);
+            if (n <= 0) { open_in[i] = 0; p[i].fd = -1; shutdown(i ? client : up, SHUT_WR); continue; }
+            write_all(i ? client : up, buf, (size_t)n);
+        }
+    }
+    _exit(0);
+}
+
+static int listen_local(int port) {
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) != 0 || listen(s, 64) != 0) die("proxy listen");
+    return s;
+}
+
+int main(int argc, char **argv) {
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     signal(SIGPIPE, SIG_IGN);
     ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0) die("epoll_create1");
     fcntl(0, F_SETFL, O_NONBLOCK);
-    struct watch in_w = { 0, NULL };
+    struct watch in_w = { 0, NULL }, listen_w = { W_LISTEN, NULL };
     watch_fd(0, EPOLLIN, &in_w);
+    int lfd = -1;
+    if (argc == 4 && !strcmp(argv[1], "--proxy")) {
+        relay_sock = argv[3];
+        lfd = listen_local(atoi(argv[2]));
+        watch_fd(lfd, EPOLLIN, &listen_w);
+    }
     char ready[32];
     int k = snprintf(ready, sizeof ready, "%d", getpid());
     send_frame(T_READY, 0, ready, (uint32_t)k);
@@ -422,6 +471,14 @@ int main(void) {
         for (int i = 0; i < n; i++) {
             struct watch *w = evs[i].data.ptr;
             if (w == &in_w) { if (!on_input()) return 0; continue; }
+            if (w == &listen_w) {
+                int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+                if (c < 0) continue;
+                pid_t r = fork();
+                if (r == 0) relay(c);
+                close(c);
+                continue;
+            }
             struct job *j = w->job;
             if (!job_live(j)) continue; /* finished earlier in this batch */
             if (w->kind == W_OUT) read_out(j, 0);

@@ -191,6 +191,7 @@ class Server:
         self.by_pid = {}
         self.inbuf = bytearray()
         self.stdin_waiting = set()
+        self.lsock = None
 
     # ---- frames ----
     def send(self, t, jid, payload=b""):
@@ -414,9 +415,61 @@ class Server:
         elif t == T_PING:
             self.send(T_ACK, jid)
 
+    def listen_proxy(self, port, sock_path):
+        import socket
+
+        self.socket = socket
+        self.relay_sock = sock_path
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", port))
+        self.lsock.listen(64)
+        self.ep.register(self.lsock.fileno(), select.EPOLLIN)
+
+    def accept_proxy(self):
+        try:
+            conn, _ = self.lsock.accept()
+        except OSError:
+            return
+        if os.fork() == 0:
+            try:
+                os.close(0)
+                os.close(1)
+                self._relay(conn)
+            finally:
+                os._exit(0)
+        conn.close()
+
+    def _relay(self, client):
+        socket = self.socket
+        up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            up.connect(self.relay_sock)
+        except OSError:
+            client.sendall(b"HTTP/1.1 502 Bad Gateway\r\nX-Sparring: the network proxy is not running\r\n\r\n")
+            return  # fail closed
+        pairs = {client.fileno(): (client, up), up.fileno(): (up, client)}
+        p = select.poll()
+        for fd in pairs:
+            p.register(fd, select.POLLIN)
+        while pairs:
+            for fd, _ev in p.poll():
+                src, dst = pairs[fd]
+                data = src.recv(CHUNK)
+                if not data:
+                    p.unregister(fd)
+                    del pairs[fd]
+                    try:
+                        dst.shutdown(socket.SHUT_WR)
+                    except OSError:
+                        pass
+                    continue
+                dst.sendall(data)
+
     def loop(self):
         os.set_blocking(0, False)
         self.ep.register(0, select.EPOLLIN)
+        lfd = self.lsock.fileno() if self.lsock is not None else -1
         self.send(T_READY, 0, str(os.getpid()).encode())
         while True:
             # A timeout so zombies of orphaned background processes are reaped even when idle.
@@ -424,6 +477,9 @@ class Server:
                 if fd == 0:
                     if not self.on_input():
                         return
+                    continue
+                if fd == lfd:
+                    self.accept_proxy()
                     continue
                 entry = self.by_fd.get(fd)
                 if entry is None:
@@ -441,8 +497,11 @@ def main():
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    server = Server(libc)
+    if len(sys.argv) == 4 and sys.argv[1] == "--proxy":
+        server.listen_proxy(int(sys.argv[2]), sys.argv[3])
     try:
-        Server(libc).loop()
+        server.loop()
     except BrokenPipeError:
         pass
     sys.exit(0)

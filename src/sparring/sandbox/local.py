@@ -48,6 +48,8 @@ from sparring.sandbox.cgroups import CgroupSet
 from sparring.sandbox.channel import ExecChannel, OutputCallback
 from sparring.sandbox.environment import AGENT_GID, AGENT_UID, HOSTNAME, SandboxEnvironment
 from sparring.sandbox.layers import LayerStore, Snapshot
+from sparring.sandbox.netns import set_loopback
+from sparring.sandbox.proxy import PROXY_PORT, AllowlistProxy, Attempt, parse_allow
 from sparring.sandbox.rootfs import HOME, SERVER, WRITABLE, RootPlan, install_server
 from sparring.sandbox.workspace import tree_diff
 
@@ -179,6 +181,7 @@ class LocalSandbox:
         self.closed = False
         self.channel: ExecChannel | None = None
         self.kill_grace_s = KILL_GRACE_S
+        self.proxy: AllowlistProxy | None = None
         self._mounted: list[Path] = []
 
     @property
@@ -205,8 +208,14 @@ class LocalSandbox:
         self.cg = CgroupSet.create(self.id, s.memory_mb, s.pids, s.cpus, freezer=self.backend.overlay)
         if self.cg.dirs:
             (self.dir / "cgroups").write_text("\n".join(map(str, self.cg.dirs.values())) + "\n")
+        if s.network == "allowlist":
+            (self.dir / "proxy").mkdir(mode=0o755)
+            self.proxy = AllowlistProxy(self.dir / "proxy" / "proxy.sock", parse_allow(s.allow_hosts))
+            await self.proxy.start()
         argv, spawn_env = self._bwrap_argv()
         self.channel = await ExecChannel.open(argv, spawn_env, self.dir / "bwrap.log")
+        if s.network == "none" and os.geteuid() == 0:
+            set_loopback(self.server_host_pid(), up=False)  # an empty network namespace: not even loopback
 
     def _bwrap_argv(self) -> tuple[list[str], dict[str, str] | None]:
         s, env = self.spec, self.backend.environment
@@ -224,12 +233,13 @@ class LocalSandbox:
             a += ["--ro-bind", str(src), dest]
         for dest, src in sorted(s.extra_rw.items()):
             a += ["--bind", str(src), dest]
+        if self.proxy is not None:
+            a += ["--ro-bind", str(self.dir / "proxy"), "/run/sparring"]
         a += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/"]
         a += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--chdir", "/"]
-        if self.backend.server_kind == "c":
-            a += ["--", SERVER]
-        else:
-            a += ["--", env.interpreter, "-I", "-S", SERVER]
+        a += ["--", SERVER] if self.backend.server_kind == "c" else ["--", env.interpreter, "-I", "-S", SERVER]
+        if self.proxy is not None:
+            a += ["--proxy", str(PROXY_PORT), "/run/sparring/proxy.sock"]
         if not self.cg.dirs:
             return a, None
         # Join the cgroups from a tiny shell that then execs bubblewrap: nothing runs outside the limits.
@@ -282,6 +292,8 @@ class LocalSandbox:
             self.channel.kill()
             with contextlib.suppress(SandboxError):
                 await self.channel.wait_closed()
+        if self.proxy is not None:
+            await self.proxy.close()
         with contextlib.suppress(Exception):
             self.cg.destroy()
         if self._mounted:  # detaching the sandbox's tmpfs takes every mount below it along
@@ -303,6 +315,23 @@ class LocalSandbox:
             why = ch.dead if ch is not None else "not started"
             raise SandboxError(f"sandbox {self.id} is broken ({why}); close it and create a new one")
         return ch
+
+    def server_host_pid(self) -> int:
+        """The exec server's pid on the host (the only child of bubblewrap)."""
+        assert self.channel is not None
+        bw = self.channel.proc.pid
+        try:
+            kids = (Path(f"/proc/{bw}/task/{bw}/children")).read_text().split()
+        except OSError as e:
+            raise SandboxError(f"sandbox {self.id}: bubblewrap is gone ({e.strerror})") from None
+        if len(kids) != 1:
+            raise SandboxError(f"sandbox {self.id}: expected one process under bubblewrap, found {len(kids)}")
+        return int(kids[0])
+
+    @property
+    def network_attempts(self) -> list[Attempt]:
+        """Every connection tried through the allowlist proxy (allowed or refused)."""
+        return list(self.proxy.attempts) if self.proxy is not None else []
 
     @property
     def healthy(self) -> bool:
@@ -332,6 +361,11 @@ class LocalSandbox:
         if not argv:
             raise SandboxError("empty command")
         full_env = self.backend.environment.base_env(self.spec.seed)
+        if self.proxy is not None:
+            url = f"http://127.0.0.1:{PROXY_PORT}"
+            for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"):
+                full_env[k] = url
+            full_env["NO_PROXY"] = full_env["no_proxy"] = "localhost,127.0.0.1"
         full_env.update(self.spec.env)
         full_env.update(env or {})
         oom_before = self.cg.oom_kills()
