@@ -41,7 +41,8 @@ def _spec(**kw: object) -> SandboxSpec:
 def exec_cmd(
     cmd: list[str] = typer.Argument(..., help="Command and arguments (after --)."),
     workspace: Path | None = typer.Option(None, "--workspace", help="Directory seen at /workspace (never modified)."),
-    network: str = typer.Option("none", "--network", help="none | loopback"),
+    network: str = typer.Option("none", "--network", help="none | loopback | allowlist"),
+    allow: list[str] = typer.Option([], "--allow", help="With --network allowlist: a host or host:port to reach."),
     memory_mb: int | None = typer.Option(None, "--memory-mb", help="Memory limit in MiB."),
     pids: int | None = typer.Option(None, "--pids", help="Most processes at once."),
     cpus: float | None = typer.Option(None, "--cpus", help="CPU share in cores."),
@@ -53,16 +54,18 @@ def exec_cmd(
     """Run CMD in a fresh sandbox whose /workspace is a copy-on-write view of --workspace."""
     from sparring.sandbox.local import LocalBackend
 
-    if network not in ("none", "loopback"):
-        raise ConfigError(f"--network must be 'none' or 'loopback', not {network!r}")
+    if network not in ("none", "loopback", "allowlist"):
+        raise ConfigError(f"--network must be 'none', 'loopback' or 'allowlist', not {network!r}")
+    if allow and network != "allowlist":
+        raise ConfigError("--allow needs --network allowlist")
     if workspace is not None and not workspace.is_dir():
         raise ConfigError(f"--workspace {workspace} is not a directory")
     if timeout <= 0:
         raise ConfigError("--timeout must be positive")
-    net: Literal["none", "loopback"] = "loopback" if network == "loopback" else "none"
+    net: Literal["none", "loopback", "allowlist"] = network  # type: ignore[assignment]
     spec = _spec(
-        workspace=workspace.resolve() if workspace else None,
-        network=net, memory_mb=memory_mb, pids=pids, cpus=cpus, disk_mb=disk_mb, nofile=nofile,
+        workspace=workspace.resolve() if workspace else None, network=net, allow_hosts=tuple(allow),
+        memory_mb=memory_mb, pids=pids, cpus=cpus, disk_mb=disk_mb, nofile=nofile,
     )  # fmt: skip
 
     async def go():  # type: ignore[no-untyped-def]

@@ -17,6 +17,8 @@ from pathlib import Path
 
 AGENT_UID = 1000
 AGENT_GID = 1000
+# The host uid/gid the agent's uid 1000 maps to when the backend runs as root: a user that owns nothing.
+AGENT_HOST_UID = int(os.environ.get("SPARRING_AGENT_HOST_UID", "100000"))
 HOSTNAME = "sandbox"
 
 PASSWD = "root:x:0:0:root:/root:/bin/sh\nagent:x:1000:1000:agent:/home/agent:/bin/sh\nnobody:x:65534:65534::/:/bin/false\n"

@@ -89,10 +89,15 @@ def tree_digest(root: Path) -> str:
     return h.hexdigest()
 
 
-def copy_tree(src: Path, dst: Path) -> str:
-    """Copy ``src`` into the new directory ``dst`` preserving overlayfs metadata; returns its digest."""
+def copy_tree(src: Path, dst: Path, owner: int | None = None) -> str:
+    """Copy ``src`` into the new directory ``dst`` preserving overlayfs metadata; returns its digest.
+
+    Every entry is owned by ``owner`` (uid = gid) when given, else keeps its source owner.
+    """
     h = hashlib.sha256()
     os.mkdir(dst, 0o755)
+    if owner is not None:
+        os.chown(dst, owner, owner)
     for rel, st in _walk(src):
         _entry_line(src, rel, st, h)
         s, d = str(src / rel), str(dst / rel)
@@ -108,6 +113,20 @@ def copy_tree(src: Path, dst: Path) -> str:
             os.chmod(d, stat.S_IMODE(mode))
         elif stat.S_ISCHR(mode) and st.st_rdev == 0:
             os.mknod(d, 0o600 | stat.S_IFCHR, os.makedev(0, 0))
+        else:
+            continue
+        if owner is not None:
+            os.lchown(d, owner, owner)
+        else:
+            os.lchown(d, st.st_uid, st.st_gid)
+    return h.hexdigest()
+
+
+def stat_signature(root: Path) -> str:
+    """A cheap fingerprint of a tree (names, kinds, sizes, mtimes, inodes): no file is read."""
+    h = hashlib.sha256()
+    for rel, st in _walk(root):
+        h.update(f"{rel}\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode())
     return h.hexdigest()
 
 
@@ -130,13 +149,15 @@ class Snapshot:
 class LayerStore:
     """Layers under ``<root>/layers`` and snapshot records under ``<root>/snapshots``."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, owner: int | None = None) -> None:
         self.root = root
+        self.owner = owner  # uid (= gid) that owns imported workspaces: the agent's host user
         self.layers = root / "layers"
         self.records = root / "snapshots"
         self.layers.mkdir(parents=True, exist_ok=True)
         self.records.mkdir(parents=True, exist_ok=True)
         self._verified: set[tuple[str, str]] = set()  # (source dir, digest) checked by this store
+        self._unpinned: dict[tuple[str, str], str] = {}  # (source dir, stat signature) -> digest
 
     def _commit(self, tmp: Path, name: str) -> Path:
         final = self.layers / name
@@ -172,9 +193,18 @@ class LayerStore:
                     )
                 self._verified.add((str(src), hexd))
                 return final
+        else:
+            sig = (str(src), stat_signature(src))
+            known = self._unpinned.get(sig)
+            if known is not None and (self.layers / f"ws-{known}").is_dir():
+                return self.layers / f"ws-{known}"
+            found = tree_digest(src)
+            self._unpinned[sig] = found
+            if (self.layers / f"ws-{found}").is_dir():
+                return self.layers / f"ws-{found}"
         tmp = self._tmp()
         try:
-            found = copy_tree(src, tmp)
+            found = copy_tree(src, tmp, owner=self.owner)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

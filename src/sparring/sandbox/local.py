@@ -46,7 +46,7 @@ from sparring.sandbox import execserver, mounts, reaper
 from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.cgroups import CgroupSet
 from sparring.sandbox.channel import ExecChannel, OutputCallback
-from sparring.sandbox.environment import AGENT_GID, AGENT_UID, HOSTNAME, SandboxEnvironment
+from sparring.sandbox.environment import AGENT_GID, AGENT_HOST_UID, AGENT_UID, HOSTNAME, SandboxEnvironment
 from sparring.sandbox.layers import LayerStore, Snapshot
 from sparring.sandbox.netns import set_loopback
 from sparring.sandbox.proxy import PROXY_PORT, AllowlistProxy, Attempt, parse_allow
@@ -58,9 +58,9 @@ log = logging.getLogger("sparring.sandbox")
 OUTPUT_CAP = 1 << 20  # bytes kept per stream; the rest is counted and dropped
 TRUNC_MARKER = "\n[... output truncated by sparring: {n} more bytes ...]\n"
 KILL_GRACE_S = 5.0  # how long a killed command may take to be reported before the sandbox counts as broken
-_JOIN_CGROUPS = (
-    'IFS=:; for f in $SPARRING_CG; do echo $$ > "$f" 2>/dev/null || '
-    '{ echo "sparring: cannot join cgroup $f" >&2; exit 125; }; done; unset SPARRING_CG; exec "$@"'
+_JOIN_CGROUPS = (  # $1: ':'-separated cgroup.procs files; the rest: the command (the C server's --launch does both)
+    'IFS=:; for f in $1; do echo $$ > "$f" 2>/dev/null || '
+    '{ echo "sparring: cannot join cgroup $f" >&2; exit 125; }; done; shift; unset IFS; exec "$@"'
 )
 DEFAULT_ROOT = Path(os.environ.get("SPARRING_SANDBOX_ROOT", "/tmp/sparring-sandboxes"))
 
@@ -87,10 +87,15 @@ class LocalBackend:
                 "bubblewrap (bwrap) is not installed: run `make setup` as root or `apt-get install bubblewrap`"
             )
         self.root = Path(root or DEFAULT_ROOT).absolute()
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.layers = LayerStore(self.root)
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o711)
         self.environment = environment or SandboxEnvironment.current_python()
         self.overlay = os.geteuid() == 0 and mounts.overlay_supported()
+        # As root, bubblewrap runs as an unprivileged host user: the agent's uid 1000 inside maps to it,
+        # never to host root (whose files -- /proc/sys, /dev nodes -- it would otherwise own).
+        self.agent_uid: int | None = AGENT_HOST_UID if self.overlay else None
+        if self.overlay:
+            os.chmod(self.root, 0o711)  # traversable (not listable) by the agent user, for bubblewrap
+        self.layers = LayerStore(self.root, owner=self.agent_uid)
         self.plan = RootPlan.build(self.environment)
         self.server_kind, self.server = install_server(self.root, server or os.environ.get("SPARRING_EXEC_SERVER", "auto"))
         self.reap_stale()
@@ -112,14 +117,15 @@ class LocalBackend:
         return out
 
     def lower_for(self, spec: SandboxSpec) -> Path | None:
-        """The read-only lowest layer: the verified imported copy when the spec pins a digest."""
+        """The read-only lowest layer: the workspace imported into the layer store (owned by the agent
+        user, so it can edit its files), verified against the pinned digest when the spec has one."""
         if spec.workspace is None:
             return None
         ws = Path(spec.workspace)
         if not ws.is_dir():
             raise SandboxError(f"workspace {ws} is not a directory: pass an existing task workspace")
-        if spec.workspace_digest is None:
-            return ws
+        if spec.workspace_digest is None and not self.overlay:
+            return ws  # copy mode copies it anyway
         return self.layers.import_workspace(ws, spec.workspace_digest)
 
     async def create(self, spec: SandboxSpec, snapshot: str | None = None) -> LocalSandbox:
@@ -131,10 +137,7 @@ class LocalBackend:
         for dest in (*spec.extra_ro, *spec.extra_rw):
             if not dest.startswith("/") or any(dest == w or dest.startswith(w + "/") for w in (WORKSPACE, *WRITABLE)):
                 raise SandboxError(f"extra mount {dest!r} must be an absolute path outside /workspace, /tmp and {HOME}")
-        if spec.workspace_digest is not None and spec.workspace is not None:
-            lower = await asyncio.to_thread(self.lower_for, spec)
-        else:
-            lower = self.lower_for(spec)
+        lower = self.lower_for(spec)
         if snap is not None and snap.base != str(lower):
             raise SandboxError(f"snapshot {snapshot} was taken on another workspace ({snap.base}), not {lower}")
         sb = LocalSandbox(self, spec, lower, layers=snap.layers if snap else ())
@@ -182,7 +185,8 @@ class LocalSandbox:
         self.channel: ExecChannel | None = None
         self.kill_grace_s = KILL_GRACE_S
         self.proxy: AllowlistProxy | None = None
-        self._mounted: list[Path] = []
+        self._sb_mounted = False
+        self._layer_mounts: list[Path] = []
 
     @property
     def lower(self) -> Path:
@@ -190,61 +194,90 @@ class LocalSandbox:
 
     # ---------- lifecycle ----------
     async def _start(self) -> None:
-        self.dir.mkdir(mode=0o700)
-        if self.backend.overlay:
+        b, s = self.backend, self.spec
+        self.dir.mkdir(mode=0o711)
+        if b.overlay:
             # The sandbox's own small tmpfs, shared: mounts made under root/ later reach the running
             # sandbox, and close() is one unmount instead of a directory walk.
-            mounts.mount("tmpfs", self.dir, "tmpfs", "size=4m,mode=0700", flags=mounts.MS_NOSUID | mounts.MS_NODEV)
-            self._mounted.append(self.dir)
+            mounts.mount("tmpfs", self.dir, "tmpfs", "size=4m,mode=0711", flags=mounts.MS_NOSUID | mounts.MS_NODEV)
+            self._sb_mounted = True
             mounts.mount("none", self.dir, "", flags=mounts.MS_SHARED)
         (self.dir / "owner").write_text(str(os.getpid()))
         self._empty.mkdir()
-        self.rootdir.mkdir()
-        self.backend.plan.populate(self.rootdir)
-        for dest in (*self.spec.extra_ro, *self.spec.extra_rw):
-            (self.rootdir / dest.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        self.rootdir.mkdir(mode=0o755)
+        b.plan.populate(self.rootdir)
+        for dest in (*s.extra_ro, *s.extra_rw):
+            p = self.rootdir / dest.lstrip("/")
+            p.mkdir(parents=True, exist_ok=True)
+        if b.overlay:
+            self._bind_static()
         self._mount_layers()
-        s = self.spec
-        self.cg = CgroupSet.create(self.id, s.memory_mb, s.pids, s.cpus, freezer=self.backend.overlay)
+        self.cg = CgroupSet.create(self.id, s.memory_mb, s.pids, s.cpus, freezer=b.overlay)
         if self.cg.dirs:
             (self.dir / "cgroups").write_text("\n".join(map(str, self.cg.dirs.values())) + "\n")
         if s.network == "allowlist":
             (self.dir / "proxy").mkdir(mode=0o755)
             self.proxy = AllowlistProxy(self.dir / "proxy" / "proxy.sock", parse_allow(s.allow_hosts))
             await self.proxy.start()
-        argv, spawn_env = self._bwrap_argv()
-        self.channel = await ExecChannel.open(argv, spawn_env, self.dir / "bwrap.log")
+        argv = self._launcher() + self._bwrap_argv()
+        self.channel = await ExecChannel.open(argv, {"PATH": "/usr/bin:/bin"}, self.dir / "bwrap.log")
         if s.network == "none" and os.geteuid() == 0:
             set_loopback(self.server_host_pid(), up=False)  # an empty network namespace: not even loopback
 
-    def _bwrap_argv(self) -> tuple[list[str], dict[str, str] | None]:
-        s, env = self.spec, self.backend.environment
-        a: list[str] = [self.backend.bwrap or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns"]
+    def _bind_static(self) -> None:
+        """Read-only binds that never change, made by the host (root) so bubblewrap needs no access to them."""
+        r = self.rootdir
+        for src, dest in self.backend.plan.ro_binds:
+            mounts.bind(src, r / dest.lstrip("/"), readonly=True)
+        mounts.bind(self.backend.server, r / SERVER.lstrip("/"), readonly=True)
+        uid = self.backend.agent_uid
+        for dest, src in sorted(self.spec.extra_ro.items()):
+            with contextlib.suppress(OSError):  # the agent user must be able to enter it (mkdtemp makes 0700)
+                os.chmod(src, os.stat(src).st_mode | 0o055)
+            mounts.bind(Path(src), r / dest.lstrip("/"), readonly=True)
+        for dest, src in sorted(self.spec.extra_rw.items()):
+            if uid is not None:
+                os.chown(src, uid, uid)
+            mounts.bind(Path(src), r / dest.lstrip("/"))
+
+    def _launcher(self) -> list[str]:
+        """Join the sandbox's cgroups and drop to the agent's host uid, then exec bubblewrap."""
+        b = self.backend
+        uid = b.agent_uid
+        cg = ":".join(map(str, self.cg.procs_files()))
+        if uid is None and not cg:
+            return []
+        if b.server_kind == "c":
+            return [str(b.server), "--launch", str(uid if uid is not None else os.getuid()),
+                    str(uid if uid is not None else os.getgid()), cg, "--"]  # fmt: skip
+        drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"] if uid is not None else []
+        return ["/bin/sh", "-c", _JOIN_CGROUPS, "sparring-join", cg, *drop]
+
+    def _bwrap_argv(self) -> list[str]:
+        s, b = self.spec, self.backend
+        a: list[str] = [b.bwrap or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns"]
         a += ["--die-with-parent", "--as-pid-1", "--cap-drop", "ALL"]
         a += ["--uid", str(AGENT_UID), "--gid", str(AGENT_GID), "--hostname", HOSTNAME]
         a += ["--bind", str(self.rootdir), "/"]
-        a += self.backend.plan.bwrap_binds
-        a += ["--ro-bind", str(self.backend.server), SERVER]
-        if not self.backend.overlay:  # copy mode: nothing propagates, bind the writable places directly
+        if not b.overlay:  # copy mode: the host cannot mount, bubblewrap binds everything itself
+            a += b.plan.bwrap_ro_binds() + ["--ro-bind", str(b.server), SERVER]
             a += ["--bind", str(self.merged), WORKSPACE, "--tmpfs", "/tmp", "--tmpfs", HOME]
-            for p in self.backend.plan.late_binds:
+            for p in b.plan.late_binds:
                 a += ["--ro-bind", str(p), str(p)]
-        for dest, src in sorted(s.extra_ro.items()):
-            a += ["--ro-bind", str(src), dest]
-        for dest, src in sorted(s.extra_rw.items()):
-            a += ["--bind", str(src), dest]
+            for dest, src in sorted(s.extra_ro.items()):
+                a += ["--ro-bind", str(src), dest]
+            for dest, src in sorted(s.extra_rw.items()):
+                a += ["--bind", str(src), dest]
         if self.proxy is not None:
             a += ["--ro-bind", str(self.dir / "proxy"), "/run/sparring"]
-        a += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/"]
+        shm = max(1, min(s.disk_mb, 64)) * 1024 * 1024
+        a += ["--proc", "/proc", "--dev", "/dev", "--size", str(shm), "--tmpfs", "/dev/shm", "--remount-ro", "/"]
         a += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--chdir", "/"]
-        a += ["--", SERVER] if self.backend.server_kind == "c" else ["--", env.interpreter, "-I", "-S", SERVER]
+        env = b.environment
+        a += ["--", SERVER] if b.server_kind == "c" else ["--", env.interpreter, "-I", "-S", SERVER]
         if self.proxy is not None:
             a += ["--proxy", str(PROXY_PORT), "/run/sparring/proxy.sock"]
-        if not self.cg.dirs:
-            return a, None
-        # Join the cgroups from a tiny shell that then execs bubblewrap: nothing runs outside the limits.
-        spawn_env = {"PATH": "/usr/bin:/bin", "SPARRING_CG": ":".join(map(str, self.cg.procs_files()))}
-        return ["/bin/sh", "-c", _JOIN_CGROUPS, "sparring-join", *a], spawn_env
+        return a
 
     def _mount_layers(self) -> None:
         if not self.backend.overlay:
@@ -258,34 +291,35 @@ class LocalSandbox:
             src = self.layers[0] if self.layers else self.lower
             shutil.copytree(src, self.merged, symlinks=True, dirs_exist_ok=True)
             return
-        rw = self.rw
+        rw, uid = self.rw, self.backend.agent_uid
         rw.mkdir(exist_ok=True)
         mounts.mount("tmpfs", rw, "tmpfs", f"size={self.spec.disk_mb}m,mode=0755", flags=mounts.MS_NOSUID | mounts.MS_NODEV)
-        self._mounted.append(rw)
+        self._layer_mounts.append(rw)
         for d in ("upper", "work", "tmp", "home"):
             (rw / d).mkdir()
         os.chmod(rw / "tmp", 0o1777)
+        if uid is not None:
+            for d in ("upper", "tmp", "home"):
+                os.chown(rw / d, uid, uid)
         lowers = ":".join(str(p) for p in (*self.layers, self.lower))
         mounts.mount(
             "overlay", self.merged, "overlay", f"lowerdir={lowers},upperdir={rw}/upper,workdir={rw}/work",
             flags=mounts.MS_NOSUID | mounts.MS_NODEV,
         )  # fmt: skip
-        self._mounted.append(self.merged)
+        self._layer_mounts.append(self.merged)
         for sub, dest in (("tmp", "tmp"), ("home", HOME.lstrip("/"))):
             mounts.bind(rw / sub, self.rootdir / dest)
-            self._mounted.append(self.rootdir / dest)
+            self._layer_mounts.append(self.rootdir / dest)
         for p in self.backend.plan.late_binds:  # an environment living under /tmp (a clone there)
             target = self.rootdir / str(p).lstrip("/")
             target.mkdir(parents=True, exist_ok=True)
             mounts.bind(p, target, readonly=True)
-            self._mounted.append(target)
+            self._layer_mounts.append(target)
 
     def _unmount_layers(self) -> None:
-        if not self.backend.overlay:
-            return
-        for mp in reversed(self._mounted[1:]):  # all but the sandbox's own tmpfs
+        for mp in reversed(self._layer_mounts):
             mounts.umount(mp)
-        self._mounted = self._mounted[:1]
+        self._layer_mounts = []
 
     async def _teardown(self) -> None:
         if self.channel is not None:
@@ -296,10 +330,11 @@ class LocalSandbox:
             await self.proxy.close()
         with contextlib.suppress(Exception):
             self.cg.destroy()
-        if self._mounted:  # detaching the sandbox's tmpfs takes every mount below it along
+        if self._sb_mounted:  # detaching the sandbox's tmpfs takes every mount below it along
             with contextlib.suppress(SandboxError):
-                mounts.umount(self._mounted[0])
-        self._mounted = []
+                mounts.umount(self.dir)
+            self._sb_mounted = False
+        self._layer_mounts = []
         try:
             os.rmdir(self.dir)
         except FileNotFoundError:
@@ -439,8 +474,9 @@ class LocalSandbox:
         self._live()
         try:
             fd = mounts.open_beneath(
-                self.merged, rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, make_parents=True
-            )
+                self.merged, rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, make_parents=True,
+                owner=self.backend.agent_uid,
+            )  # fmt: skip
             with os.fdopen(fd, "wb") as f:
                 f.write(content)
         except OSError as e:
@@ -485,8 +521,14 @@ class LocalSandbox:
             os.close(fd)
 
     async def diff(self) -> WorkspaceDiff:
+        """The change to /workspace, taken with the sandbox frozen so nothing moves under the walk."""
         self._live()
-        return await asyncio.to_thread(tree_diff, self.lower, self.merged)
+        frozen = self.cg.freeze()
+        try:
+            return await asyncio.to_thread(tree_diff, self.lower, self.merged)
+        finally:
+            if frozen:
+                self.cg.thaw()
 
     # ---------- layers ----------
     async def snapshot(self) -> str:

@@ -79,11 +79,14 @@ def split_beneath(rel: str) -> list[str]:
     return parts
 
 
-def open_beneath(root: Path, rel: str, flags: int, mode: int = 0o644, make_parents: bool = False) -> int:
+def open_beneath(
+    root: Path, rel: str, flags: int, mode: int = 0o644, make_parents: bool = False, owner: int | None = None
+) -> int:
     """open(2) ``rel`` under ``root`` without following any symlink on the way (race-free).
 
     A symlink the agent planted cannot redirect a host-side read or write
-    outside the sandbox: every component is opened with O_NOFOLLOW.
+    outside the sandbox: every component is opened with O_NOFOLLOW. Parents
+    it creates, and the file when created, belong to ``owner`` (uid = gid).
     """
     parts = split_beneath(rel)
     if not parts:
@@ -98,8 +101,15 @@ def open_beneath(root: Path, rel: str, flags: int, mode: int = 0o644, make_paren
                     raise
                 os.mkdir(comp, 0o755, dir_fd=fd)
                 nfd = os.open(comp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                if owner is not None:
+                    os.fchown(nfd, owner, owner)
             os.close(fd)
             fd = nfd
-        return os.open(parts[-1], flags | os.O_NOFOLLOW, mode, dir_fd=fd)
+        out = os.open(parts[-1], flags | os.O_NOFOLLOW, mode, dir_fd=fd)
+        if owner is not None and flags & os.O_CREAT:
+            st = os.fstat(out)
+            if st.st_uid != owner:
+                os.fchown(out, owner, owner)
+        return out
     finally:
         os.close(fd)

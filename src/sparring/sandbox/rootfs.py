@@ -36,27 +36,35 @@ def under_writable(p: Path) -> bool:
 
 @dataclass(frozen=True)
 class RootPlan:
-    """What every sandbox root of one backend holds; computed once per backend."""
+    """What every sandbox root of one backend holds; computed once per backend.
+
+    ``ro_binds`` (host path, path inside) are mounted read-only *by the host*
+    (as root) under the sandbox root before bubblewrap starts, so bubblewrap
+    itself can run as the unprivileged agent user without access to them on
+    the host (a venv under /root, a judge's 0700 temporary directory).
+    """
 
     dirs: tuple[str, ...]
     symlinks: tuple[tuple[str, str], ...]
     files: tuple[tuple[str, str], ...]
-    bwrap_binds: tuple[str, ...]
+    ro_binds: tuple[tuple[Path, str], ...]
     late_binds: tuple[Path, ...]  # environment paths under /tmp or $HOME: bound by the host after each mount
 
     @classmethod
     def build(cls, env: SandboxEnvironment) -> RootPlan:
-        dirs = ["usr", "proc", "dev", "tmp", "workspace", "home/agent", "etc", ".sparring", "run", "judge"]
+        dirs = ["usr", "proc", "dev", "tmp", "workspace", "home/agent", "etc", ".sparring", "run/sparring"]
+        dirs += ["judge/hidden", "judge/cfg", "judge/out"]
         symlinks: list[tuple[str, str]] = []
-        binds = ["--ro-bind", "/usr", "/usr"]
+        binds: list[tuple[Path, str]] = [(Path("/usr"), "/usr")]
         for name in TOP_LEVEL:
             p = Path("/") / name
             if p.is_symlink():
                 symlinks.append((name, os.readlink(p)))
             elif p.is_dir():
                 dirs.append(name)
-                binds += ["--ro-bind", str(p), f"/{name}"]
+                binds.append((p, f"/{name}"))
         files = [("etc/passwd", PASSWD), ("etc/group", GROUP), ("etc/hostname", HOSTNAME + "\n"), ("etc/hosts", HOSTS)]
+        files.append((SERVER.lstrip("/"), ""))
         for etc in HOST_ETC:
             p = Path(etc)
             if p.is_dir():
@@ -65,18 +73,24 @@ class RootPlan:
                 files.append((etc.lstrip("/"), ""))
             else:
                 continue
-            binds += ["--ro-bind", etc, etc]
+            binds.append((p, etc))
         late: list[Path] = []
         for p in env.ro_paths:
             if under_writable(p):
                 late.append(p)
                 continue
-            rel = str(p).lstrip("/")
-            dirs.append(rel)
-            binds += ["--ro-bind", str(p), str(p)]
+            dirs.append(str(p).lstrip("/"))
+            binds.append((p, str(p)))
         # parents before children, and no duplicates
         dirs = sorted(set(dirs), key=lambda d: (d.count("/"), d))
         return cls(tuple(dirs), tuple(symlinks), tuple(files), tuple(binds), tuple(late))
+
+    def bwrap_ro_binds(self) -> list[str]:
+        """The same binds as bubblewrap arguments (copy mode, where the host cannot mount)."""
+        out: list[str] = []
+        for src, dest in self.ro_binds:
+            out += ["--ro-bind", str(src), dest]
+        return out
 
     def populate(self, root: Path) -> None:
         """Create the skeleton under ``root`` (a new, empty directory)."""
@@ -87,8 +101,7 @@ class RootPlan:
         for rel, text in self.files:
             with open(root / rel, "w") as f:
                 f.write(text)
-        with open(root / SERVER.lstrip("/"), "w"):
-            pass  # the mount point of the exec server, bound read-only by bubblewrap
+            os.chmod(root / rel, 0o644)
 
 
 def install_server(root: Path, kind: str = "auto") -> tuple[str, Path]:

@@ -8,9 +8,11 @@ final state (overlay upper dir, a copy, a directory the user passes to
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from sparring.sandbox.base import WorkspaceDiff
+from sparring.sandbox.mounts import open_beneath
 
 IGNORED_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
 IGNORED_SUFFIXES = (".pyc", ".pyo")
@@ -32,12 +34,31 @@ def _files(root: Path) -> dict[str, Path]:
     return out
 
 
+def read_beneath(root: Path, rel: str) -> bytes | None:
+    """A regular file's bytes, reached without following any symlink (None if it is not one any more).
+
+    The walk that listed the files and this read are separate moments: a directory swapped for a
+    symlink in between must not pull host files into the diff.
+    """
+    try:
+        fd = open_beneath(root, rel, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        return f.read()
+
+
 def tree_diff(initial: Path, final: Path) -> WorkspaceDiff:
     """Files whose content differs (or are new) in ``final``, and files of ``initial`` gone from it."""
     a, b = _files(initial), _files(final)
     changed: dict[str, bytes] = {}
-    for rel, p in b.items():
-        data = p.read_bytes()
+    for rel in list(b):
+        data = read_beneath(final, rel)
+        if data is None:
+            del b[rel]
+            continue
         q = a.get(rel)
         if q is None or q.stat().st_size != len(data) or q.read_bytes() != data:
             changed[rel] = data
