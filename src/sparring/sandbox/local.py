@@ -33,7 +33,7 @@ import uuid
 from pathlib import Path
 
 from sparring.errors import SandboxError, SandboxUnavailableError
-from sparring.sandbox import mounts
+from sparring.sandbox import mounts, seccomp
 from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.cgroups import CgroupSet
 from sparring.sandbox.environment import (
@@ -257,6 +257,8 @@ class LocalSandbox:
         full_env.update(self.spec.env)
         full_env.update(env or {})
         argv = self._argv(argv_cmd, full_env, cwd)
+        sc_args, sc_fd = seccomp.bwrap_args()  # bubblewrap installs the filter just before the command
+        argv[1:1] = sc_args
         oom_before = self.cg.oom_kills()
         t0 = time.perf_counter()
         spawn_env = None
@@ -273,9 +275,12 @@ class LocalSandbox:
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
                 env=spawn_env,
+                pass_fds=(sc_fd,),
             )
         except OSError as e:
             raise SandboxError(f"could not start bubblewrap: {e}") from None
+        finally:
+            seccomp.close_fd(sc_fd)
         out_t = asyncio.ensure_future(_drain(proc.stdout, OUTPUT_CAP))
         err_t = asyncio.ensure_future(_drain(proc.stderr, OUTPUT_CAP))
         timed_out = False
