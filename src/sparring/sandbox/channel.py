@@ -63,7 +63,12 @@ class ExecChannel:
 
     @classmethod
     async def open(
-        cls, argv: list[str], env: dict[str, str] | None, log: Path, ready_timeout: float = 30.0
+        cls,
+        argv: list[str],
+        env: dict[str, str] | None,
+        log: Path,
+        ready_timeout: float = 30.0,
+        pass_fds: tuple[int, ...] = (),
     ) -> ExecChannel:
         loop = asyncio.get_running_loop()
         with open(log, "wb") as errf:
@@ -76,6 +81,7 @@ class ExecChannel:
                     env=env,
                     start_new_session=True,
                     close_fds=True,
+                    pass_fds=pass_fds,
                 )
             except OSError as e:
                 raise SandboxError(f"could not start bubblewrap: {e}") from None

@@ -42,13 +42,13 @@ import uuid
 from pathlib import Path
 
 from sparring.errors import SandboxError, SandboxUnavailableError
-from sparring.sandbox import execserver, mounts, reaper
+from sparring.sandbox import execserver, mounts, reaper, seccomp
 from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.cgroups import CgroupSet
 from sparring.sandbox.channel import ExecChannel, OutputCallback
 from sparring.sandbox.environment import AGENT_GID, AGENT_HOST_UID, AGENT_UID, HOSTNAME, SandboxEnvironment
 from sparring.sandbox.layers import LayerStore, Snapshot
-from sparring.sandbox.netns import set_loopback
+from sparring.sandbox.netns import make_user_namespace, set_loopback
 from sparring.sandbox.proxy import PROXY_PORT, AllowlistProxy, Attempt, parse_allow
 from sparring.sandbox.rootfs import HOME, SERVER, WRITABLE, RootPlan, install_server
 from sparring.sandbox.workspace import tree_diff
@@ -90,12 +90,14 @@ class LocalBackend:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o711)
         self.environment = environment or SandboxEnvironment.current_python()
         self.overlay = os.geteuid() == 0 and mounts.overlay_supported()
-        # As root, bubblewrap runs as an unprivileged host user: the agent's uid 1000 inside maps to it,
-        # never to host root (whose files -- /proc/sys, /dev nodes -- it would otherwise own).
+        # As root, every sandbox joins one user namespace made here, in which the agent's uid 1000 maps
+        # to an unprivileged host user, never to host root (whose /proc/sys and /dev nodes it would own).
         self.agent_uid: int | None = AGENT_HOST_UID if self.overlay else None
+        self.userns_fd: int | None = None
         if self.overlay:
-            os.chmod(self.root, 0o711)  # traversable (not listable) by the agent user, for bubblewrap
+            self.userns_fd = make_user_namespace(AGENT_UID, AGENT_HOST_UID)
         self.layers = LayerStore(self.root, owner=self.agent_uid)
+        self.home = reaper.sandbox_home(self.root)
         self.plan = RootPlan.build(self.environment)
         self.server_kind, self.server = install_server(self.root, server or os.environ.get("SPARRING_EXEC_SERVER", "auto"))
         self.reap_stale()
@@ -173,7 +175,7 @@ class LocalSandbox:
         self.backend = backend
         self.spec = spec
         self.id = uuid.uuid4().hex[:12]
-        self.dir = backend.root / f"sb-{self.id}"
+        self.dir = backend.home / f"sb-{self.id}"
         self.rootdir = self.dir / "root"
         self.rw = self.dir / "rw"
         self.merged = self.rootdir / "workspace"
@@ -219,8 +221,17 @@ class LocalSandbox:
             (self.dir / "proxy").mkdir(mode=0o755)
             self.proxy = AllowlistProxy(self.dir / "proxy" / "proxy.sock", parse_allow(s.allow_hosts))
             await self.proxy.start()
-        argv = self._launcher() + self._bwrap_argv()
-        self.channel = await ExecChannel.open(argv, {"PATH": "/usr/bin:/bin"}, self.dir / "bwrap.log")
+            if b.overlay:
+                mounts.bind(self.dir / "proxy", self.rootdir / "run/sparring", readonly=True)
+        sc_args, sc_fd = seccomp.bwrap_args()  # bubblewrap installs the filter just before the server starts
+        fds = [sc_fd] + ([b.userns_fd] if b.userns_fd is not None else [])
+        argv = self._launcher() + self._bwrap_argv(sc_args)
+        try:
+            self.channel = await ExecChannel.open(
+                argv, {"PATH": "/usr/bin:/bin"}, self.dir / "bwrap.log", pass_fds=tuple(fds)
+            )
+        finally:
+            seccomp.close_fd(sc_fd)
         if s.network == "none" and os.geteuid() == 0:
             set_loopback(self.server_host_pid(), up=False)  # an empty network namespace: not even loopback
 
@@ -241,21 +252,23 @@ class LocalSandbox:
             mounts.bind(Path(src), r / dest.lstrip("/"))
 
     def _launcher(self) -> list[str]:
-        """Join the sandbox's cgroups and drop to the agent's host uid, then exec bubblewrap."""
+        """Join the sandbox's cgroups, then exec bubblewrap: nothing of the sandbox runs outside its limits."""
         b = self.backend
-        uid = b.agent_uid
         cg = ":".join(map(str, self.cg.procs_files()))
-        if uid is None and not cg:
+        if not cg:
             return []
         if b.server_kind == "c":
-            return [str(b.server), "--launch", str(uid if uid is not None else os.getuid()),
-                    str(uid if uid is not None else os.getgid()), cg, "--"]  # fmt: skip
-        drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"] if uid is not None else []
-        return ["/bin/sh", "-c", _JOIN_CGROUPS, "sparring-join", cg, *drop]
+            return [str(b.server), "--launch", str(os.getuid()), str(os.getgid()), cg, "--"]
+        return ["/bin/sh", "-c", _JOIN_CGROUPS, "sparring-join", cg]
 
-    def _bwrap_argv(self) -> list[str]:
+    def _bwrap_argv(self, extra: list[str]) -> list[str]:
         s, b = self.spec, self.backend
-        a: list[str] = [b.bwrap or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns"]
+        a: list[str] = [b.bwrap or "bwrap", *extra]
+        if b.userns_fd is not None:  # the backend's user namespace: uid 1000 inside is an unprivileged host user
+            a += ["--userns", str(b.userns_fd), "--unshare-pid", "--unshare-net", "--unshare-ipc"]
+            a += ["--unshare-uts", "--unshare-cgroup"]
+        else:  # unprivileged: bubblewrap makes the user namespace, uid 1000 maps to the caller
+            a += ["--unshare-all", "--unshare-user", "--disable-userns"]
         a += ["--die-with-parent", "--as-pid-1", "--cap-drop", "ALL"]
         a += ["--uid", str(AGENT_UID), "--gid", str(AGENT_GID), "--hostname", HOSTNAME]
         a += ["--bind", str(self.rootdir), "/"]
@@ -268,10 +281,11 @@ class LocalSandbox:
                 a += ["--ro-bind", str(src), dest]
             for dest, src in sorted(s.extra_rw.items()):
                 a += ["--bind", str(src), dest]
-        if self.proxy is not None:
+        if self.proxy is not None and not b.overlay:
             a += ["--ro-bind", str(self.dir / "proxy"), "/run/sparring"]
         shm = max(1, min(s.disk_mb, 64)) * 1024 * 1024
-        a += ["--proc", "/proc", "--dev", "/dev", "--size", str(shm), "--tmpfs", "/dev/shm", "--remount-ro", "/"]
+        a += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev", "--size", str(shm), "--tmpfs", "/dev/shm"]
+        a += ["--remount-ro", "/"]
         a += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--chdir", "/"]
         env = b.environment
         a += ["--", SERVER] if b.server_kind == "c" else ["--", env.interpreter, "-I", "-S", SERVER]

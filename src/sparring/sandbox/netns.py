@@ -1,4 +1,4 @@
-"""The sandbox's network namespace, seen from the host.
+"""The sandbox's namespaces, seen from the host: its network namespace and its user namespace.
 
 bubblewrap brings the loopback interface of a new network namespace up. With
 ``network="none"`` the namespace must be *empty*: the host (root, which holds
@@ -16,6 +16,8 @@ import os
 import socket
 import struct
 import threading
+import time
+from pathlib import Path
 
 from sparring.errors import SandboxError
 
@@ -55,3 +57,38 @@ def set_loopback(pid: int, up: bool) -> None:
     if err:
         e = err[0]
         raise SandboxError(f"cannot configure the sandbox's network namespace: {e}") from None
+
+
+def make_user_namespace(inside: int, outside: int) -> int:
+    """An fd of a new user namespace mapping uid/gid ``inside`` to the host's ``outside``, nothing else.
+
+    Made by the host (root) once per backend and handed to every bubblewrap
+    with ``--userns``: the agent's uid inside is then an unprivileged host
+    user, never host root, so nothing the host's root owns (/proc/sys, /dev
+    nodes) is the agent's.
+    """
+    import subprocess
+
+    unshare = "/usr/bin/unshare"
+    holder = subprocess.Popen(
+        [unshare, "--user", "--", "/bin/sh", "-c", "read x"], stdin=subprocess.PIPE, close_fds=True
+    )
+    try:
+        mine = os.readlink("/proc/self/ns/user")
+        path = f"/proc/{holder.pid}/ns/user"
+        for _ in range(5000):
+            try:
+                if os.readlink(path) != mine and Path(f"/proc/{holder.pid}/comm").read_text().strip() == "sh":
+                    break
+            except OSError:
+                pass
+            if holder.poll() is not None:
+                raise SandboxError(f"cannot create a user namespace ({unshare} exited {holder.returncode})")
+            time.sleep(0.001)
+        mapping = f"{inside} {outside} 1\n"
+        Path(f"/proc/{holder.pid}/uid_map").write_text(mapping)
+        Path(f"/proc/{holder.pid}/gid_map").write_text(mapping)
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        holder.kill()
+        holder.wait()

@@ -81,10 +81,35 @@ def remove_sandbox_dir(d: Path) -> None:
     shutil.rmtree(d, ignore_errors=True)
 
 
+RUN_DIR = Path(os.environ.get("SPARRING_SANDBOX_RUN", "/tmp/sparring-run"))
+
+
+def sandbox_home(root: Path) -> Path:
+    """Where the sandboxes of the backend rooted at ``root`` live.
+
+    bubblewrap enters the sandbox's user namespace before it binds the sandbox
+    root, and there host root has no power over host-root-owned directories:
+    every directory on the path must be traversable by anyone. A backend root
+    may sit in a private directory (a test's tmp dir), so the sandboxes of
+    each root live in their own directory under a world-traversable run dir.
+    """
+    import hashlib
+
+    home = RUN_DIR / hashlib.sha256(str(root.absolute()).encode()).hexdigest()[:16]
+    home.mkdir(parents=True, exist_ok=True)
+    for d in (RUN_DIR, home):
+        os.chmod(d, 0o711)
+    link = root / "sandboxes"
+    if not link.is_symlink():
+        with contextlib.suppress(OSError):
+            link.symlink_to(home)  # for people looking for them
+    return home
+
+
 def reap(root: Path, owner: int | None = None) -> int:
     """Remove sandboxes of dead owners (or of ``owner`` only) and unneeded layers; returns sandboxes removed."""
     n = 0
-    for d in root.glob("sb-*"):
+    for d in sandbox_home(root).glob("sb-*"):
         o = _owner(d)
         if (owner is not None and o != owner) or not orphaned(o):
             continue
