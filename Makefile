@@ -25,6 +25,17 @@ system:
 	else \
 	  echo "error: bubblewrap (bwrap) is missing; install it as root: apt-get install bubblewrap" >&2; exit 1; \
 	fi
+	@# OCI backend (podman + runc; busybox-static builds its local image). Optional: without it only
+	@# the OCI tests fail, each with a message saying what to install.
+	@missing=""; for c in podman:podman runc:runc catatonit:/usr/libexec/podman/catatonit busybox-static:busybox; do \
+	  cmd=$${c#*:}; command -v $$cmd >/dev/null 2>&1 || [ -x "$$cmd" ] || missing="$$missing $${c%%:*}"; done; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing$$missing (apt)"; \
+	  (apt-get install -y -qq $$missing >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq $$missing)) \
+	  || echo "warning: could not install$$missing; the OCI backend tests will fail until it is installed" >&2; \
+	elif [ -n "$$missing" ]; then \
+	  echo "warning:$$missing missing (install as root: apt-get install$$missing); the OCI backend tests will fail" >&2; \
+	fi
 
 venv: $(STAMP)
 

@@ -1,0 +1,677 @@
+"""OCI sandbox backend: one long-lived podman (runc) container per sandbox, with a shell exec server inside.
+
+Layout of one sandbox under the backend root::
+
+    <root>/oci-<id>/
+        owner, cid     pid of the owning process, container id (the reaper removes orphans)
+        rw/            tmpfs of size disk_mb (the disk quota) holding upper/ and work/
+        ws/            a shared bind mount; the overlay (upper over [layers...] over the task
+                       workspace) is mounted on top of it and reaches the container's /workspace,
+                       a slave of ws/, by mount propagation, so reset/restore/snapshot
+                       remount on the host without touching the container
+        ctl/           bound at /.sparring: the exec server, its request FIFO, per-exec FIFOs
+
+Why an exec server: ``podman exec`` costs a podman + conmon + runc start per
+command (hundreds of ms here). Instead the container's main process is a
+``/bin/sh`` loop reading exec ids from a FIFO; each command is a child of the
+container's own processes, so it keeps every restriction podman set up
+(namespaces, cgroups, seccomp, no capabilities, no-new-privileges, read-only
+root). The only requirement on the image is ``/bin/sh``, ``setsid`` and ``env``.
+
+Every command first moves itself into its own pids cgroup (a sibling of the
+container's, under a parent that carries the pids limit, bound at
+/.sparring-cg), so a timeout kills everything the command started, even
+processes that called setsid or double-forked. This needs root on the host (a
+writable cgroup v1 pids hierarchy or cgroup v2).
+
+Commands run as root *inside* the container with all capabilities dropped
+(there is no user namespace, so the workspace overlay, owned by host root, is
+writable only to uid 0); network is ``--network none`` (an empty namespace
+with loopback only), so spec.network ``none`` and ``loopback`` are the same here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from sparring.errors import SandboxError, SandboxUnavailableError
+from sparring.sandbox import mounts
+from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
+from sparring.sandbox.oci_image import ensure_image, first_line, podman_argv, podman_cycle_ms, ulimit_flags
+from sparring.sandbox.workspace import tree_diff
+
+__all__ = ["OCIBackend", "OCISandbox", "podman_cycle_ms"]
+
+OUTPUT_CAP = 1 << 20  # bytes kept per stream; the rest is counted and dropped
+TRUNC_MARKER = "\n[... output truncated by sparring: {n} more bytes ...]\n"
+HOSTNAME = "sandbox"
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CG_PREFIX = "sparring-oci-"
+LABEL = "sparring.oci.owner"
+DEFAULT_ROOT = Path(os.environ.get("SPARRING_SANDBOX_ROOT", "/tmp/sparring-sandboxes"))
+MS_BIND, MS_PRIVATE, MS_SHARED = 4096, 1 << 18, 1 << 20
+BASE_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "USER": "root",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "TZ": "UTC",
+    "HOSTNAME": HOSTNAME,
+}
+
+SERVER_SH = """cd /
+while :; do
+  while read -r n; do ( /bin/sh /.sparring/run.sh "$n" & ); done < /.sparring/req
+done
+"""
+RUN_SH = """d=/.sparring/x/$1
+exec 3>"$d.ev"
+i=/dev/null; [ -e "$d.in" ] && i="$d.in"
+setsid /bin/sh "$d.sh" <"$i" >"$d.out" 2>"$d.err" &
+wait $!
+echo "rc $?" >&3
+"""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _orphaned(owner: int) -> bool:
+    return owner != os.getpid() and not (owner > 0 and _pid_alive(owner))
+
+
+def _pids_root() -> Path | None:
+    """The pids controller's hierarchy (v1 ``pids/`` or the v2 root), if this process may write it."""
+    for p in (CGROUP_ROOT / "pids", CGROUP_ROOT):
+        if (p / "cgroup.procs").is_file() and (p.name == "pids" or (p / "cgroup.controllers").is_file()):
+            return p if os.access(p, os.W_OK) else None
+    return None
+
+
+def _cg_dirs(name: str) -> list[Path]:
+    """Every directory called ``name`` directly under a cgroup hierarchy root (v1 and v2)."""
+    out = [CGROUP_ROOT / name] if (CGROUP_ROOT / "cgroup.controllers").is_file() else []
+    with contextlib.suppress(OSError):
+        out += [h / name for h in CGROUP_ROOT.iterdir() if (h / name).is_dir()]
+    return [p for p in out if p.is_dir()]
+
+
+def _cg_procs(d: Path) -> list[int]:
+    try:
+        return [int(x) for x in (d / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _kill_cgroup(d: Path, rounds: int = 50) -> None:
+    """SIGKILL every process in cgroup ``d`` until it is empty (a fork race ends within the pids limit)."""
+    for _ in range(rounds):
+        pids = _cg_procs(d)
+        if not pids:
+            return
+        for p in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, signal.SIGKILL)
+        time.sleep(0.002)
+
+
+def _rmdir_tree(d: Path) -> None:
+    """Remove a cgroup directory and its children, deepest first (cgroupfs only allows rmdir)."""
+    if not d.is_dir():
+        return
+    for dirpath, dirnames, _ in os.walk(d, topdown=False):
+        for sub in dirnames:
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(dirpath, sub))
+    with contextlib.suppress(OSError):
+        os.rmdir(d)
+
+
+def _remove_cgroups(sid: str) -> None:
+    for d in _cg_dirs(CG_PREFIX + sid):
+        for dirpath, _, _ in os.walk(d):
+            _kill_cgroup(Path(dirpath), rounds=5)
+        _rmdir_tree(d)
+
+
+class _Sink:
+    """Collects one non-blocking FIFO on the event loop: keeps ``cap`` bytes, counts the rest, notes EOF."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, cap: int, on_data: object = None) -> None:
+        self.loop, self.fd, self.cap = loop, fd, cap
+        self.buf = bytearray()
+        self.dropped = 0
+        self.eof: asyncio.Future[None] = loop.create_future()
+        self.on_data = on_data
+        loop.add_reader(fd, self._read)
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.close()
+                return
+            room = self.cap - len(self.buf)
+            if room > 0:
+                self.buf += chunk[:room]
+            self.dropped += max(0, len(chunk) - max(room, 0))
+            if callable(self.on_data):
+                self.on_data()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            self.loop.remove_reader(self.fd)
+            os.close(self.fd)
+            self.fd = -1
+        if not self.eof.done():
+            self.eof.set_result(None)
+
+    def text(self) -> str:
+        t = bytes(self.buf).decode("utf-8", errors="replace")
+        return t + TRUNC_MARKER.format(n=self.dropped) if self.dropped else t
+
+
+class OCIBackend:
+    """Creates :class:`OCISandbox` es from a container image (default: the local busybox image)."""
+
+    name = "oci"
+
+    def __init__(self, image: str | None = None, root: Path | None = None) -> None:
+        self.podman = podman_argv()
+        if os.geteuid() != 0 or not mounts.overlay_supported():
+            raise SandboxUnavailableError(
+                "the OCI backend needs root and overlayfs (it mounts the workspace layers on the host): "
+                "run as root or use the local backend"
+            )
+        self.pids_root = _pids_root()
+        if self.pids_root is None:
+            raise SandboxUnavailableError(
+                "the OCI backend needs a writable pids cgroup hierarchy (cgroup v1 pids/ or v2) to kill "
+                "what a timed-out command started: run as root"
+            )
+        self._image = image
+        self.root = Path(root or DEFAULT_ROOT)
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (self.root / "oci-layers").mkdir(exist_ok=True)
+        self.snapshots: dict[str, tuple[Path, ...]] = {}
+        self.reap_stale()
+
+    @property
+    def image(self) -> str:
+        """The default image, built on first use (``podman import``, no registry needed)."""
+        if self._image is None:
+            self._image = ensure_image()
+        return self._image
+
+    async def create(
+        self, spec: SandboxSpec, snapshot: str | None = None, image: str | None = None
+    ) -> OCISandbox:
+        if snapshot is not None and snapshot not in self.snapshots:
+            raise SandboxError(f"unknown snapshot {snapshot!r}: take one with sandbox.snapshot() first")
+        if spec.workspace is not None and not Path(spec.workspace).is_dir():
+            raise SandboxError(f"workspace {spec.workspace} is not a directory")
+        for src in (*spec.extra_ro.values(), *spec.extra_rw.values()):
+            if not Path(src).exists():
+                raise SandboxError(f"extra mount source {src} does not exist")
+        img = image if image is not None else await asyncio.to_thread(lambda: self.image)
+        sb = OCISandbox(self, spec, img, layers=self.snapshots.get(snapshot or "", ()))
+        try:
+            await asyncio.to_thread(sb._setup)
+        except BaseException:
+            await asyncio.to_thread(sb._teardown)
+            raise
+        return sb
+
+    def reap_stale(self) -> int:
+        """Remove sandboxes (containers, mounts, cgroups, dirs) whose owning process is dead."""
+        n = 0
+        for d in self.root.glob("oci-*"):
+            if d.name == "oci-layers":
+                continue
+            try:
+                owner = int((d / "owner").read_text())
+            except (OSError, ValueError):
+                owner = -1
+            if _orphaned(owner):
+                _teardown_dir(self.podman, d)
+                n += 1
+        r = subprocess.run(
+            self.podman + ["ps", "-a", "--filter", f"label={LABEL}", "--format", "json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        with contextlib.suppress(ValueError, TypeError):
+            for c in json.loads(r.stdout or "[]"):
+                labels = c.get("Labels") or {}
+                with contextlib.suppress(ValueError):
+                    if _orphaned(int(labels.get(LABEL, "-1"))):
+                        subprocess.run(
+                            self.podman + ["rm", "-f", "-t", "0", c["Id"]], capture_output=True, timeout=60
+                        )
+                        sdir = labels.get("sparring.oci.dir")
+                        if sdir and Path(sdir).name.startswith("oci-"):
+                            _teardown_dir(self.podman, Path(sdir))
+                        _remove_cgroups(labels.get("sparring.oci.id", "-"))
+                        n += 1
+        for layer in (self.root / "oci-layers").glob("snap-*"):
+            parts = layer.name.split("-")
+            if _orphaned(int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else -1):
+                shutil.rmtree(layer, ignore_errors=True)
+        return n
+
+    def new_layer_dir(self) -> tuple[str, Path]:
+        sid = f"snap-{os.getpid()}-{uuid.uuid4().hex[:16]}"
+        return sid, self.root / "oci-layers" / sid
+
+
+def _teardown_dir(podman: list[str], d: Path) -> None:
+    """Remove the container, mounts, cgroups and directory of sandbox dir ``d`` (idempotent)."""
+    with contextlib.suppress(OSError):
+        cid = (d / "cid").read_text().strip()
+        if cid:
+            subprocess.run(podman + ["rm", "-f", "-t", "0", cid], capture_output=True, timeout=60)
+    for mp in mounts.mounts_below(d):
+        with contextlib.suppress(SandboxError):
+            mounts.umount(mp)
+    _remove_cgroups(d.name.removeprefix("oci-"))
+    shutil.rmtree(d, ignore_errors=True)
+
+
+class OCISandbox:
+    """One sandbox of the OCI backend. Use ``await backend.create(spec)``."""
+
+    def __init__(
+        self, backend: OCIBackend, spec: SandboxSpec, image: str, layers: tuple[Path, ...] = ()
+    ) -> None:
+        self.backend = backend
+        self.spec = spec
+        self.image = image
+        self.id = uuid.uuid4().hex[:12]
+        self.dir = backend.root / f"oci-{self.id}"
+        self.ws = self.dir / "ws"
+        self.ctl = self.dir / "ctl"
+        self.layers = layers
+        self.cid = ""
+        self.closed = False
+        self._seq = itertools.count(1)
+        self._req_fd = -1
+        self._pids_parent = backend.pids_root / (CG_PREFIX + self.id) if backend.pids_root else None
+        self._exec_cg = self._pids_parent / "exec" if self._pids_parent else None
+        self._empty = self.dir / "empty"
+
+    # ---------- lifecycle (blocking parts run in a thread) ----------
+    @property
+    def lower(self) -> Path:
+        return Path(self.spec.workspace) if self.spec.workspace else self._empty
+
+    def _setup(self) -> None:
+        s = self.spec
+        self.dir.mkdir(mode=0o700)
+        (self.dir / "owner").write_text(str(os.getpid()))
+        self._empty.mkdir()
+        self.ws.mkdir()
+        mounts.mount(str(self.ws), self.ws, "none", flags=MS_BIND)
+        # A peer group of its own (the parent mount may be shared), then shared with the container.
+        mounts.mount("none", self.ws, "none", flags=MS_PRIVATE)
+        mounts.mount("none", self.ws, "none", flags=MS_SHARED)
+        (self.ctl / "x").mkdir(parents=True)
+        (self.ctl / "server.sh").write_text(SERVER_SH)
+        (self.ctl / "run.sh").write_text(RUN_SH)
+        os.mkfifo(self.ctl / "req", 0o600)
+        self._req_fd = os.open(self.ctl / "req", os.O_RDWR | os.O_NONBLOCK)
+        assert self._pids_parent is not None and self._exec_cg is not None
+        self._exec_cg.mkdir(parents=True)
+        if s.pids is not None:
+            (self._pids_parent / "pids.max").write_text(str(s.pids))
+        argv = self.backend.podman + [
+            "run", "-d", "--name", f"sparring-oci-{self.id}",
+            "--label", f"{LABEL}={os.getpid()}", "--label", f"sparring.oci.id={self.id}",
+            "--label", f"sparring.oci.dir={self.dir}",
+            "--network", "none", "--read-only", "--init", "--log-driver", "none", "--hostname", HOSTNAME,
+            "--user", "0:0", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+            "--cgroup-parent", f"/{CG_PREFIX}{self.id}",
+            "-v", f"{self.ws}:{WORKSPACE}:rslave", "-v", f"{self.ctl}:/.sparring",
+            "-v", f"{self._exec_cg}:/.sparring-cg", *ulimit_flags(),
+        ]  # fmt: skip
+        for dest, src in sorted(s.extra_ro.items()):
+            argv += ["-v", f"{Path(src).resolve()}:{dest}:ro"]
+        for dest, src in sorted(s.extra_rw.items()):
+            argv += ["-v", f"{Path(src).resolve()}:{dest}"]
+        if s.memory_mb is not None:
+            argv += ["--memory", f"{s.memory_mb}m", "--memory-swap", f"{s.memory_mb}m"]
+        if s.pids is not None:
+            argv += ["--pids-limit", str(s.pids)]
+        if s.cpus is not None:
+            argv += ["--cpus", f"{s.cpus:g}"]
+        argv += [self.image, "/bin/sh", "/.sparring/server.sh"]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            msg = first_line(r.stderr)
+            if "image not known" in msg or "manifest unknown" in msg or "unable to pull" in msg.lower():
+                raise SandboxError(
+                    f"container image {self.image!r} not found locally: build or load it first"
+                )
+            raise SandboxError(f"podman could not start the sandbox container: {msg}")
+        self.cid = r.stdout.strip().splitlines()[-1]
+        (self.dir / "cid").write_text(self.cid)
+        # Mount the layers only now: the container's /workspace is a slave of ws/ and receives it.
+        self._mount_layers()
+
+    def _ctrl_dir(self, controller: str) -> Path:
+        v1 = CGROUP_ROOT / controller / f"{CG_PREFIX}{self.id}" / f"libpod-{self.cid}"
+        return v1 if v1.is_dir() else CGROUP_ROOT / f"{CG_PREFIX}{self.id}" / f"libpod-{self.cid}"
+
+    def _mount_layers(self) -> None:
+        rw = self.dir / "rw"
+        rw.mkdir(exist_ok=True)
+        mounts.mount("tmpfs", rw, "tmpfs", f"size={self.spec.disk_mb}m,mode=0755")
+        (rw / "upper").mkdir()
+        (rw / "work").mkdir()
+        lowers = ":".join(str(p) for p in (*self.layers, self.lower))
+        mounts.mount(
+            "overlay", self.ws, "overlay", f"lowerdir={lowers},upperdir={rw}/upper,workdir={rw}/work"
+        )
+
+    def _unmount_layers(self) -> None:
+        mounts.umount(self.ws)  # the overlay on top of the shared ws/ mount (propagates)
+        mounts.umount(self.dir / "rw")
+
+    def _teardown(self) -> None:
+        if self._req_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._req_fd)
+            self._req_fd = -1
+        _teardown_dir(self.backend.podman, self.dir)
+
+    def _alive(self) -> bool:
+        return bool(self.cid) and bool(_cg_procs(self._ctrl_dir("pids")))
+
+    # ---------- exec ----------
+    def _script(self, n: int, argv: list[str], env: dict[str, str], cwd: str) -> str:
+        q = shlex.quote
+        return "\n".join([
+            f"echo $$ >/.sparring-cg/x{n}/cgroup.procs || exit 125",
+            "echo s >&3; exec 3>&-",
+            f"cd -- {q(cwd)} 2>/dev/null || {{ echo {q(f'sparring: cannot chdir to {cwd}')} >&2; exit 125; }}",
+            "exec env -i " + " ".join(q(f"{k}={v}") for k, v in sorted(env.items())) + " " + " ".join(map(q, argv)),
+            "",
+        ])  # fmt: skip
+
+    async def exec(
+        self,
+        cmd: list[str] | str,
+        timeout: float = 30.0,
+        env: dict[str, str] | None = None,
+        cwd: str = WORKSPACE,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        if self.closed:
+            raise SandboxError(f"sandbox {self.id} is closed")
+        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        if not argv:
+            raise SandboxError("empty command")
+        full_env = dict(BASE_ENV, PYTHONHASHSEED=str(self.spec.seed))
+        full_env.update(self.spec.env)
+        full_env.update(env or {})
+        n = next(self._seq)
+        base = self.ctl / "x" / str(n)
+        assert self._exec_cg is not None
+        cg = self._exec_cg / f"x{n}"
+        loop = asyncio.get_running_loop()
+        fds: list[int] = []
+        t0 = time.perf_counter()
+        try:
+            cg.mkdir()
+            for suffix in ("ev", "out", "err"):
+                os.mkfifo(f"{base}.{suffix}", 0o600)
+                fds.append(os.open(f"{base}.{suffix}", os.O_RDONLY | os.O_NONBLOCK))
+            if stdin is not None:
+                Path(f"{base}.in").write_bytes(stdin)
+            Path(f"{base}.sh").write_text(self._script(n, argv, full_env, cwd))
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            self._cleanup_exec(base, cg)
+            raise SandboxError(f"cannot prepare exec in sandbox {self.id}: {e}") from None
+        got_rc: asyncio.Future[int] = loop.create_future()
+        ev: _Sink
+
+        def on_event() -> None:
+            for line in bytes(ev.buf).decode(errors="replace").splitlines():
+                if line.startswith("rc ") and not got_rc.done():
+                    with contextlib.suppress(ValueError):
+                        got_rc.set_result(int(line[3:]))
+
+        ev = _Sink(loop, fds[0], 4096, on_event)
+        out = _Sink(loop, fds[1], OUTPUT_CAP)
+        err = _Sink(loop, fds[2], OUTPUT_CAP)
+        oom_before = self._oom_kills()
+        timed_out = False
+        try:
+            os.write(self._req_fd, f"{n}\n".encode())
+            try:
+                rc = await asyncio.wait_for(asyncio.shield(got_rc), timeout)
+            except TimeoutError:
+                timed_out = True
+                await asyncio.to_thread(_kill_cgroup, cg)
+                try:
+                    rc = await asyncio.wait_for(asyncio.shield(got_rc), 10)
+                except TimeoutError:
+                    if not await asyncio.to_thread(self._alive):
+                        raise SandboxError(f"the container of sandbox {self.id} is gone (killed?)") from None
+                    raise SandboxError(f"the exec server of sandbox {self.id} does not answer") from None
+            # Output written before exit is already in the pipes; a background process that
+            # keeps stdout open must not hold the call: wait for EOF only briefly.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(out.eof, err.eof), 0.2)
+        finally:
+            for s in (ev, out, err):
+                s.close()
+            await asyncio.to_thread(self._cleanup_exec, base, cg)
+        duration = (time.perf_counter() - t0) * 1000
+        oom = self._oom_kills() > oom_before
+        stderr = err.text()
+        code = 124 if timed_out else rc
+        if code == 125 and stderr.startswith("sparring: cannot chdir"):
+            raise SandboxError(f"{stderr.strip().splitlines()[0]} in sandbox {self.id}")
+        if code == 127 and stderr.startswith("env: can't execute"):
+            stderr = f"sparring: command not found in sandbox: {argv[0]}\n"
+        if oom and code == 0:
+            code = 137
+        return ExecResult(
+            exit_code=code,
+            stdout=out.text(),
+            stderr=stderr,
+            timed_out=timed_out,
+            oom_killed=oom,
+            duration_ms=duration,
+            truncated=bool(out.dropped or err.dropped),
+        )
+
+    def _cleanup_exec(self, base: Path, cg: Path) -> None:
+        for suffix in ("ev", "out", "err", "in", "sh"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{base}.{suffix}")
+        # Processes the command left running in the background stay in its cgroup; keep it then.
+        if cg.is_dir() and not _cg_procs(cg):
+            with contextlib.suppress(OSError):
+                cg.rmdir()
+
+    def _oom_kills(self) -> int:
+        d = self._ctrl_dir("memory")
+        try:
+            for line in (d / "memory.oom_control").read_text().splitlines():
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+            for line in (d / "memory.events").read_text().splitlines():
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    # ---------- files (host side, never following a symlink) ----------
+    def _rel(self, path: str) -> str | None:
+        if not path.startswith("/"):
+            return path
+        if path == WORKSPACE or path.startswith(WORKSPACE + "/"):
+            return path[len(WORKSPACE) :].lstrip("/")
+        return None
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SandboxError(f"sandbox {self.id} is closed")
+
+    async def read_file(self, path: str) -> bytes:
+        self._check_open()
+        rel = self._rel(path)
+        if rel is None:
+            r = await self.exec(["cat", "--", path], timeout=10)
+            if r.exit_code != 0:
+                raise FileNotFoundError(2, r.stderr.strip() or "cannot read", path)
+            return r.stdout.encode()
+        fd = mounts.open_beneath(self.ws, rel, os.O_RDONLY)
+        with os.fdopen(fd, "rb") as f:
+            return f.read()
+
+    async def write_file(self, path: str, content: bytes) -> None:
+        self._check_open()
+        rel = self._rel(path)
+        if rel is None:
+            raise SandboxError(f"can only write under {WORKSPACE}: {path}")
+        try:
+            fd = mounts.open_beneath(
+                self.ws, rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, make_parents=True
+            )
+            with os.fdopen(fd, "wb") as f:
+                f.write(content)
+        except OSError as e:
+            if e.errno == 28:  # ENOSPC: the disk quota
+                raise OSError(28, "disk quota of the sandbox exceeded", path) from None
+            raise
+
+    async def delete_file(self, path: str) -> None:
+        self._check_open()
+        rel = self._rel(path)
+        if rel is None:
+            raise SandboxError(f"can only delete under {WORKSPACE}: {path}")
+        parts = mounts.split_beneath(rel)
+        if not parts:
+            raise SandboxError("cannot delete the workspace itself")
+        parent = "/".join(parts[:-1])
+        fd = (
+            mounts.open_beneath(self.ws, parent, os.O_RDONLY | os.O_DIRECTORY)
+            if parent
+            else os.open(self.ws, os.O_RDONLY | os.O_DIRECTORY)
+        )
+        try:
+            os.unlink(parts[-1], dir_fd=fd)
+        finally:
+            os.close(fd)
+
+    async def list_dir(self, path: str = WORKSPACE) -> list[str]:
+        self._check_open()
+        rel = self._rel(path)
+        if rel is None:
+            r = await self.exec(["ls", "-1A", "--", path], timeout=10)
+            if r.exit_code != 0:
+                raise FileNotFoundError(2, r.stderr.strip() or "cannot list", path)
+            return r.stdout.split()
+        fd = (
+            mounts.open_beneath(self.ws, rel, os.O_RDONLY | os.O_DIRECTORY)
+            if mounts.split_beneath(rel)
+            else os.open(self.ws, os.O_RDONLY | os.O_DIRECTORY)
+        )
+        try:
+            return sorted(e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in os.scandir(fd))
+        finally:
+            os.close(fd)
+
+    async def diff(self) -> WorkspaceDiff:
+        self._check_open()
+        return await asyncio.to_thread(tree_diff, self.lower, self.ws)
+
+    # ---------- layers ----------
+    def _freeze(self, state: str) -> None:
+        f = self._ctrl_dir("freezer") / "freezer.state"
+        if not f.is_file():
+            return
+        f.write_text(state)
+        for _ in range(500):
+            if f.read_text().strip() == state:
+                return
+            time.sleep(0.001)
+
+    async def snapshot(self) -> str:
+        self._check_open()
+
+        def take() -> str:
+            sid, d = self.backend.new_layer_dir()
+            self._freeze("FROZEN")
+            try:
+                shutil.copytree(self.dir / "rw" / "upper", d, symlinks=True)
+                stack = (d, *self.layers)
+                self.backend.snapshots[sid] = stack
+                self._unmount_layers()
+                self.layers = stack
+                self._mount_layers()
+            finally:
+                self._freeze("THAWED")
+            return sid
+
+        return await asyncio.to_thread(take)
+
+    async def restore(self, snapshot_id: str) -> None:
+        self._check_open()
+        if snapshot_id not in self.backend.snapshots:
+            raise SandboxError(f"unknown snapshot {snapshot_id!r}: take one with sandbox.snapshot() first")
+        await self._remount(self.backend.snapshots[snapshot_id])
+
+    async def reset(self) -> None:
+        self._check_open()
+        await self._remount(())
+
+    async def _remount(self, layers: tuple[Path, ...]) -> None:
+        def go() -> None:
+            self._unmount_layers()
+            self.layers = layers
+            self._mount_layers()
+
+        await asyncio.to_thread(go)
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        await asyncio.to_thread(self._teardown)
+
+    async def __aenter__(self) -> OCISandbox:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
