@@ -40,6 +40,7 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import time
 import uuid
@@ -144,6 +145,15 @@ def _rmdir_tree(d: Path) -> None:
                 os.rmdir(os.path.join(dirpath, sub))
     with contextlib.suppress(OSError):
         os.rmdir(d)
+
+
+def _copy_layer_entry(src: str, dst: str) -> None:
+    """copytree's copy function for an overlay upper dir: whiteouts (0/0 char devices) stay whiteouts."""
+    st = os.lstat(src)
+    if stat.S_ISCHR(st.st_mode):
+        os.mknod(dst, st.st_mode, st.st_rdev)
+    else:
+        shutil.copy2(src, dst, follow_symlinks=False)
 
 
 def _remove_cgroups(sid: str) -> None:
@@ -349,7 +359,7 @@ class OCISandbox:
         if s.pids is not None:
             (self._pids_parent / "pids.max").write_text(str(s.pids))
         argv = self.backend.podman + [
-            "run", "-d", "--name", f"sparring-oci-{self.id}",
+            "run", "-d", "--pull", "never", "--name", f"sparring-oci-{self.id}",
             "--label", f"{LABEL}={os.getpid()}", "--label", f"sparring.oci.id={self.id}",
             "--label", f"sparring.oci.dir={self.dir}",
             "--network", "none", "--read-only", "--init", "--log-driver", "none", "--hostname", HOSTNAME,
@@ -634,7 +644,8 @@ class OCISandbox:
             sid, d = self.backend.new_layer_dir()
             self._freeze("FROZEN")
             try:
-                shutil.copytree(self.dir / "rw" / "upper", d, symlinks=True)
+                # copystat keeps the trusted.overlay.opaque xattr of replaced directories
+                shutil.copytree(self.dir / "rw" / "upper", d, symlinks=True, copy_function=_copy_layer_entry)
                 stack = (d, *self.layers)
                 self.backend.snapshots[sid] = stack
                 self._unmount_layers()

@@ -148,6 +148,8 @@ async def podman_cycle_ms(n: int = 5, image: str | None = None, mode: str = "run
         argv = podman_argv() + [
             "run",
             "--rm",
+            "--pull",
+            "never",
             "--network",
             "none",
             "--log-driver",
