@@ -156,11 +156,17 @@ def _copy_layer_entry(src: str, dst: str) -> None:
         shutil.copy2(src, dst, follow_symlinks=False)
 
 
-def _remove_cgroups(sid: str) -> None:
+def _remove_cgroups(sid: str, wait_s: float = 3.0) -> None:
+    """Kill what is left in the sandbox's cgroups (conmon may still be exiting) and remove them."""
+    deadline = time.monotonic() + wait_s
     for d in _cg_dirs(CG_PREFIX + sid):
-        for dirpath, _, _ in os.walk(d):
-            _kill_cgroup(Path(dirpath), rounds=5)
-        _rmdir_tree(d)
+        while True:
+            for dirpath, _, _ in os.walk(d):
+                _kill_cgroup(Path(dirpath), rounds=5)
+            _rmdir_tree(d)
+            if not d.exists() or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
 
 
 class _Sink:
