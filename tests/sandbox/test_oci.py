@@ -7,6 +7,8 @@ test here fails with the backend's one-line message saying what to install.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -151,6 +153,28 @@ def test_close_leaves_nothing_and_closed_sandbox_refuses(oci, ws):
 
     sb = run(body())
     assert _leftovers(sb) == []
+
+
+def test_killed_exec_server_is_a_clear_error_for_that_sandbox_only(oci):
+    async def body():
+        victim, other = await oci.create(SandboxSpec()), await oci.create(SandboxSpec())
+        try:
+            server = [
+                p
+                for p in map(int, (victim._ctrl_dir("pids") / "cgroup.procs").read_text().split())
+                if Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"/bin/sh\0/.sparring/server.sh")
+            ]
+            assert len(server) == 1
+            os.kill(server[0], signal.SIGKILL)
+            with pytest.raises(SandboxError, match="is gone"):
+                await victim.exec("echo hi", timeout=20)
+            assert (await other.exec("echo hi")).stdout == "hi\n"
+        finally:
+            await victim.close()
+            await other.close()
+        return victim
+
+    assert _leftovers(run(body())) == []
 
 
 def test_bad_input_is_one_line_error_and_leaves_nothing(oci, tmp_path):

@@ -432,7 +432,7 @@ class OCISandbox:
         q = shlex.quote
         return "\n".join([
             f"echo $$ >/.sparring-cg/x{n}/cgroup.procs || exit 125",
-            "echo s >&3; exec 3>&-",
+            "exec 3>&-",
             f"cd -- {q(cwd)} 2>/dev/null || {{ echo {q(f'sparring: cannot chdir to {cwd}')} >&2; exit 125; }}",
             "exec env -i " + " ".join(q(f"{k}={v}") for k, v in sorted(env.items())) + " " + " ".join(map(q, argv)),
             "",
@@ -490,17 +490,13 @@ class OCISandbox:
         timed_out = False
         try:
             os.write(self._req_fd, f"{n}\n".encode())
-            try:
-                rc = await asyncio.wait_for(asyncio.shield(got_rc), timeout)
-            except TimeoutError:
+            rc = await self._wait_rc(got_rc, loop.time() + timeout)
+            if rc is None:
                 timed_out = True
                 await asyncio.to_thread(_kill_cgroup, cg)
-                try:
-                    rc = await asyncio.wait_for(asyncio.shield(got_rc), 10)
-                except TimeoutError:
-                    if not await asyncio.to_thread(self._alive):
-                        raise SandboxError(f"the container of sandbox {self.id} is gone (killed?)") from None
-                    raise SandboxError(f"the exec server of sandbox {self.id} does not answer") from None
+                rc = await self._wait_rc(got_rc, loop.time() + 10)
+                if rc is None:
+                    raise SandboxError(f"the exec server of sandbox {self.id} does not answer: close it")
             # Output written before exit is already in the pipes; a background process that
             # keeps stdout open must not hold the call: wait for EOF only briefly.
             with contextlib.suppress(TimeoutError):
@@ -508,7 +504,7 @@ class OCISandbox:
         finally:
             for s in (ev, out, err):
                 s.close()
-            await asyncio.to_thread(self._cleanup_exec, base, cg)
+            self._cleanup_exec(base, cg)
         duration = (time.perf_counter() - t0) * 1000
         oom = self._oom_kills() > oom_before
         stderr = err.text()
@@ -528,6 +524,19 @@ class OCISandbox:
             duration_ms=duration,
             truncated=bool(out.dropped or err.dropped),
         )
+
+    async def _wait_rc(self, got_rc: asyncio.Future[int], deadline: float) -> int | None:
+        """The command's exit status, or None at ``deadline``; checks every second that the container lives."""
+        loop = asyncio.get_running_loop()
+        while (left := deadline - loop.time()) > 0:
+            try:
+                return await asyncio.wait_for(asyncio.shield(got_rc), min(left, 1.0))
+            except TimeoutError:
+                if not got_rc.done() and not self._alive():
+                    raise SandboxError(
+                        f"the container of sandbox {self.id} is gone (killed from outside?): close it and create another"
+                    ) from None
+        return None
 
     def _cleanup_exec(self, base: Path, cg: Path) -> None:
         for suffix in ("ev", "out", "err", "in", "sh"):
