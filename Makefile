@@ -27,14 +27,17 @@ system:
 	fi
 	@# OCI backend (podman + runc; busybox-static builds its local image). Optional: without it only
 	@# the OCI tests fail, each with a message saying what to install.
-	@missing=""; for c in podman:podman runc:runc catatonit:/usr/libexec/podman/catatonit busybox-static:busybox; do \
-	  cmd=$${c#*:}; command -v $$cmd >/dev/null 2>&1 || [ -x "$$cmd" ] || missing="$$missing $${c%%:*}"; done; \
-	if [ -n "$$missing" ] && [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
-	  echo "installing$$missing (apt)"; \
-	  (apt-get install -y -qq $$missing >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq $$missing)) \
-	  || echo "warning: could not install$$missing; the OCI backend tests will fail until it is installed" >&2; \
-	elif [ -n "$$missing" ]; then \
-	  echo "warning:$$missing missing (install as root: apt-get install$$missing); the OCI backend tests will fail" >&2; \
+	@if command -v dpkg-query >/dev/null 2>&1; then \
+	  missing=""; for p in podman runc catatonit busybox-static; do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; done; \
+	  if [ -z "$$missing" ]; then :; \
+	  elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing$$missing (apt)"; \
+	    (apt-get install -y -qq $$missing >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq $$missing)) \
+	    || echo "warning: could not install$$missing; the OCI backend tests will fail until it is" >&2; \
+	  else echo "warning:$$missing missing (as root: apt-get install$$missing); the OCI backend tests will fail" >&2; fi; \
+	elif ! command -v podman >/dev/null 2>&1; then \
+	  echo "warning: podman is missing; the OCI backend tests will fail" >&2; \
 	fi
 
 venv: $(STAMP)
