@@ -16,9 +16,10 @@ command (hundreds of ms here). Instead the container's main process is a
 ``/bin/sh`` loop reading exec ids from a FIFO; each command is a child of the
 container's own processes, so it keeps every restriction podman set up
 (namespaces, cgroups, seccomp, no capabilities, no-new-privileges, read-only
-root). The only requirement on the image is ``/bin/sh``, ``setsid`` and ``env``.
+root). One exec costs a few forks inside the container and a handful of
+syscalls on the host. The image needs ``/bin/sh``, ``setsid`` and ``env``.
 
-Every command first moves itself into its own pids cgroup (a sibling of the
+Every command first moves itself (before it runs anything) into its own pids cgroup (a sibling of the
 container's, under a parent that carries the pids limit, bound at
 /.sparring-cg), so a timeout kills everything the command started, even
 processes that called setsid or double-forked. This needs root on the host (a
@@ -73,16 +74,18 @@ BASE_ENV = {
 }
 
 SERVER_SH = """cd /
+run() {
+  d=/.sparring/x/$1
+  exec 3>"$d.ev"
+  i=/dev/null; [ -e "$d.in" ] && i="$d.in"
+  ( read -r p _ </proc/self/stat; echo "$p" >/.sparring-cg/x$1/cgroup.procs || exit 125
+    exec 3>&-; . "$d.sh" ) <"$i" >"$d.out" 2>"$d.err" &
+  wait $!
+  echo "rc $?" >&3
+}
 while :; do
-  while read -r n; do ( /bin/sh /.sparring/run.sh "$n" & ); done < /.sparring/req
+  while read -r n; do ( run "$n" & ); done < /.sparring/req
 done
-"""
-RUN_SH = """d=/.sparring/x/$1
-exec 3>"$d.ev"
-i=/dev/null; [ -e "$d.in" ] && i="$d.in"
-setsid /bin/sh "$d.sh" <"$i" >"$d.out" 2>"$d.err" &
-wait $!
-echo "rc $?" >&3
 """
 
 
@@ -357,7 +360,6 @@ class OCISandbox:
         mounts.mount("none", self.ws, "none", flags=MS_SHARED)
         (self.ctl / "x").mkdir(parents=True)
         (self.ctl / "server.sh").write_text(SERVER_SH)
-        (self.ctl / "run.sh").write_text(RUN_SH)
         os.mkfifo(self.ctl / "req", 0o600)
         self._req_fd = os.open(self.ctl / "req", os.O_RDWR | os.O_NONBLOCK)
         assert self._pids_parent is not None and self._exec_cg is not None
@@ -431,10 +433,8 @@ class OCISandbox:
     def _script(self, n: int, argv: list[str], env: dict[str, str], cwd: str) -> str:
         q = shlex.quote
         return "\n".join([
-            f"echo $$ >/.sparring-cg/x{n}/cgroup.procs || exit 125",
-            "exec 3>&-",
             f"cd -- {q(cwd)} 2>/dev/null || {{ echo {q(f'sparring: cannot chdir to {cwd}')} >&2; exit 125; }}",
-            "exec env -i " + " ".join(q(f"{k}={v}") for k, v in sorted(env.items())) + " " + " ".join(map(q, argv)),
+            "exec setsid env -i " + " ".join(q(f"{k}={v}") for k, v in sorted(env.items())) + " " + " ".join(map(q, argv)),
             "",
         ])  # fmt: skip
 
