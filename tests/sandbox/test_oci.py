@@ -108,6 +108,31 @@ def test_timeout_kills_everything_the_command_started(oci):
     run(_with(oci, SandboxSpec(), body))
 
 
+def test_commands_cannot_leave_their_exec_cgroup_nor_redirect_host_writes(oci, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+
+    async def body(sb):
+        r = await sb.exec("echo $$ > /.sparring-cg/cgroup.procs; mkdir /.sparring-cg/evil")
+        assert r.exit_code != 0 and r.stderr.count("Permission denied") == 2, r.stderr
+        # a nested cgroup of its own does not hide a process from the timeout
+        nest = (
+            "c=$(sed -n 's,.*:pids:.*/exec/,,p' /proc/self/cgroup); mkdir /.sparring-cg/$c/sub && "
+            'sh -c "echo \\$\\$ > /.sparring-cg/$c/sub/cgroup.procs && exec sleep 305" & sleep 306'
+        )
+        r = await sb.exec(nest, timeout=1.0)
+        assert r.timed_out and "sleep 305" not in (await sb.exec("ps -o args")).stdout
+        # symlinks planted under the names of coming execs never redirect the host's writes or reads
+        plant = f"for i in $(seq 1 40); do for s in sh in out ev; do ln -sf {victim} /.sparring/x/$i.$s; done; done"
+        assert (await sb.exec(plant)).exit_code == 0
+        for _ in range(3):
+            r = await sb.exec(["cat"], stdin=b"data")
+            assert (r.exit_code, r.stdout) == (0, "data")
+
+    run(_with(oci, SandboxSpec(), body))
+    assert victim.read_text() == "precious\n"
+
+
 def test_files_reset_snapshot_restore_diff(oci, ws):
     async def body(sb):
         await sb.write_file("new/b.txt", b"B")

@@ -58,6 +58,7 @@ __all__ = ["OCIBackend", "OCISandbox", "podman_cycle_ms"]
 OUTPUT_CAP = 1 << 20  # bytes kept per stream; the rest is counted and dropped
 TRUNC_MARKER = "\n[... output truncated by sparring: {n} more bytes ...]\n"
 HOSTNAME = "sandbox"
+NOBODY = 65534
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CG_PREFIX = "sparring-oci-"
 LABEL = "sparring.oci.owner"
@@ -136,6 +137,16 @@ def _kill_cgroup(d: Path, rounds: int = 50) -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(p, signal.SIGKILL)
         time.sleep(0.002)
+
+
+def _kill_tree(d: Path) -> None:
+    """Kill every process in cgroup ``d`` and in the cgroups a command made below it."""
+    for dirpath, _, _ in os.walk(d):
+        _kill_cgroup(Path(dirpath))
+
+
+def _tree_empty(d: Path) -> bool:
+    return all(not _cg_procs(Path(dirpath)) for dirpath, _, _ in os.walk(d))
 
 
 def _rmdir_tree(d: Path) -> None:
@@ -339,6 +350,7 @@ class OCISandbox:
         self.closed = False
         self._seq = itertools.count(1)
         self._req_fd = -1
+        self._xfd = -1
         self._pids_parent = backend.pids_root / (CG_PREFIX + self.id) if backend.pids_root else None
         self._exec_cg = self._pids_parent / "exec" if self._pids_parent else None
         self._empty = self.dir / "empty"
@@ -359,11 +371,18 @@ class OCISandbox:
         mounts.mount("none", self.ws, "none", flags=MS_PRIVATE)
         mounts.mount("none", self.ws, "none", flags=MS_SHARED)
         (self.ctl / "x").mkdir(parents=True)
+        # Everything below ctl/ is writable from inside: the host touches per-exec files only
+        # through this descriptor, exclusively and without following links.
+        self._xfd = os.open(self.ctl / "x", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         (self.ctl / "server.sh").write_text(SERVER_SH)
         os.mkfifo(self.ctl / "req", 0o600)
         self._req_fd = os.open(self.ctl / "req", os.O_RDWR | os.O_NONBLOCK)
         assert self._pids_parent is not None and self._exec_cg is not None
         self._exec_cg.mkdir(parents=True)
+        # Commands run as (capability-less) uid 0: give exec/ to nobody so they can neither join it
+        # nor create cgroups beside their own; a per-exec cgroup stays theirs to join.
+        for f in [self._exec_cg, *self._exec_cg.iterdir()]:
+            os.chown(f, NOBODY, NOBODY)
         if s.pids is not None:
             (self._pids_parent / "pids.max").write_text(str(s.pids))
         argv = self.backend.podman + [
@@ -420,10 +439,11 @@ class OCISandbox:
         mounts.umount(self.dir / "rw")
 
     def _teardown(self) -> None:
-        if self._req_fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self._req_fd)
-            self._req_fd = -1
+        for fd in (self._req_fd, self._xfd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._req_fd = self._xfd = -1
         _teardown_dir(self.backend.podman, self.dir)
 
     def _alive(self) -> bool:
@@ -455,7 +475,6 @@ class OCISandbox:
         full_env.update(self.spec.env)
         full_env.update(env or {})
         n = next(self._seq)
-        base = self.ctl / "x" / str(n)
         assert self._exec_cg is not None
         cg = self._exec_cg / f"x{n}"
         loop = asyncio.get_running_loop()
@@ -463,16 +482,19 @@ class OCISandbox:
         t0 = time.perf_counter()
         try:
             cg.mkdir()
+            self._unlink_exec_files(n)  # anything planted under the coming names
             for suffix in ("ev", "out", "err"):
-                os.mkfifo(f"{base}.{suffix}", 0o600)
-                fds.append(os.open(f"{base}.{suffix}", os.O_RDONLY | os.O_NONBLOCK))
+                os.mkfifo(f"{n}.{suffix}", 0o600, dir_fd=self._xfd)
+                fds.append(
+                    os.open(f"{n}.{suffix}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW, dir_fd=self._xfd)
+                )
             if stdin is not None:
-                Path(f"{base}.in").write_bytes(stdin)
-            Path(f"{base}.sh").write_text(self._script(n, argv, full_env, cwd))
+                self._write_exec_file(f"{n}.in", stdin)
+            self._write_exec_file(f"{n}.sh", self._script(n, argv, full_env, cwd).encode())
         except OSError as e:
             for fd in fds:
                 os.close(fd)
-            self._cleanup_exec(base, cg)
+            self._cleanup_exec(n, cg)
             raise SandboxError(f"cannot prepare exec in sandbox {self.id}: {e}") from None
         got_rc: asyncio.Future[int] = loop.create_future()
         ev: _Sink
@@ -493,7 +515,7 @@ class OCISandbox:
             rc = await self._wait_rc(got_rc, loop.time() + timeout)
             if rc is None:
                 timed_out = True
-                await asyncio.to_thread(_kill_cgroup, cg)
+                await asyncio.to_thread(_kill_tree, cg)
                 rc = await self._wait_rc(got_rc, loop.time() + 10)
                 if rc is None:
                     raise SandboxError(f"the exec server of sandbox {self.id} does not answer: close it")
@@ -504,7 +526,7 @@ class OCISandbox:
         finally:
             for s in (ev, out, err):
                 s.close()
-            self._cleanup_exec(base, cg)
+            self._cleanup_exec(n, cg)
         duration = (time.perf_counter() - t0) * 1000
         oom = self._oom_kills() > oom_before
         stderr = err.text()
@@ -538,14 +560,22 @@ class OCISandbox:
                     ) from None
         return None
 
-    def _cleanup_exec(self, base: Path, cg: Path) -> None:
+    def _write_exec_file(self, name: str, data: bytes) -> None:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=self._xfd)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+
+    def _unlink_exec_files(self, n: int) -> None:
         for suffix in ("ev", "out", "err", "in", "sh"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{base}.{suffix}")
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+                os.unlink(f"{n}.{suffix}", dir_fd=self._xfd)
+
+    def _cleanup_exec(self, n: int, cg: Path) -> None:
+        if self._xfd >= 0:
+            self._unlink_exec_files(n)
         # Processes the command left running in the background stay in its cgroup; keep it then.
-        if cg.is_dir() and not _cg_procs(cg):
-            with contextlib.suppress(OSError):
-                cg.rmdir()
+        if cg.is_dir() and _tree_empty(cg):
+            _rmdir_tree(cg)
 
     def _oom_kills(self) -> int:
         d = self._ctrl_dir("memory")
@@ -639,7 +669,16 @@ class OCISandbox:
 
     async def diff(self) -> WorkspaceDiff:
         self._check_open()
-        return await asyncio.to_thread(tree_diff, self.lower, self.ws)
+
+        def frozen_diff() -> WorkspaceDiff:
+            # Frozen, no process inside can swap a file for a symlink while the host reads it.
+            self._freeze("FROZEN")
+            try:
+                return tree_diff(self.lower, self.ws)
+            finally:
+                self._freeze("THAWED")
+
+        return await asyncio.to_thread(frozen_diff)
 
     # ---------- layers ----------
     def _freeze(self, state: str) -> None:
