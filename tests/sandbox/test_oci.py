@@ -63,7 +63,11 @@ def _leftovers(sb: OCISandbox) -> list[str]:
     return out
 
 
-def test_exec_results_env_cwd_stdin_and_confinement(oci, ws):
+def test_exec_results_env_cwd_stdin_and_confinement(oci, ws, tmp_path):
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "key.txt").write_text("k")
+    (tmp_path / "reports").mkdir()
+
     async def body(sb):
         r = await sb.exec("cat a.txt; pwd; echo oops >&2; exit 3")
         assert (r.exit_code, r.stdout, r.stderr) == (3, "orig\n/workspace\n", "oops\n")
@@ -90,8 +94,21 @@ def test_exec_results_env_cwd_stdin_and_confinement(oci, ws):
         assert "CapEff:\t0000000000000000" in r.stdout and "sandbox\n" in r.stdout
         ifaces = {ln.split(":")[0].strip() for ln in r.stdout.splitlines() if ":" in ln and "|" not in ln}
         assert ifaces - {"CapEff"} == {"lo"}
+        # extra mounts: judge assets read-only, reports writable
+        r = await sb.exec("cat /assets/key.txt; echo no > /assets/x; echo rep > /reports/r.txt")
+        assert r.stdout == "k" and "Read-only file system" in r.stderr
+        assert await sb.read_file("/assets/key.txt") == b"k"
 
-    run(_with(oci, SandboxSpec(workspace=ws, env={"FOO": "a"}, seed=7), body))
+    spec = SandboxSpec(
+        workspace=ws,
+        env={"FOO": "a"},
+        seed=7,
+        extra_ro={"/assets": tmp_path / "assets"},
+        extra_rw={"/reports": tmp_path / "reports"},
+    )
+    run(_with(oci, spec, body))
+    assert (tmp_path / "reports" / "r.txt").read_text() == "rep\n"
+    assert sorted(p.name for p in (tmp_path / "assets").iterdir()) == ["key.txt"]
 
 
 def test_timeout_kills_everything_the_command_started(oci):
