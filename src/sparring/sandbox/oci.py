@@ -79,7 +79,8 @@ run() {
   d=/.sparring/x/$1
   exec 3>"$d.ev"
   i=/dev/null; [ -e "$d.in" ] && i="$d.in"
-  ( read -r p _ </proc/self/stat; echo "$p" >/.sparring-cg/x$1/cgroup.procs || exit 125
+  ( read -r p _ </proc/self/stat
+    { echo "$p" >/.sparring-cg/x$1/cgroup.procs; } 2>/dev/null || { echo "sparring: cannot join the exec cgroup" >&2; exit 125; }
     exec 3>&-; . "$d.sh" ) <"$i" >"$d.out" 2>"$d.err" &
   wait $!
   echo "rc $?" >&3
@@ -389,7 +390,7 @@ class OCISandbox:
             "run", "-d", "--pull", "never", "--name", f"sparring-oci-{self.id}",
             "--label", f"{LABEL}={os.getpid()}", "--label", f"sparring.oci.id={self.id}",
             "--label", f"sparring.oci.dir={self.dir}",
-            "--network", "none", "--read-only", "--init", "--log-driver", "none", "--hostname", HOSTNAME,
+            "--network", "none", "--cgroupns", "host", "--read-only", "--init", "--log-driver", "none", "--hostname", HOSTNAME,
             "--user", "0:0", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
             "--cgroup-parent", f"/{CG_PREFIX}{self.id}",
             "-v", f"{self.ws}:{WORKSPACE}:rslave", "-v", f"{self.ctl}:/.sparring",
@@ -531,7 +532,7 @@ class OCISandbox:
         oom = self._oom_kills() > oom_before
         stderr = err.text()
         code = 124 if timed_out else rc
-        if code == 125 and stderr.startswith("sparring: cannot chdir"):
+        if code == 125 and stderr.startswith(("sparring: cannot chdir", "sparring: cannot join")):
             raise SandboxError(f"{stderr.strip().splitlines()[0]} in sandbox {self.id}")
         if code == 127 and stderr.startswith("env: can't execute"):
             stderr = f"sparring: command not found in sandbox: {argv[0]}\n"

@@ -50,13 +50,6 @@ def ulimit_flags() -> list[str]:
     return out
 
 
-def run_podman(args: list[str], timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(podman_argv() + args, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise SandboxError(f"podman {args[0]} did not finish within {timeout:.0f} s") from None
-
-
 def first_line(text: str) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1] if lines else "(no message)"
