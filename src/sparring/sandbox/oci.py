@@ -40,8 +40,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
-import stat
 import subprocess
 import time
 import uuid
@@ -51,179 +49,32 @@ from sparring.errors import SandboxError, SandboxUnavailableError
 from sparring.sandbox import mounts
 from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.oci_image import ensure_image, first_line, podman_argv, podman_cycle_ms, ulimit_flags
+from sparring.sandbox.oci_support import (
+    BASE_ENV,
+    CG_PREFIX,
+    CGROUP_ROOT,
+    HOSTNAME,
+    NOBODY,
+    OUTPUT_CAP,
+    SERVER_SH,
+    HostFiles,
+    Sink,
+    cg_procs,
+    copy_layer_entry,
+    kill_tree,
+    orphaned,
+    pids_root,
+    remove_cgroups,
+    rmdir_tree,
+    tree_empty,
+)
 from sparring.sandbox.workspace import tree_diff
 
-__all__ = ["OCIBackend", "OCISandbox", "podman_cycle_ms"]
+__all__ = ["CG_PREFIX", "CGROUP_ROOT", "OCIBackend", "OCISandbox", "podman_cycle_ms"]
 
-OUTPUT_CAP = 1 << 20  # bytes kept per stream; the rest is counted and dropped
-TRUNC_MARKER = "\n[... output truncated by sparring: {n} more bytes ...]\n"
-HOSTNAME = "sandbox"
-NOBODY = 65534
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-CG_PREFIX = "sparring-oci-"
 LABEL = "sparring.oci.owner"
 DEFAULT_ROOT = Path(os.environ.get("SPARRING_SANDBOX_ROOT", "/tmp/sparring-sandboxes"))
 MS_BIND, MS_PRIVATE, MS_SHARED = 4096, 1 << 18, 1 << 20
-BASE_ENV = {
-    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    "HOME": "/root",
-    "USER": "root",
-    "LANG": "C.UTF-8",
-    "LC_ALL": "C.UTF-8",
-    "TZ": "UTC",
-    "HOSTNAME": HOSTNAME,
-}
-
-SERVER_SH = """cd /
-run() {
-  d=/.sparring/x/$1
-  exec 3>"$d.ev"
-  i=/dev/null; [ -e "$d.in" ] && i="$d.in"
-  ( read -r p _ </proc/self/stat
-    { echo "$p" >/.sparring-cg/x$1/cgroup.procs; } 2>/dev/null || { echo "sparring: cannot join the exec cgroup" >&2; exit 125; }
-    exec 3>&-; . "$d.sh" ) <"$i" >"$d.out" 2>"$d.err" &
-  wait $!
-  echo "rc $?" >&3
-}
-while :; do
-  while read -r n; do ( run "$n" & ); done < /.sparring/req
-done
-"""
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _orphaned(owner: int) -> bool:
-    return owner != os.getpid() and not (owner > 0 and _pid_alive(owner))
-
-
-def _pids_root() -> Path | None:
-    """The pids controller's hierarchy (v1 ``pids/`` or the v2 root), if this process may write it."""
-    for p in (CGROUP_ROOT / "pids", CGROUP_ROOT):
-        if (p / "cgroup.procs").is_file() and (p.name == "pids" or (p / "cgroup.controllers").is_file()):
-            return p if os.access(p, os.W_OK) else None
-    return None
-
-
-def _cg_dirs(name: str) -> list[Path]:
-    """Every directory called ``name`` directly under a cgroup hierarchy root (v1 and v2)."""
-    out = [CGROUP_ROOT / name] if (CGROUP_ROOT / "cgroup.controllers").is_file() else []
-    with contextlib.suppress(OSError):
-        out += [h / name for h in CGROUP_ROOT.iterdir() if (h / name).is_dir()]
-    return [p for p in out if p.is_dir()]
-
-
-def _cg_procs(d: Path) -> list[int]:
-    try:
-        return [int(x) for x in (d / "cgroup.procs").read_text().split()]
-    except (OSError, ValueError):
-        return []
-
-
-def _kill_cgroup(d: Path, rounds: int = 50) -> None:
-    """SIGKILL every process in cgroup ``d`` until it is empty (a fork race ends within the pids limit)."""
-    for _ in range(rounds):
-        pids = _cg_procs(d)
-        if not pids:
-            return
-        for p in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(p, signal.SIGKILL)
-        time.sleep(0.002)
-
-
-def _kill_tree(d: Path) -> None:
-    """Kill every process in cgroup ``d`` and in the cgroups a command made below it."""
-    for dirpath, _, _ in os.walk(d):
-        _kill_cgroup(Path(dirpath))
-
-
-def _tree_empty(d: Path) -> bool:
-    return all(not _cg_procs(Path(dirpath)) for dirpath, _, _ in os.walk(d))
-
-
-def _rmdir_tree(d: Path) -> None:
-    """Remove a cgroup directory and its children, deepest first (cgroupfs only allows rmdir)."""
-    if not d.is_dir():
-        return
-    for dirpath, dirnames, _ in os.walk(d, topdown=False):
-        for sub in dirnames:
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.join(dirpath, sub))
-    with contextlib.suppress(OSError):
-        os.rmdir(d)
-
-
-def _copy_layer_entry(src: str, dst: str) -> None:
-    """copytree's copy function for an overlay upper dir: whiteouts (0/0 char devices) stay whiteouts."""
-    st = os.lstat(src)
-    if stat.S_ISCHR(st.st_mode):
-        os.mknod(dst, st.st_mode, st.st_rdev)
-    else:
-        shutil.copy2(src, dst, follow_symlinks=False)
-
-
-def _remove_cgroups(sid: str, wait_s: float = 3.0) -> None:
-    """Kill what is left in the sandbox's cgroups (conmon may still be exiting) and remove them."""
-    deadline = time.monotonic() + wait_s
-    for d in _cg_dirs(CG_PREFIX + sid):
-        while True:
-            for dirpath, _, _ in os.walk(d):
-                _kill_cgroup(Path(dirpath), rounds=5)
-            _rmdir_tree(d)
-            if not d.exists() or time.monotonic() > deadline:
-                break
-            time.sleep(0.01)
-
-
-class _Sink:
-    """Collects one non-blocking FIFO on the event loop: keeps ``cap`` bytes, counts the rest, notes EOF."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, cap: int, on_data: object = None) -> None:
-        self.loop, self.fd, self.cap = loop, fd, cap
-        self.buf = bytearray()
-        self.dropped = 0
-        self.eof: asyncio.Future[None] = loop.create_future()
-        self.on_data = on_data
-        loop.add_reader(fd, self._read)
-
-    def _read(self) -> None:
-        while True:
-            try:
-                chunk = os.read(self.fd, 65536)
-            except BlockingIOError:
-                return
-            except OSError:
-                chunk = b""
-            if not chunk:
-                self.close()
-                return
-            room = self.cap - len(self.buf)
-            if room > 0:
-                self.buf += chunk[:room]
-            self.dropped += max(0, len(chunk) - max(room, 0))
-            if callable(self.on_data):
-                self.on_data()
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            self.loop.remove_reader(self.fd)
-            os.close(self.fd)
-            self.fd = -1
-        if not self.eof.done():
-            self.eof.set_result(None)
-
-    def text(self) -> str:
-        t = bytes(self.buf).decode("utf-8", errors="replace")
-        return t + TRUNC_MARKER.format(n=self.dropped) if self.dropped else t
 
 
 class OCIBackend:
@@ -238,7 +89,7 @@ class OCIBackend:
                 "the OCI backend needs root and overlayfs (it mounts the workspace layers on the host): "
                 "run as root or use the local backend"
             )
-        self.pids_root = _pids_root()
+        self.pids_root = pids_root()
         if self.pids_root is None:
             raise SandboxUnavailableError(
                 "the OCI backend needs a writable pids cgroup hierarchy (cgroup v1 pids/ or v2) to kill "
@@ -287,7 +138,7 @@ class OCIBackend:
                 owner = int((d / "owner").read_text())
             except (OSError, ValueError):
                 owner = -1
-            if _orphaned(owner):
+            if orphaned(owner):
                 _teardown_dir(self.podman, d)
                 n += 1
         r = subprocess.run(
@@ -300,18 +151,18 @@ class OCIBackend:
             for c in json.loads(r.stdout or "[]"):
                 labels = c.get("Labels") or {}
                 with contextlib.suppress(ValueError):
-                    if _orphaned(int(labels.get(LABEL, "-1"))):
+                    if orphaned(int(labels.get(LABEL, "-1"))):
                         subprocess.run(
                             self.podman + ["rm", "-f", "-t", "0", c["Id"]], capture_output=True, timeout=60
                         )
                         sdir = labels.get("sparring.oci.dir")
                         if sdir and Path(sdir).name.startswith("oci-"):
                             _teardown_dir(self.podman, Path(sdir))
-                        _remove_cgroups(labels.get("sparring.oci.id", "-"))
+                        remove_cgroups(labels.get("sparring.oci.id", "-"))
                         n += 1
         for layer in (self.root / "oci-layers").glob("snap-*"):
             parts = layer.name.split("-")
-            if _orphaned(int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else -1):
+            if orphaned(int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else -1):
                 shutil.rmtree(layer, ignore_errors=True)
         return n
 
@@ -329,11 +180,11 @@ def _teardown_dir(podman: list[str], d: Path) -> None:
     for mp in mounts.mounts_below(d):
         with contextlib.suppress(SandboxError):
             mounts.umount(mp)
-    _remove_cgroups(d.name.removeprefix("oci-"))
+    remove_cgroups(d.name.removeprefix("oci-"))
     shutil.rmtree(d, ignore_errors=True)
 
 
-class OCISandbox:
+class OCISandbox(HostFiles):
     """One sandbox of the OCI backend. Use ``await backend.create(spec)``."""
 
     def __init__(
@@ -448,7 +299,7 @@ class OCISandbox:
         _teardown_dir(self.backend.podman, self.dir)
 
     def _alive(self) -> bool:
-        return bool(self.cid) and bool(_cg_procs(self._ctrl_dir("pids")))
+        return bool(self.cid) and bool(cg_procs(self._ctrl_dir("pids")))
 
     # ---------- exec ----------
     def _script(self, n: int, argv: list[str], env: dict[str, str], cwd: str) -> str:
@@ -498,7 +349,7 @@ class OCISandbox:
             self._cleanup_exec(n, cg)
             raise SandboxError(f"cannot prepare exec in sandbox {self.id}: {e}") from None
         got_rc: asyncio.Future[int] = loop.create_future()
-        ev: _Sink
+        ev: Sink
 
         def on_event() -> None:
             for line in bytes(ev.buf).decode(errors="replace").splitlines():
@@ -506,9 +357,9 @@ class OCISandbox:
                     with contextlib.suppress(ValueError):
                         got_rc.set_result(int(line[3:]))
 
-        ev = _Sink(loop, fds[0], 4096, on_event)
-        out = _Sink(loop, fds[1], OUTPUT_CAP)
-        err = _Sink(loop, fds[2], OUTPUT_CAP)
+        ev = Sink(loop, fds[0], 4096, on_event)
+        out = Sink(loop, fds[1], OUTPUT_CAP)
+        err = Sink(loop, fds[2], OUTPUT_CAP)
         oom_before = self._oom_kills()
         timed_out = False
         try:
@@ -516,7 +367,7 @@ class OCISandbox:
             rc = await self._wait_rc(got_rc, loop.time() + timeout)
             if rc is None:
                 timed_out = True
-                await asyncio.to_thread(_kill_tree, cg)
+                await asyncio.to_thread(kill_tree, cg)
                 rc = await self._wait_rc(got_rc, loop.time() + 10)
                 if rc is None:
                     raise SandboxError(f"the exec server of sandbox {self.id} does not answer: close it")
@@ -575,8 +426,8 @@ class OCISandbox:
         if self._xfd >= 0:
             self._unlink_exec_files(n)
         # Processes the command left running in the background stay in its cgroup; keep it then.
-        if cg.is_dir() and _tree_empty(cg):
-            _rmdir_tree(cg)
+        if cg.is_dir() and tree_empty(cg):
+            rmdir_tree(cg)
 
     def _oom_kills(self) -> int:
         d = self._ctrl_dir("memory")
@@ -590,83 +441,6 @@ class OCISandbox:
         except (OSError, ValueError):
             pass
         return 0
-
-    # ---------- files (host side, never following a symlink) ----------
-    def _rel(self, path: str) -> str | None:
-        if not path.startswith("/"):
-            return path
-        if path == WORKSPACE or path.startswith(WORKSPACE + "/"):
-            return path[len(WORKSPACE) :].lstrip("/")
-        return None
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise SandboxError(f"sandbox {self.id} is closed")
-
-    async def read_file(self, path: str) -> bytes:
-        self._check_open()
-        rel = self._rel(path)
-        if rel is None:
-            r = await self.exec(["cat", "--", path], timeout=10)
-            if r.exit_code != 0:
-                raise FileNotFoundError(2, r.stderr.strip() or "cannot read", path)
-            return r.stdout.encode()
-        fd = mounts.open_beneath(self.ws, rel, os.O_RDONLY)
-        with os.fdopen(fd, "rb") as f:
-            return f.read()
-
-    async def write_file(self, path: str, content: bytes) -> None:
-        self._check_open()
-        rel = self._rel(path)
-        if rel is None:
-            raise SandboxError(f"can only write under {WORKSPACE}: {path}")
-        try:
-            fd = mounts.open_beneath(
-                self.ws, rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, make_parents=True
-            )
-            with os.fdopen(fd, "wb") as f:
-                f.write(content)
-        except OSError as e:
-            if e.errno == 28:  # ENOSPC: the disk quota
-                raise OSError(28, "disk quota of the sandbox exceeded", path) from None
-            raise
-
-    async def delete_file(self, path: str) -> None:
-        self._check_open()
-        rel = self._rel(path)
-        if rel is None:
-            raise SandboxError(f"can only delete under {WORKSPACE}: {path}")
-        parts = mounts.split_beneath(rel)
-        if not parts:
-            raise SandboxError("cannot delete the workspace itself")
-        parent = "/".join(parts[:-1])
-        fd = (
-            mounts.open_beneath(self.ws, parent, os.O_RDONLY | os.O_DIRECTORY)
-            if parent
-            else os.open(self.ws, os.O_RDONLY | os.O_DIRECTORY)
-        )
-        try:
-            os.unlink(parts[-1], dir_fd=fd)
-        finally:
-            os.close(fd)
-
-    async def list_dir(self, path: str = WORKSPACE) -> list[str]:
-        self._check_open()
-        rel = self._rel(path)
-        if rel is None:
-            r = await self.exec(["ls", "-1A", "--", path], timeout=10)
-            if r.exit_code != 0:
-                raise FileNotFoundError(2, r.stderr.strip() or "cannot list", path)
-            return r.stdout.split()
-        fd = (
-            mounts.open_beneath(self.ws, rel, os.O_RDONLY | os.O_DIRECTORY)
-            if mounts.split_beneath(rel)
-            else os.open(self.ws, os.O_RDONLY | os.O_DIRECTORY)
-        )
-        try:
-            return sorted(e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in os.scandir(fd))
-        finally:
-            os.close(fd)
 
     async def diff(self) -> WorkspaceDiff:
         self._check_open()
@@ -700,7 +474,7 @@ class OCISandbox:
             self._freeze("FROZEN")
             try:
                 # copystat keeps the trusted.overlay.opaque xattr of replaced directories
-                shutil.copytree(self.dir / "rw" / "upper", d, symlinks=True, copy_function=_copy_layer_entry)
+                shutil.copytree(self.dir / "rw" / "upper", d, symlinks=True, copy_function=copy_layer_entry)
                 stack = (d, *self.layers)
                 self.backend.snapshots[sid] = stack
                 self._unmount_layers()
