@@ -121,6 +121,9 @@ def test_timeout_kills_everything_the_command_started(oci):
         ps = (await sb.exec("ps -o args")).stdout
         assert "sleep 301" in ps  # ...outlives other calls
         assert not any(f"sleep {n}" in ps for n in (302, 303, 304)), ps
+        with pytest.raises(TimeoutError):  # a caller that gives up also ends the command
+            await asyncio.wait_for(sb.exec("sleep 307"), 0.5)
+        assert "sleep 307" not in (await sb.exec("ps -o args")).stdout
 
     run(_with(oci, SandboxSpec(), body))
 
@@ -201,6 +204,7 @@ def test_killed_exec_server_is_a_clear_error_for_that_sandbox_only(oci):
     async def body():
         victim, other = await oci.create(SandboxSpec()), await oci.create(SandboxSpec())
         try:
+            assert (await victim.exec("true")).exit_code == 0  # the server is up
             server = [
                 p
                 for p in map(int, (victim._ctrl_dir("pids") / "cgroup.procs").read_text().split())

@@ -376,6 +376,8 @@ class OCISandbox(HostFiles):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(out.eof, err.eof), 0.2)
         finally:
+            if not got_rc.done():  # cancelled or failed: the command must not run on unseen
+                kill_tree(cg)
             for s in (ev, out, err):
                 s.close()
             self._cleanup_exec(n, cg)
