@@ -239,7 +239,9 @@ def test_bad_input_is_one_line_error_and_leaves_nothing(oci, tmp_path):
 
 
 @pytest.mark.slow
-def test_limits_memory_pids_disk_cpu(oci):
+def test_limits_memory_pids_disk_cpu(oci, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # podman's helpers must leave nothing in the caller's directory
+
     async def body(sb):
         r = await sb.exec("dd if=/dev/zero of=/dev/null bs=200M count=1", timeout=20)
         assert r.oom_killed and r.exit_code != 0
@@ -254,6 +256,7 @@ def test_limits_memory_pids_disk_cpu(oci):
         assert int(quota) / int(period) == pytest.approx(0.5)
 
     run(_with(oci, SandboxSpec(memory_mb=48, pids=16, cpus=0.5, disk_mb=4), body))
+    assert list(tmp_path.iterdir()) == []
 
 
 CRASH = """

@@ -258,7 +258,8 @@ class OCISandbox(HostFiles):
         if s.cpus is not None:
             argv += ["--cpus", f"{s.cpus:g}"]
         argv += [self.image, "/bin/sh", "/.sparring/server.sh"]
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        # conmon inherits the working directory and drops an `oom` marker file there on OOM kills.
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=self.dir)
         if r.returncode != 0:
             msg = first_line(r.stderr)
             if "image not known" in msg or "manifest unknown" in msg or "unable to pull" in msg.lower():
