@@ -33,6 +33,20 @@ system:
 	  echo "error: bubblewrap (bwrap) is missing; install it as root: apt-get install bubblewrap" >&2; exit 1; \
 	else echo "note:$$missing missing (not root): sandboxes use the slower Python exec server" >&2; \
 	fi
+	@# OCI backend (podman + runc; busybox-static builds its local image). Optional: without it only
+	@# the OCI tests fail, each with a message saying what to install.
+	@if command -v dpkg-query >/dev/null 2>&1; then \
+	  missing=""; for p in podman runc catatonit busybox-static; do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; done; \
+	  if [ -z "$$missing" ]; then :; \
+	  elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing$$missing (apt)"; \
+	    (apt-get install -y -qq $$missing >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq $$missing)) \
+	    || echo "warning: could not install$$missing; the OCI backend tests will fail until it is" >&2; \
+	  else echo "warning:$$missing missing (as root: apt-get install$$missing); the OCI backend tests will fail" >&2; fi; \
+	elif ! command -v podman >/dev/null 2>&1; then \
+	  echo "warning: podman is missing; the OCI backend tests will fail" >&2; \
+	fi
 
 venv: $(STAMP)
 

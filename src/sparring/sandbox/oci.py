@@ -1,0 +1,520 @@
+"""OCI sandbox backend: one long-lived podman (runc) container per sandbox, with a shell exec server inside.
+
+Layout of one sandbox under the backend root::
+
+    <root>/oci-<id>/
+        owner, cid     pid of the owning process, container id (the reaper removes orphans)
+        rw/            tmpfs of size disk_mb (the disk quota) holding upper/ and work/
+        ws/            a shared bind mount; the overlay (upper over [layers...] over the task
+                       workspace) is mounted on top of it and reaches the container's /workspace,
+                       a slave of ws/, by mount propagation, so reset/restore/snapshot
+                       remount on the host without touching the container
+        ctl/           bound at /.sparring: the exec server, its request FIFO, per-exec FIFOs
+
+Why an exec server: ``podman exec`` costs a podman + conmon + runc start per
+command (hundreds of ms here). Instead the container's main process is a
+``/bin/sh`` loop reading exec ids from a FIFO; each command is a child of the
+container's own processes, so it keeps every restriction podman set up
+(namespaces, cgroups, seccomp, no capabilities, no-new-privileges, read-only
+root). One exec costs a few forks inside the container and a handful of
+syscalls on the host. The image needs ``/bin/sh``, ``setsid`` and ``env``.
+
+Every command first moves itself (before it runs anything) into its own pids cgroup (a sibling of the
+container's, under a parent that carries the pids limit, bound at
+/.sparring-cg), so a timeout kills everything the command started, even
+processes that called setsid or double-forked. This needs root on the host (a
+writable cgroup v1 pids hierarchy or cgroup v2).
+
+Commands run as root *inside* the container with all capabilities dropped
+(there is no user namespace, so the workspace overlay, owned by host root, is
+writable only to uid 0); network is ``--network none`` (an empty namespace
+with loopback only), so spec.network ``none`` and ``loopback`` are the same here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from sparring.errors import SandboxError, SandboxUnavailableError
+from sparring.sandbox import mounts
+from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
+from sparring.sandbox.oci_image import ensure_image, first_line, podman_argv, podman_cycle_ms, ulimit_flags
+from sparring.sandbox.oci_support import (
+    BASE_ENV,
+    CG_PREFIX,
+    CGROUP_ROOT,
+    HOSTNAME,
+    NOBODY,
+    OUTPUT_CAP,
+    SERVER_SH,
+    HostFiles,
+    Sink,
+    cg_procs,
+    copy_layer_entry,
+    kill_tree,
+    orphaned,
+    pids_root,
+    remove_cgroups,
+    rmdir_tree,
+    tree_empty,
+)
+from sparring.sandbox.workspace import tree_diff
+
+__all__ = ["CG_PREFIX", "CGROUP_ROOT", "OCIBackend", "OCISandbox", "podman_cycle_ms"]
+
+LABEL = "sparring.oci.owner"
+DEFAULT_ROOT = Path(os.environ.get("SPARRING_SANDBOX_ROOT", "/tmp/sparring-sandboxes"))
+MS_BIND, MS_PRIVATE, MS_SHARED = 4096, 1 << 18, 1 << 20
+
+
+class OCIBackend:
+    """Creates :class:`OCISandbox` es from a container image (default: the local busybox image)."""
+
+    name = "oci"
+
+    def __init__(self, image: str | None = None, root: Path | None = None) -> None:
+        self.podman = podman_argv()
+        if os.geteuid() != 0 or not mounts.overlay_supported():
+            raise SandboxUnavailableError(
+                "the OCI backend needs root and overlayfs (it mounts the workspace layers on the host): "
+                "run as root or use the local backend"
+            )
+        self.pids_root = pids_root()
+        if self.pids_root is None:
+            raise SandboxUnavailableError(
+                "the OCI backend needs a writable pids cgroup hierarchy (cgroup v1 pids/ or v2) to kill "
+                "what a timed-out command started: run as root"
+            )
+        self._image = image
+        self.root = Path(root or DEFAULT_ROOT)
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (self.root / "oci-layers").mkdir(exist_ok=True)
+        self.snapshots: dict[str, tuple[Path, ...]] = {}
+        self.reap_stale()
+
+    @property
+    def image(self) -> str:
+        """The default image, built on first use (``podman import``, no registry needed)."""
+        if self._image is None:
+            self._image = ensure_image()
+        return self._image
+
+    async def create(
+        self, spec: SandboxSpec, snapshot: str | None = None, image: str | None = None
+    ) -> OCISandbox:
+        if snapshot is not None and snapshot not in self.snapshots:
+            raise SandboxError(f"unknown snapshot {snapshot!r}: take one with sandbox.snapshot() first")
+        if spec.workspace is not None and not Path(spec.workspace).is_dir():
+            raise SandboxError(f"workspace {spec.workspace} is not a directory")
+        for src in (*spec.extra_ro.values(), *spec.extra_rw.values()):
+            if not Path(src).exists():
+                raise SandboxError(f"extra mount source {src} does not exist")
+        img = image if image is not None else await asyncio.to_thread(lambda: self.image)
+        sb = OCISandbox(self, spec, img, layers=self.snapshots.get(snapshot or "", ()))
+        try:
+            await asyncio.to_thread(sb._setup)
+        except BaseException:
+            await asyncio.to_thread(sb._teardown)
+            raise
+        return sb
+
+    def reap_stale(self) -> int:
+        """Remove sandboxes (containers, mounts, cgroups, dirs) whose owning process is dead."""
+        n = 0
+        for d in self.root.glob("oci-*"):
+            if d.name == "oci-layers":
+                continue
+            try:
+                owner = int((d / "owner").read_text())
+            except (OSError, ValueError):
+                owner = -1
+            if orphaned(owner):
+                _teardown_dir(self.podman, d)
+                n += 1
+        r = subprocess.run(
+            self.podman + ["ps", "-a", "--filter", f"label={LABEL}", "--format", "json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        with contextlib.suppress(ValueError, TypeError):
+            for c in json.loads(r.stdout or "[]"):
+                labels = c.get("Labels") or {}
+                with contextlib.suppress(ValueError):
+                    if orphaned(int(labels.get(LABEL, "-1"))):
+                        subprocess.run(
+                            self.podman + ["rm", "-f", "-t", "0", c["Id"]], capture_output=True, timeout=60
+                        )
+                        sdir = labels.get("sparring.oci.dir")
+                        if sdir and Path(sdir).name.startswith("oci-"):
+                            _teardown_dir(self.podman, Path(sdir))
+                        remove_cgroups(labels.get("sparring.oci.id", "-"))
+                        n += 1
+        for layer in (self.root / "oci-layers").glob("snap-*"):
+            parts = layer.name.split("-")
+            if orphaned(int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else -1):
+                shutil.rmtree(layer, ignore_errors=True)
+        return n
+
+    def new_layer_dir(self) -> tuple[str, Path]:
+        sid = f"snap-{os.getpid()}-{uuid.uuid4().hex[:16]}"
+        return sid, self.root / "oci-layers" / sid
+
+
+def _teardown_dir(podman: list[str], d: Path) -> None:
+    """Remove the container, mounts, cgroups and directory of sandbox dir ``d`` (idempotent)."""
+    with contextlib.suppress(OSError):
+        cid = (d / "cid").read_text().strip()
+        if cid:
+            subprocess.run(podman + ["rm", "-f", "-t", "0", cid], capture_output=True, timeout=60)
+    for mp in mounts.mounts_below(d):
+        with contextlib.suppress(SandboxError):
+            mounts.umount(mp)
+    remove_cgroups(d.name.removeprefix("oci-"))
+    shutil.rmtree(d, ignore_errors=True)
+
+
+class OCISandbox(HostFiles):
+    """One sandbox of the OCI backend. Use ``await backend.create(spec)``."""
+
+    def __init__(
+        self, backend: OCIBackend, spec: SandboxSpec, image: str, layers: tuple[Path, ...] = ()
+    ) -> None:
+        self.backend = backend
+        self.spec = spec
+        self.image = image
+        self.id = uuid.uuid4().hex[:12]
+        self.dir = backend.root / f"oci-{self.id}"
+        self.ws = self.dir / "ws"
+        self.ctl = self.dir / "ctl"
+        self.layers = layers
+        self.cid = ""
+        self.closed = False
+        self._seq = itertools.count(1)
+        self._req_fd = -1
+        self._xfd = -1
+        self._pids_parent = backend.pids_root / (CG_PREFIX + self.id) if backend.pids_root else None
+        self._exec_cg = self._pids_parent / "exec" if self._pids_parent else None
+        self._empty = self.dir / "empty"
+
+    # ---------- lifecycle (blocking parts run in a thread) ----------
+    @property
+    def lower(self) -> Path:
+        return Path(self.spec.workspace) if self.spec.workspace else self._empty
+
+    def _setup(self) -> None:
+        s = self.spec
+        self.dir.mkdir(mode=0o700)
+        (self.dir / "owner").write_text(str(os.getpid()))
+        self._empty.mkdir()
+        self.ws.mkdir()
+        mounts.mount(str(self.ws), self.ws, "none", flags=MS_BIND)
+        # A peer group of its own (the parent mount may be shared), then shared with the container.
+        mounts.mount("none", self.ws, "none", flags=MS_PRIVATE)
+        mounts.mount("none", self.ws, "none", flags=MS_SHARED)
+        (self.ctl / "x").mkdir(parents=True)
+        # Everything below ctl/ is writable from inside: the host touches per-exec files only
+        # through this descriptor, exclusively and without following links.
+        self._xfd = os.open(self.ctl / "x", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        (self.ctl / "server.sh").write_text(SERVER_SH)
+        os.mkfifo(self.ctl / "req", 0o600)
+        self._req_fd = os.open(self.ctl / "req", os.O_RDWR | os.O_NONBLOCK)
+        assert self._pids_parent is not None and self._exec_cg is not None
+        self._exec_cg.mkdir(parents=True)
+        # Commands run as (capability-less) uid 0: give exec/ to nobody so they can neither join it
+        # nor create cgroups beside their own; a per-exec cgroup stays theirs to join.
+        for f in [self._exec_cg, *self._exec_cg.iterdir()]:
+            os.chown(f, NOBODY, NOBODY)
+        if s.pids is not None:
+            (self._pids_parent / "pids.max").write_text(str(s.pids))
+        argv = self.backend.podman + [
+            "run", "-d", "--pull", "never", "--name", f"sparring-oci-{self.id}",
+            "--label", f"{LABEL}={os.getpid()}", "--label", f"sparring.oci.id={self.id}",
+            "--label", f"sparring.oci.dir={self.dir}",
+            "--network", "none", "--cgroupns", "host", "--read-only", "--init", "--log-driver", "none", "--hostname", HOSTNAME,
+            "--user", "0:0", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+            "--cgroup-parent", f"/{CG_PREFIX}{self.id}",
+            "-v", f"{self.ws}:{WORKSPACE}:rslave", "-v", f"{self.ctl}:/.sparring",
+            "-v", f"{self._exec_cg}:/.sparring-cg", *ulimit_flags(),
+        ]  # fmt: skip
+        for dest, src in sorted(s.extra_ro.items()):
+            argv += ["-v", f"{Path(src).resolve()}:{dest}:ro"]
+        for dest, src in sorted(s.extra_rw.items()):
+            argv += ["-v", f"{Path(src).resolve()}:{dest}"]
+        if s.memory_mb is not None:
+            argv += ["--memory", f"{s.memory_mb}m", "--memory-swap", f"{s.memory_mb}m"]
+        if s.pids is not None:
+            argv += ["--pids-limit", str(s.pids)]
+        if s.cpus is not None:
+            argv += ["--cpus", f"{s.cpus:g}"]
+        argv += [self.image, "/bin/sh", "/.sparring/server.sh"]
+        # conmon inherits the working directory and drops an `oom` marker file there on OOM kills.
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=self.dir)
+        if r.returncode != 0:
+            msg = first_line(r.stderr)
+            if "image not known" in msg or "manifest unknown" in msg or "unable to pull" in msg.lower():
+                raise SandboxError(
+                    f"container image {self.image!r} not found locally: build or load it first"
+                )
+            raise SandboxError(f"podman could not start the sandbox container: {msg}")
+        self.cid = r.stdout.strip().splitlines()[-1]
+        (self.dir / "cid").write_text(self.cid)
+        # Mount the layers only now: the container's /workspace is a slave of ws/ and receives it.
+        self._mount_layers()
+
+    def _ctrl_dir(self, controller: str) -> Path:
+        v1 = CGROUP_ROOT / controller / f"{CG_PREFIX}{self.id}" / f"libpod-{self.cid}"
+        return v1 if v1.is_dir() else CGROUP_ROOT / f"{CG_PREFIX}{self.id}" / f"libpod-{self.cid}"
+
+    def _mount_layers(self) -> None:
+        rw = self.dir / "rw"
+        rw.mkdir(exist_ok=True)
+        mounts.mount("tmpfs", rw, "tmpfs", f"size={self.spec.disk_mb}m,mode=0755")
+        (rw / "upper").mkdir()
+        (rw / "work").mkdir()
+        lowers = ":".join(str(p) for p in (*self.layers, self.lower))
+        mounts.mount(
+            "overlay", self.ws, "overlay", f"lowerdir={lowers},upperdir={rw}/upper,workdir={rw}/work"
+        )
+
+    def _unmount_layers(self) -> None:
+        mounts.umount(self.ws)  # the overlay on top of the shared ws/ mount (propagates)
+        mounts.umount(self.dir / "rw")
+
+    def _teardown(self) -> None:
+        for fd in (self._req_fd, self._xfd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._req_fd = self._xfd = -1
+        _teardown_dir(self.backend.podman, self.dir)
+
+    def _alive(self) -> bool:
+        return bool(self.cid) and bool(cg_procs(self._ctrl_dir("pids")))
+
+    # ---------- exec ----------
+    def _script(self, n: int, argv: list[str], env: dict[str, str], cwd: str) -> str:
+        q = shlex.quote
+        return "\n".join([
+            f"cd -- {q(cwd)} 2>/dev/null || {{ echo {q(f'sparring: cannot chdir to {cwd}')} >&2; exit 125; }}",
+            "exec setsid env -i " + " ".join(q(f"{k}={v}") for k, v in sorted(env.items())) + " " + " ".join(map(q, argv)),
+            "",
+        ])  # fmt: skip
+
+    async def exec(
+        self,
+        cmd: list[str] | str,
+        timeout: float = 30.0,
+        env: dict[str, str] | None = None,
+        cwd: str = WORKSPACE,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        if self.closed:
+            raise SandboxError(f"sandbox {self.id} is closed")
+        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        if not argv:
+            raise SandboxError("empty command")
+        full_env = dict(BASE_ENV, PYTHONHASHSEED=str(self.spec.seed))
+        full_env.update(self.spec.env)
+        full_env.update(env or {})
+        n = next(self._seq)
+        assert self._exec_cg is not None
+        cg = self._exec_cg / f"x{n}"
+        loop = asyncio.get_running_loop()
+        fds: list[int] = []
+        t0 = time.perf_counter()
+        try:
+            cg.mkdir()
+            self._unlink_exec_files(n)  # anything planted under the coming names
+            for suffix in ("ev", "out", "err"):
+                os.mkfifo(f"{n}.{suffix}", 0o600, dir_fd=self._xfd)
+                fds.append(
+                    os.open(f"{n}.{suffix}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW, dir_fd=self._xfd)
+                )
+            if stdin is not None:
+                self._write_exec_file(f"{n}.in", stdin)
+            self._write_exec_file(f"{n}.sh", self._script(n, argv, full_env, cwd).encode())
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            self._cleanup_exec(n, cg)
+            raise SandboxError(f"cannot prepare exec in sandbox {self.id}: {e}") from None
+        got_rc: asyncio.Future[int] = loop.create_future()
+        ev: Sink
+
+        def on_event() -> None:
+            for line in bytes(ev.buf).decode(errors="replace").splitlines():
+                if line.startswith("rc ") and not got_rc.done():
+                    with contextlib.suppress(ValueError):
+                        got_rc.set_result(int(line[3:]))
+
+        ev = Sink(loop, fds[0], 4096, on_event)
+        out = Sink(loop, fds[1], OUTPUT_CAP)
+        err = Sink(loop, fds[2], OUTPUT_CAP)
+        oom_before = self._oom_kills()
+        timed_out = False
+        try:
+            os.write(self._req_fd, f"{n}\n".encode())
+            rc = await self._wait_rc(got_rc, loop.time() + timeout)
+            if rc is None:
+                timed_out = True
+                await asyncio.to_thread(kill_tree, cg)
+                rc = await self._wait_rc(got_rc, loop.time() + 10)
+                if rc is None:
+                    raise SandboxError(f"the exec server of sandbox {self.id} does not answer: close it")
+            # Output written before exit is already in the pipes; a background process that
+            # keeps stdout open must not hold the call: wait for EOF only briefly.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(out.eof, err.eof), 0.2)
+        finally:
+            if not got_rc.done():  # cancelled or failed: the command must not run on unseen
+                kill_tree(cg)
+            for s in (ev, out, err):
+                s.close()
+            self._cleanup_exec(n, cg)
+        duration = (time.perf_counter() - t0) * 1000
+        oom = self._oom_kills() > oom_before
+        stderr = err.text()
+        code = 124 if timed_out else rc
+        if code == 125 and stderr.startswith(("sparring: cannot chdir", "sparring: cannot join")):
+            raise SandboxError(f"{stderr.strip().splitlines()[0]} in sandbox {self.id}")
+        if code == 127 and stderr.startswith("env: can't execute"):
+            stderr = f"sparring: command not found in sandbox: {argv[0]}\n"
+        if oom and code == 0:
+            code = 137
+        return ExecResult(
+            exit_code=code,
+            stdout=out.text(),
+            stderr=stderr,
+            timed_out=timed_out,
+            oom_killed=oom,
+            duration_ms=duration,
+            truncated=bool(out.dropped or err.dropped),
+        )
+
+    async def _wait_rc(self, got_rc: asyncio.Future[int], deadline: float) -> int | None:
+        """The command's exit status, or None at ``deadline``; checks every second that the container lives."""
+        loop = asyncio.get_running_loop()
+        while (left := deadline - loop.time()) > 0:
+            try:
+                return await asyncio.wait_for(asyncio.shield(got_rc), min(left, 1.0))
+            except TimeoutError:
+                if not got_rc.done() and not self._alive():
+                    raise SandboxError(
+                        f"the container of sandbox {self.id} is gone (killed from outside?): close it and create another"
+                    ) from None
+        return None
+
+    def _write_exec_file(self, name: str, data: bytes) -> None:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=self._xfd)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+
+    def _unlink_exec_files(self, n: int) -> None:
+        for suffix in ("ev", "out", "err", "in", "sh"):
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+                os.unlink(f"{n}.{suffix}", dir_fd=self._xfd)
+
+    def _cleanup_exec(self, n: int, cg: Path) -> None:
+        if self._xfd >= 0:
+            self._unlink_exec_files(n)
+        # Processes the command left running in the background stay in its cgroup; keep it then.
+        if cg.is_dir() and tree_empty(cg):
+            rmdir_tree(cg)
+
+    def _oom_kills(self) -> int:
+        d = self._ctrl_dir("memory")
+        try:
+            for line in (d / "memory.oom_control").read_text().splitlines():
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+            for line in (d / "memory.events").read_text().splitlines():
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    async def diff(self) -> WorkspaceDiff:
+        self._check_open()
+
+        def frozen_diff() -> WorkspaceDiff:
+            # Frozen, no process inside can swap a file for a symlink while the host reads it.
+            self._freeze("FROZEN")
+            try:
+                return tree_diff(self.lower, self.ws)
+            finally:
+                self._freeze("THAWED")
+
+        return await asyncio.to_thread(frozen_diff)
+
+    # ---------- layers ----------
+    def _freeze(self, state: str) -> None:
+        f = self._ctrl_dir("freezer") / "freezer.state"
+        if not f.is_file():
+            return
+        f.write_text(state)
+        for _ in range(500):
+            if f.read_text().strip() == state:
+                return
+            time.sleep(0.001)
+
+    async def snapshot(self) -> str:
+        self._check_open()
+
+        def take() -> str:
+            sid, d = self.backend.new_layer_dir()
+            self._freeze("FROZEN")
+            try:
+                # copystat keeps the trusted.overlay.opaque xattr of replaced directories
+                shutil.copytree(self.dir / "rw" / "upper", d, symlinks=True, copy_function=copy_layer_entry)
+                stack = (d, *self.layers)
+                self.backend.snapshots[sid] = stack
+                self._unmount_layers()
+                self.layers = stack
+                self._mount_layers()
+            finally:
+                self._freeze("THAWED")
+            return sid
+
+        return await asyncio.to_thread(take)
+
+    async def restore(self, snapshot_id: str) -> None:
+        self._check_open()
+        if snapshot_id not in self.backend.snapshots:
+            raise SandboxError(f"unknown snapshot {snapshot_id!r}: take one with sandbox.snapshot() first")
+        await self._remount(self.backend.snapshots[snapshot_id])
+
+    async def reset(self) -> None:
+        self._check_open()
+        await self._remount(())
+
+    async def _remount(self, layers: tuple[Path, ...]) -> None:
+        def go() -> None:
+            self._unmount_layers()
+            self.layers = layers
+            self._mount_layers()
+
+        await asyncio.to_thread(go)
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        await asyncio.to_thread(self._teardown)
+
+    async def __aenter__(self) -> OCISandbox:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,182 @@
+"""Podman plumbing for the OCI backend: the podman command line, the local image, the cycle benchmark.
+
+No registry is reachable from the machines Sparring runs on, so the default
+image is built locally: a root filesystem made of Debian's statically linked
+busybox (package ``busybox-static``) and a few directories, imported with
+``podman import``. The tag carries a digest of the busybox binary, so a host
+with a different busybox gets a different image.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import resource
+import shutil
+import statistics
+import struct
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+from sparring.errors import SandboxError, SandboxUnavailableError
+
+IMAGE_REPO = "localhost/sparring-busybox"
+INSTALL_HINT = "run `make setup` as root (apt-get install podman runc catatonit busybox-static)"
+
+
+def podman_argv() -> list[str]:
+    """``podman`` with the global flags this backend always uses (runc: crun fails on cgroup v1 here)."""
+    podman = shutil.which("podman")
+    if podman is None:
+        raise SandboxUnavailableError(f"podman is not installed: {INSTALL_HINT}")
+    if shutil.which("runc") is None:
+        raise SandboxUnavailableError(f"runc is not installed: {INSTALL_HINT}")
+    return [podman, "--runtime", "runc", "--cgroup-manager", "cgroupfs", "--events-backend", "none"]
+
+
+def ulimit_flags() -> list[str]:
+    """podman's default rlimits exceed this host's hard limits (runc then fails): stay below them."""
+    out: list[str] = []
+    for name, res, want in (
+        ("nofile", resource.RLIMIT_NOFILE, 4096),
+        ("nproc", resource.RLIMIT_NPROC, 32768),
+    ):
+        hard = resource.getrlimit(res)[1]
+        n = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        out += ["--ulimit", f"{name}={n}:{n}"]
+    return out
+
+
+def first_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "(no message)"
+
+
+def _is_static_elf(path: Path) -> bool:
+    """True when ``path`` is an ELF executable without a program interpreter (PT_INTERP)."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit only
+            return False
+        (phoff,) = struct.unpack_from("<Q", head, 32)
+        phentsize, phnum = struct.unpack_from("<HH", head, 54)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    return all(struct.unpack_from("<I", table, i * phentsize)[0] != 3 for i in range(phnum))
+
+
+def find_static_busybox() -> Path:
+    for cand in (shutil.which("busybox"), "/bin/busybox", "/usr/bin/busybox"):
+        if cand and Path(cand).is_file() and _is_static_elf(Path(cand)):
+            return Path(cand).resolve()
+    raise SandboxUnavailableError(f"no statically linked busybox for the default OCI image: {INSTALL_HINT}")
+
+
+def _rootfs_tar(busybox: Path) -> bytes:
+    """A deterministic tarball of the default image's root filesystem."""
+    applets = subprocess.run(
+        [str(busybox), "--list"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+
+        def add(name: str, kind: bytes, mode: int, data: bytes = b"", link: str = "") -> None:
+            ti = tarfile.TarInfo(name)
+            ti.type, ti.mode, ti.mtime, ti.linkname, ti.size = kind, mode, 0, link, len(data)
+            tar.addfile(ti, io.BytesIO(data) if data else None)
+
+        dirs = "bin etc tmp root home home/agent workspace proc sys dev usr usr/bin var var/tmp run"
+        for d in dirs.split():  # noqa: SIM905
+            add(d, tarfile.DIRTYPE, 0o1777 if d in ("tmp", "var/tmp") else 0o755)
+        add("bin/busybox", tarfile.REGTYPE, 0o755, busybox.read_bytes())
+        for a in sorted(set(applets) - {"busybox"}):
+            add(f"bin/{a}", tarfile.SYMTYPE, 0o777, link="busybox")
+        add("usr/bin/env", tarfile.SYMTYPE, 0o777, link="/bin/busybox")
+        add(
+            "etc/passwd",
+            tarfile.REGTYPE,
+            0o644,
+            b"root:x:0:0:root:/root:/bin/sh\nagent:x:1000:1000::/home/agent:/bin/sh\n",
+        )
+        add("etc/group", tarfile.REGTYPE, 0o644, b"root:x:0:\nagent:x:1000:\n")
+    return buf.getvalue()
+
+
+def ensure_image() -> str:
+    """Build (once) and return the default image: busybox on an otherwise empty root, no network needed."""
+    argv = podman_argv()
+    busybox = find_static_busybox()
+    digest = hashlib.sha256(busybox.read_bytes()).hexdigest()[:12]
+    name = f"{IMAGE_REPO}:{digest}"
+    if subprocess.run(argv + ["image", "exists", name], capture_output=True).returncode == 0:
+        return name
+    data = _rootfs_tar(busybox)
+    r = subprocess.run(argv + ["import", "-q", "-", name], input=data, capture_output=True, timeout=300)
+    if r.returncode != 0:
+        raise SandboxError(f"podman import of {name} failed: {first_line(r.stderr.decode(errors='replace'))}")
+    return name
+
+
+def _summary(samples: list[float], key: str) -> dict[str, float]:
+    s = sorted(samples)
+    p99 = s[min(len(s) - 1, max(0, int(round(0.99 * (len(s) - 1)))))]
+    return {f"{key}_ms": round(statistics.median(s), 3), f"{key}_p99_ms": round(p99, 3)}
+
+
+async def podman_cycle_ms(n: int = 5, image: str | None = None, mode: str = "run") -> dict[str, object]:
+    """Median and p99 of ``n`` create + exec + close cycles through podman (``--network none``).
+
+    ``mode="run"``: one ``podman run --rm IMAGE true`` per cycle, the cheapest podman
+    lifecycle (the ratio against it is conservative). ``mode="sandbox"``: the OCI
+    backend's own ``create()`` + ``exec(["true"])`` + ``close()``.
+    """
+    if n < 1:
+        raise SandboxError("podman_cycle_ms needs n >= 1")
+    img = image if image is not None else await asyncio.to_thread(ensure_image)
+    samples: list[float] = []
+    if mode == "run":
+        argv = podman_argv() + [
+            "run",
+            "--rm",
+            "--pull",
+            "never",
+            "--network",
+            "none",
+            "--log-driver",
+            "none",
+            *ulimit_flags(),
+            img,
+            "true",
+        ]
+        for _ in range(n):
+            t0 = time.perf_counter()
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+            )
+            _, err = await proc.communicate()
+            if proc.returncode != 0:
+                raise SandboxError(f"podman run failed: {first_line(err.decode(errors='replace'))}")
+            samples.append((time.perf_counter() - t0) * 1000)
+    elif mode == "sandbox":
+        from sparring.sandbox.base import SandboxSpec
+        from sparring.sandbox.oci import OCIBackend
+
+        backend = OCIBackend(image=img)
+        for _ in range(n):
+            t0 = time.perf_counter()
+            sb = await backend.create(SandboxSpec())
+            try:
+                r = await sb.exec(["true"])
+            finally:
+                await sb.close()
+            if r.exit_code != 0:
+                raise SandboxError(f"`true` failed in the OCI sandbox: {r.stderr.strip()[:200]}")
+            samples.append((time.perf_counter() - t0) * 1000)
+    else:
+        raise SandboxError(f"unknown mode {mode!r}: use 'run' or 'sandbox'")
+    out: dict[str, object] = {"n": n, "mode": mode, "image": img}
+    out.update(_summary(samples, "podman_cycle"))
+    return out

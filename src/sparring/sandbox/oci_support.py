@@ -1,0 +1,287 @@
+"""Host-side pieces of the OCI backend: the exec server script, cgroup chores, FIFO collection, file ops.
+
+The workspace of an OCI sandbox is an overlay mounted on the host, so file
+operations under /workspace run on the host without entering the container,
+never following a symlink the agent planted (``mounts.open_beneath``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import stat
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sparring.errors import SandboxError
+from sparring.sandbox import mounts
+from sparring.sandbox.base import WORKSPACE, ExecResult
+
+OUTPUT_CAP = 1 << 20  # bytes kept per stream; the rest is counted and dropped
+TRUNC_MARKER = "\n[... output truncated by sparring: {n} more bytes ...]\n"
+HOSTNAME = "sandbox"
+NOBODY = 65534
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CG_PREFIX = "sparring-oci-"
+BASE_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "USER": "root",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "TZ": "UTC",
+    "HOSTNAME": HOSTNAME,
+}
+
+SERVER_SH = """cd /
+run() {
+  d=/.sparring/x/$1
+  exec 3>"$d.ev"
+  i=/dev/null; [ -e "$d.in" ] && i="$d.in"
+  ( read -r p _ </proc/self/stat
+    { echo "$p" >/.sparring-cg/x$1/cgroup.procs; } 2>/dev/null || { echo "sparring: cannot join the exec cgroup" >&2; exit 125; }
+    exec 3>&-; . "$d.sh" ) <"$i" >"$d.out" 2>"$d.err" &
+  wait $!
+  echo "rc $?" >&3
+}
+while :; do
+  while read -r n; do ( run "$n" & ); done < /.sparring/req
+done
+"""
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def orphaned(owner: int) -> bool:
+    return owner != os.getpid() and not (owner > 0 and pid_alive(owner))
+
+
+def pids_root() -> Path | None:
+    """The pids controller's hierarchy (v1 ``pids/`` or the v2 root), if this process may write it."""
+    for p in (CGROUP_ROOT / "pids", CGROUP_ROOT):
+        if (p / "cgroup.procs").is_file() and (p.name == "pids" or (p / "cgroup.controllers").is_file()):
+            return p if os.access(p, os.W_OK) else None
+    return None
+
+
+def cg_dirs(name: str) -> list[Path]:
+    """Every directory called ``name`` directly under a cgroup hierarchy root (v1 and v2)."""
+    out = [CGROUP_ROOT / name] if (CGROUP_ROOT / "cgroup.controllers").is_file() else []
+    with contextlib.suppress(OSError):
+        out += [h / name for h in CGROUP_ROOT.iterdir() if (h / name).is_dir()]
+    return [p for p in out if p.is_dir()]
+
+
+def cg_procs(d: Path) -> list[int]:
+    try:
+        return [int(x) for x in (d / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def kill_cgroup(d: Path, rounds: int = 50) -> None:
+    """SIGKILL every process in cgroup ``d`` until it is empty (a fork race ends within the pids limit)."""
+    for _ in range(rounds):
+        pids = cg_procs(d)
+        if not pids:
+            return
+        for p in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, signal.SIGKILL)
+        time.sleep(0.002)
+
+
+def kill_tree(d: Path) -> None:
+    """Kill every process in cgroup ``d`` and in the cgroups a command made below it."""
+    for dirpath, _, _ in os.walk(d):
+        kill_cgroup(Path(dirpath))
+
+
+def tree_empty(d: Path) -> bool:
+    return all(not cg_procs(Path(dirpath)) for dirpath, _, _ in os.walk(d))
+
+
+def rmdir_tree(d: Path) -> None:
+    """Remove a cgroup directory and its children, deepest first (cgroupfs only allows rmdir)."""
+    if not d.is_dir():
+        return
+    for dirpath, dirnames, _ in os.walk(d, topdown=False):
+        for sub in dirnames:
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(dirpath, sub))
+    with contextlib.suppress(OSError):
+        os.rmdir(d)
+
+
+def copy_layer_entry(src: str, dst: str) -> None:
+    """copytree's copy function for an overlay upper dir: whiteouts (0/0 char devices) stay whiteouts."""
+    st = os.lstat(src)
+    if stat.S_ISCHR(st.st_mode):
+        os.mknod(dst, st.st_mode, st.st_rdev)
+    else:
+        shutil.copy2(src, dst, follow_symlinks=False)
+
+
+def remove_cgroups(sid: str, wait_s: float = 3.0) -> None:
+    """Kill what is left in the sandbox's cgroups (conmon may still be exiting) and remove them."""
+    deadline = time.monotonic() + wait_s
+    for d in cg_dirs(CG_PREFIX + sid):
+        while True:
+            for dirpath, _, _ in os.walk(d):
+                kill_cgroup(Path(dirpath), rounds=5)
+            rmdir_tree(d)
+            if not d.exists() or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+
+
+class Sink:
+    """Collects one non-blocking FIFO on the event loop: keeps ``cap`` bytes, counts the rest, notes EOF."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, fd: int, cap: int, on_data: Callable[[], None] | None = None
+    ) -> None:
+        self.loop, self.fd, self.cap = loop, fd, cap
+        self.buf = bytearray()
+        self.dropped = 0
+        self.eof: asyncio.Future[None] = loop.create_future()
+        self.on_data = on_data
+        loop.add_reader(fd, self._read)
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.close()
+                return
+            room = self.cap - len(self.buf)
+            if room > 0:
+                self.buf += chunk[:room]
+            self.dropped += max(0, len(chunk) - max(room, 0))
+            if self.on_data is not None:
+                self.on_data()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            self.loop.remove_reader(self.fd)
+            os.close(self.fd)
+            self.fd = -1
+        if not self.eof.done():
+            self.eof.set_result(None)
+
+    def text(self) -> str:
+        t = bytes(self.buf).decode("utf-8", errors="replace")
+        return t + TRUNC_MARKER.format(n=self.dropped) if self.dropped else t
+
+
+class HostFiles:
+    """read_file / write_file / delete_file / list_dir for a sandbox whose merged workspace is ``self.ws``."""
+
+    ws: Path
+    id: str
+    closed: bool
+
+    if TYPE_CHECKING:
+
+        async def exec(
+            self,
+            cmd: list[str] | str,
+            timeout: float = 30.0,
+            env: dict[str, str] | None = None,
+            cwd: str = WORKSPACE,
+            stdin: bytes | None = None,
+        ) -> ExecResult: ...
+
+    def _rel(self, path: str) -> str | None:
+        if not path.startswith("/"):
+            return path
+        if path == WORKSPACE or path.startswith(WORKSPACE + "/"):
+            return path[len(WORKSPACE) :].lstrip("/")
+        return None
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SandboxError(f"sandbox {self.id} is closed")
+
+    async def read_file(self, path: str) -> bytes:
+        self._check_open()
+        rel = self._rel(path)
+        if rel is None:
+            r = await self.exec(["cat", "--", path], timeout=10)
+            if r.exit_code != 0:
+                raise FileNotFoundError(2, r.stderr.strip() or "cannot read", path)
+            return r.stdout.encode()
+        fd = mounts.open_beneath(self.ws, rel, os.O_RDONLY)
+        with os.fdopen(fd, "rb") as f:
+            return f.read()
+
+    async def write_file(self, path: str, content: bytes) -> None:
+        self._check_open()
+        rel = self._rel(path)
+        if rel is None:
+            raise SandboxError(f"can only write under {WORKSPACE}: {path}")
+        try:
+            fd = mounts.open_beneath(
+                self.ws, rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, make_parents=True
+            )
+            with os.fdopen(fd, "wb") as f:
+                f.write(content)
+        except OSError as e:
+            if e.errno == 28:  # ENOSPC: the disk quota
+                raise OSError(28, "disk quota of the sandbox exceeded", path) from None
+            raise
+
+    async def delete_file(self, path: str) -> None:
+        self._check_open()
+        rel = self._rel(path)
+        if rel is None:
+            raise SandboxError(f"can only delete under {WORKSPACE}: {path}")
+        parts = mounts.split_beneath(rel)
+        if not parts:
+            raise SandboxError("cannot delete the workspace itself")
+        parent = "/".join(parts[:-1])
+        fd = (
+            mounts.open_beneath(self.ws, parent, os.O_RDONLY | os.O_DIRECTORY)
+            if parent
+            else os.open(self.ws, os.O_RDONLY | os.O_DIRECTORY)
+        )
+        try:
+            os.unlink(parts[-1], dir_fd=fd)
+        finally:
+            os.close(fd)
+
+    async def list_dir(self, path: str = WORKSPACE) -> list[str]:
+        self._check_open()
+        rel = self._rel(path)
+        if rel is None:
+            r = await self.exec(["ls", "-1A", "--", path], timeout=10)
+            if r.exit_code != 0:
+                raise FileNotFoundError(2, r.stderr.strip() or "cannot list", path)
+            return r.stdout.split()
+        fd = (
+            mounts.open_beneath(self.ws, rel, os.O_RDONLY | os.O_DIRECTORY)
+            if mounts.split_beneath(rel)
+            else os.open(self.ws, os.O_RDONLY | os.O_DIRECTORY)
+        )
+        try:
+            return sorted(e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in os.scandir(fd))
+        finally:
+            os.close(fd)
