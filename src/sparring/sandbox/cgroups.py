@@ -199,14 +199,14 @@ class CgroupSet:
 
         with contextlib.suppress(OSError):
             self.thaw()  # frozen processes cannot die
-        for _ in range(50):
+        for _ in range(500):
             left = self.pids()
             if not left:
                 break
             for p in left:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(p, signal.SIGKILL)
-            time.sleep(0.01)
+            time.sleep(0.001)
         for d in self.dirs.values():
             try:
                 d.rmdir()

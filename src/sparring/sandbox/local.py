@@ -98,6 +98,7 @@ class LocalBackend:
             self.userns_fd = make_user_namespace(AGENT_UID, AGENT_HOST_UID)
         self.layers = LayerStore(self.root, owner=self.agent_uid)
         self.home = reaper.sandbox_home(self.root)
+        self.seccomp_program = seccomp.build_filter()
         self.plan = RootPlan.build(self.environment)
         self.server_kind, self.server = install_server(self.root, server or os.environ.get("SPARRING_EXEC_SERVER", "auto"))
         self.reap_stale()
@@ -223,7 +224,7 @@ class LocalSandbox:
             await self.proxy.start()
             if b.overlay:
                 mounts.bind(self.dir / "proxy", self.rootdir / "run/sparring", readonly=True)
-        sc_args, sc_fd = seccomp.bwrap_args()  # bubblewrap installs the filter just before the server starts
+        sc_args, sc_fd = seccomp.bwrap_args(b.seccomp_program)  # installed by bubblewrap before the server starts
         fds = [sc_fd] + ([b.userns_fd] if b.userns_fd is not None else [])
         argv = self._launcher() + self._bwrap_argv(sc_args)
         try:

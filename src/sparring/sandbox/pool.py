@@ -133,6 +133,9 @@ class SandboxPool:
 
     async def warm(self, workspace: Path | Task, n: int) -> None:
         spec = await self._spec(workspace) if isinstance(workspace, Task) else SandboxSpec(workspace=workspace)
+        await self.warm_spec(spec, n)
+
+    async def warm_spec(self, spec: SandboxSpec, n: int) -> None:
         made = await asyncio.gather(*(self.backend.create(spec) for _ in range(n)))
         async with self._cond:
             self._idle[spec.model_dump_json()].extend(made)
