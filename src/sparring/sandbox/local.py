@@ -47,6 +47,7 @@ from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceD
 from sparring.sandbox.cgroups import CgroupSet
 from sparring.sandbox.channel import ExecChannel, OutputCallback
 from sparring.sandbox.environment import AGENT_GID, AGENT_HOST_UID, AGENT_UID, HOSTNAME, SandboxEnvironment
+from sparring.sandbox.hostfiles import HostFiles
 from sparring.sandbox.layers import LayerStore, Snapshot
 from sparring.sandbox.netns import make_user_namespace, set_loopback
 from sparring.sandbox.proxy import PROXY_PORT, AllowlistProxy, Attempt, parse_allow
@@ -167,7 +168,7 @@ class LocalBackend:
         return reaper.reap(self.root)
 
 
-class LocalSandbox:
+class LocalSandbox(HostFiles):
     """One sandbox of the local backend. Use ``await backend.create(spec)``."""
 
     def __init__(
@@ -179,7 +180,8 @@ class LocalSandbox:
         self.dir = backend.home / f"sb-{self.id}"
         self.rootdir = self.dir / "root"
         self.rw = self.dir / "rw"
-        self.merged = self.rootdir / "workspace"
+        self.merged = self.ws = self.rootdir / "workspace"
+        self.files_owner = backend.agent_uid
         self._empty = self.dir / "empty"
         self._lower = lower
         self.layers = layers
@@ -357,6 +359,9 @@ class LocalSandbox:
         except OSError:
             shutil.rmtree(self.dir, ignore_errors=True)
 
+    def _check_open(self) -> None:
+        self._live()
+
     def _live(self) -> ExecChannel:
         if self.closed:
             raise SandboxError(f"sandbox {self.id} is closed")
@@ -460,80 +465,6 @@ class LocalSandbox:
         if self.channel is not None:
             self.channel.kill()
         raise SandboxError(f"sandbox {self.id}: {why}; it was killed")
-
-    # ---------- files (host side, never following a symlink) ----------
-    def _rel(self, path: str) -> str | None:
-        """Path relative to /workspace, or None when it lies outside it."""
-        if not path.startswith("/"):
-            return path
-        if path == WORKSPACE or path.startswith(WORKSPACE + "/"):
-            return path[len(WORKSPACE) :].lstrip("/")
-        return None
-
-    async def read_file(self, path: str) -> bytes:
-        rel = self._rel(path)
-        if rel is None:
-            r = await self.exec(["cat", "--", path], timeout=10)
-            if r.exit_code != 0:
-                raise FileNotFoundError(2, r.stderr.strip() or "cannot read", path)
-            return r.stdout.encode()
-        self._live()
-        fd = mounts.open_beneath(self.merged, rel, os.O_RDONLY)
-        with os.fdopen(fd, "rb") as f:
-            return f.read()
-
-    async def write_file(self, path: str, content: bytes) -> None:
-        rel = self._rel(path)
-        if rel is None:
-            raise SandboxError(f"can only write under {WORKSPACE}: {path}")
-        self._live()
-        try:
-            fd = mounts.open_beneath(
-                self.merged, rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, make_parents=True,
-                owner=self.backend.agent_uid,
-            )  # fmt: skip
-            with os.fdopen(fd, "wb") as f:
-                f.write(content)
-        except OSError as e:
-            if e.errno == 28:  # ENOSPC: the disk quota
-                raise OSError(28, "disk quota of the sandbox exceeded", path) from None
-            raise
-
-    async def delete_file(self, path: str) -> None:
-        rel = self._rel(path)
-        if rel is None:
-            raise SandboxError(f"can only delete under {WORKSPACE}: {path}")
-        self._live()
-        parts = mounts.split_beneath(rel)
-        parent = "/".join(parts[:-1])
-        fd = mounts.open_beneath(self.merged, parent, os.O_RDONLY | os.O_DIRECTORY) if parent else os.open(
-            self.merged, os.O_RDONLY | os.O_DIRECTORY
-        )
-        try:
-            os.unlink(parts[-1], dir_fd=fd)
-        finally:
-            os.close(fd)
-
-    async def list_dir(self, path: str = WORKSPACE) -> list[str]:
-        rel = self._rel(path)
-        if rel is None:
-            r = await self.exec(["ls", "-1A", "--", path], timeout=10)
-            if r.exit_code != 0:
-                raise FileNotFoundError(2, r.stderr.strip() or "cannot list", path)
-            return r.stdout.split()
-        self._live()
-        fd = (
-            mounts.open_beneath(self.merged, rel, os.O_RDONLY | os.O_DIRECTORY)
-            if mounts.split_beneath(rel)
-            else os.open(self.merged, os.O_RDONLY | os.O_DIRECTORY)
-        )
-        try:
-            out = []
-            for e in os.scandir(fd):
-                out.append(e.name + ("/" if e.is_dir(follow_symlinks=False) else ""))
-            return sorted(out)
-        finally:
-            os.close(fd)
 
     async def diff(self) -> WorkspaceDiff:
         """The change to /workspace, taken with the sandbox frozen so nothing moves under the walk."""

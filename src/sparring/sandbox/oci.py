@@ -48,6 +48,7 @@ from pathlib import Path
 from sparring.errors import SandboxError, SandboxUnavailableError
 from sparring.sandbox import mounts
 from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
+from sparring.sandbox.hostfiles import HostFiles
 from sparring.sandbox.oci_image import ensure_image, first_line, podman_argv, podman_cycle_ms, ulimit_flags
 from sparring.sandbox.oci_support import (
     BASE_ENV,
@@ -57,17 +58,16 @@ from sparring.sandbox.oci_support import (
     NOBODY,
     OUTPUT_CAP,
     SERVER_SH,
-    HostFiles,
     Sink,
     cg_procs,
     copy_layer_entry,
     kill_tree,
-    orphaned,
     pids_root,
     remove_cgroups,
     rmdir_tree,
     tree_empty,
 )
+from sparring.sandbox.reaper import orphaned
 from sparring.sandbox.workspace import tree_diff
 
 __all__ = ["CG_PREFIX", "CGROUP_ROOT", "OCIBackend", "OCISandbox", "podman_cycle_ms"]

@@ -16,11 +16,6 @@ import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from sparring.errors import SandboxError
-from sparring.sandbox import mounts
-from sparring.sandbox.base import WORKSPACE, ExecResult
 
 OUTPUT_CAP = 1 << 20  # bytes kept per stream; the rest is counted and dropped
 TRUNC_MARKER = "\n[... output truncated by sparring: {n} more bytes ...]\n"
@@ -53,20 +48,6 @@ while :; do
   while read -r n; do ( run "$n" & ); done < /.sparring/req
 done
 """
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def orphaned(owner: int) -> bool:
-    return owner != os.getpid() and not (owner > 0 and pid_alive(owner))
 
 
 def pids_root() -> Path | None:
@@ -190,98 +171,3 @@ class Sink:
     def text(self) -> str:
         t = bytes(self.buf).decode("utf-8", errors="replace")
         return t + TRUNC_MARKER.format(n=self.dropped) if self.dropped else t
-
-
-class HostFiles:
-    """read_file / write_file / delete_file / list_dir for a sandbox whose merged workspace is ``self.ws``."""
-
-    ws: Path
-    id: str
-    closed: bool
-
-    if TYPE_CHECKING:
-
-        async def exec(
-            self,
-            cmd: list[str] | str,
-            timeout: float = 30.0,
-            env: dict[str, str] | None = None,
-            cwd: str = WORKSPACE,
-            stdin: bytes | None = None,
-        ) -> ExecResult: ...
-
-    def _rel(self, path: str) -> str | None:
-        if not path.startswith("/"):
-            return path
-        if path == WORKSPACE or path.startswith(WORKSPACE + "/"):
-            return path[len(WORKSPACE) :].lstrip("/")
-        return None
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise SandboxError(f"sandbox {self.id} is closed")
-
-    async def read_file(self, path: str) -> bytes:
-        self._check_open()
-        rel = self._rel(path)
-        if rel is None:
-            r = await self.exec(["cat", "--", path], timeout=10)
-            if r.exit_code != 0:
-                raise FileNotFoundError(2, r.stderr.strip() or "cannot read", path)
-            return r.stdout.encode()
-        fd = mounts.open_beneath(self.ws, rel, os.O_RDONLY)
-        with os.fdopen(fd, "rb") as f:
-            return f.read()
-
-    async def write_file(self, path: str, content: bytes) -> None:
-        self._check_open()
-        rel = self._rel(path)
-        if rel is None:
-            raise SandboxError(f"can only write under {WORKSPACE}: {path}")
-        try:
-            fd = mounts.open_beneath(
-                self.ws, rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, make_parents=True
-            )
-            with os.fdopen(fd, "wb") as f:
-                f.write(content)
-        except OSError as e:
-            if e.errno == 28:  # ENOSPC: the disk quota
-                raise OSError(28, "disk quota of the sandbox exceeded", path) from None
-            raise
-
-    async def delete_file(self, path: str) -> None:
-        self._check_open()
-        rel = self._rel(path)
-        if rel is None:
-            raise SandboxError(f"can only delete under {WORKSPACE}: {path}")
-        parts = mounts.split_beneath(rel)
-        if not parts:
-            raise SandboxError("cannot delete the workspace itself")
-        parent = "/".join(parts[:-1])
-        fd = (
-            mounts.open_beneath(self.ws, parent, os.O_RDONLY | os.O_DIRECTORY)
-            if parent
-            else os.open(self.ws, os.O_RDONLY | os.O_DIRECTORY)
-        )
-        try:
-            os.unlink(parts[-1], dir_fd=fd)
-        finally:
-            os.close(fd)
-
-    async def list_dir(self, path: str = WORKSPACE) -> list[str]:
-        self._check_open()
-        rel = self._rel(path)
-        if rel is None:
-            r = await self.exec(["ls", "-1A", "--", path], timeout=10)
-            if r.exit_code != 0:
-                raise FileNotFoundError(2, r.stderr.strip() or "cannot list", path)
-            return r.stdout.split()
-        fd = (
-            mounts.open_beneath(self.ws, rel, os.O_RDONLY | os.O_DIRECTORY)
-            if mounts.split_beneath(rel)
-            else os.open(self.ws, os.O_RDONLY | os.O_DIRECTORY)
-        )
-        try:
-            return sorted(e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in os.scandir(fd))
-        finally:
-            os.close(fd)
