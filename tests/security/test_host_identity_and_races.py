@@ -1,4 +1,9 @@
-"""Guarantees issue 4 demands that the current local sandbox does not give yet.
+"""Host identity and race guarantees: each of these once failed on the local sandbox.
+
+No host environment inside; the agent is never host root (so host sysctls and
+device nodes are not its own); every byte written counts against the quota;
+a timed-out command is dead when exec returns; diff() never follows a
+directory swapped for a symlink.
 
 Each test is a real attack (bounded, scratch paths only, never a harmful write:
 write permission is probed with access(2) or an open that is closed unwritten).
