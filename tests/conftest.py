@@ -7,69 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sparring.tasks.loader import Task, write_task
-from sparring.tasks.spec import JudgeSpec, TaskSpec
-
-BUGGY = '''\
-def clamp(x, lo, hi):
-    """Clamp x into [lo, hi]."""
-    if x < lo:
-        return lo
-    if x > hi:
-        return lo
-    return x
-'''
-FIXED = BUGGY.replace("        return lo\n    return x", "        return hi\n    return x")
-VISIBLE = '''\
-from mathx.core import clamp
-
-
-def test_inside():
-    assert clamp(5, 0, 10) == 5
-
-
-def test_above():
-    assert clamp(15, 0, 10) == 10
-'''
-HIDDEN = '''\
-from mathx.core import clamp
-
-
-def test_inside():
-    assert clamp(5, 0, 10) == 5
-
-
-def test_below():
-    assert clamp(-3, 0, 10) == 0
-
-
-def test_above():
-    assert clamp(15, 0, 10) == 10
-
-
-def test_above_negative_range():
-    assert clamp(0, -9, -2) == -2
-'''
-HIDDEN_IDS = [f"test_hidden_clamp.py::{n}" for n in ("test_inside", "test_below", "test_above", "test_above_negative_range")]
-
-
-def make_clamp_task(out: Path, task_id: str = "clamp-bug") -> Task:
-    spec = TaskSpec(
-        id=task_id,
-        family="code-repair",
-        instruction="The function clamp in mathx/core.py returns the wrong value for inputs above the range. "
-        "Fix the bug without editing the tests.",
-        success_criteria="All hidden tests of mathx.core.clamp pass.",
-        judge=JudgeSpec(hidden_tests=HIDDEN_IDS),
-    )
-    return write_task(
-        out,
-        spec,
-        workspace={"mathx/__init__.py": "", "mathx/core.py": BUGGY, "tests/test_core.py": VISIBLE},
-        hidden={"test_hidden_clamp.py": HIDDEN},
-        solution={"mathx/core.py": FIXED},
-    )
-
+from sparring.tasks.loader import Task
+from tests_support import make_clamp_task
 
 @pytest.fixture(scope="session")
 def backend():

@@ -84,7 +84,7 @@ def test_admission_accepts_a_good_task(judge, clamp_task):
 
 
 def test_admission_rejects_a_task_whose_solution_fails(judge, tmp_path):
-    from conftest import make_clamp_task
+    from tests_support import make_clamp_task
 
     t = make_clamp_task(tmp_path / "bad")
     (t.solution / "mathx" / "core.py").write_text(FIXED_CLAMP.replace("return hi", "return lo"))
