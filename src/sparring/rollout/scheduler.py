@@ -69,7 +69,9 @@ class RolloutScheduler:
         self.max_steps = max_steps
         self.on_done = on_done
 
-    async def _one(self, task: Task, policy: Policy, idx: int, group_id: str, run_id: str, seed: int) -> tuple[Trajectory, int]:
+    async def _one(
+        self, task: Task, policy: Policy, idx: int, group_id: str, run_id: str, seed: int
+    ) -> tuple[Trajectory, int]:
         retries = 0
         last_err = ""
         async with self.sem:
@@ -129,7 +131,8 @@ class RolloutScheduler:
         trajs = list(await asyncio.gather(*coros))
         summary.trajectories = trajs
         summary.statuses = dict(Counter(t.status for t in trajs))
-        summary.reward_mean = sum(t.reward for t in trajs) / len(trajs) if trajs else 0.0
+        judged = [t.reward for t in trajs if t.reward is not None]
+        summary.reward_mean = sum(judged) / len(judged) if judged else 0.0
         summary.pass_rate = sum(1 for t in trajs if t.passed) / len(trajs) if trajs else 0.0
         summary.seconds = time.perf_counter() - t0
         return summary
