@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import inspect
 import time
 import traceback
 import uuid
@@ -225,10 +226,14 @@ class RolloutScheduler:
     # -- one sample ------------------------------------------------------------------------------
 
     async def _sandbox(self, task: Task, ep: Episode) -> Sandbox:
+        if ep.mark is not None and "snapshot" not in inspect.signature(self.pool.backend.create).parameters:
+            ep.mark = None  # this backend cannot start from a snapshot: start over
+            ep.rewind()
         if ep.mark is not None:  # continue from the last snapshot in a fresh sandbox
             spec = await self.pool._spec(task)
-            create: Any = self.pool.backend.create
-            return await create(spec, snapshot=ep.mark.snapshot_id)  # type: ignore[no-any-return]
+            create: Any = self.pool.backend.create  # backends that snapshot take `snapshot=` (local, OCI)
+            sb: Sandbox = await create(spec, snapshot=ep.mark.snapshot_id)
+            return sb
         return await self.pool.acquire(task)
 
     def _episode(self, s: _Sample, policy: Policy, seed: int) -> Episode:
