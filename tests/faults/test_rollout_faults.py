@@ -134,3 +134,67 @@ def test_spares_complete_a_group_whose_member_keeps_failing(backend, clamp_task,
     assert len(ok) == 2 and {t.status for t in trajs} == {"ok", "infra_error"} and total == 3
     assert s.statuses == {"ok": 2, "infra_error": 1}
     store.close()
+
+
+class _SlowPolicy:
+    """Answers its second turn only after 5 s (a model server that stalls)."""
+
+    name = "slow"
+    version = 0
+
+    async def act(self, request):
+        if sum(m["role"] == "assistant" for m in request.messages) >= 1:
+            await asyncio.sleep(5)
+        return await OraclePolicy().act(request)
+
+    async def close(self):
+        return None
+
+
+class _SlowJudge:
+    version = "slow/1"
+
+    async def score(self, task, diff):
+        await asyncio.sleep(5)
+
+
+def test_policy_turn_and_judge_stage_limits_type_the_overrun(backend, clamp_task, tmp_path):
+    store = SQLiteStore(tmp_path / "s.db")
+    s = run(backend, backend, store, [clamp_task], _SlowPolicy(), 1, "slowpol", concurrency=1,
+            limits=StageLimits(policy_turn_s=0.3))  # fmt: skip
+    (t,) = assert_accounted(store, "slowpol", 1)
+    assert s.statuses == {"policy_error": 1} and "policy turn exceeded 0.3s" in (t.error or "")
+    assert len(t.steps) == 1 and t.reward is None
+
+    async def go():
+        pool = SandboxPool(backend)
+        try:
+            sched = RolloutScheduler(
+                pool, _SlowJudge(), store, limits=StageLimits(judge_s=0.3), judge_retries=1
+            )
+            return await sched.run([clamp_task], OraclePolicy(), 1, run_id="slowjudge")
+        finally:
+            await pool.close()
+
+    s = asyncio.run(go())
+    (t,) = assert_accounted(store, "slowjudge", 1)
+    assert s.statuses == {"judge_error": 1} and "judge exceeded its 0.3s stage limit" in (t.error or "")
+    assert t.submitted and t.reward is None
+    store.close()
+
+
+def test_exported_rows_carry_the_tools_each_trajectory_was_offered(backend, clamp_task, tmp_path):
+    import json
+
+    from sparring.store.base import TrajQuery
+    from sparring.store.export import export_jsonl
+
+    store = SQLiteStore(tmp_path / "s.db")
+    run(backend, backend, store, [clamp_task], OraclePolicy(), 1, "exp", concurrency=1)
+    export_jsonl(store, TrajQuery(run_id="exp", limit=None), tmp_path / "out.jsonl")
+    (row,) = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert {t["function"]["name"] for t in row["tools"]} >= {"bash", "str_replace", "submit"}
+    assert [m["role"] for m in row["messages"]][:3] == ["system", "user", "assistant"] and row[
+        "reward"
+    ] == 1.0
+    store.close()

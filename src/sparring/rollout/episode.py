@@ -75,13 +75,16 @@ def _safe_args(raw: Any) -> dict[str, Any] | None:
 
 @dataclass
 class _Mark:
-    """Where a snapshot was taken: its id and the episode's lengths at that moment."""
+    """Where a snapshot was taken: its id and the episode's lengths and clocks at that moment."""
 
     snapshot_id: str
     step: int
     messages: int
     steps: int
     traces: int
+    play_ms: float = 0.0
+    policy_ms: float = 0.0
+    tool_ms: float = 0.0
 
 
 @dataclass
@@ -111,6 +114,7 @@ class Episode:
     policy_version: int = 0
     tools: list[dict[str, Any]] = field(default_factory=list)
     tool_limit: float = 0.0
+    _play_start: float = 0.0
 
     def __post_init__(self) -> None:
         lim = self.task.spec.limits
@@ -122,15 +126,20 @@ class Episode:
         self.tool_limit = self.limits.tool_call_s or (lim.exec_timeout_s * 4 + 10.0)
 
     def rewind(self) -> bool:
-        """Drop everything after the last snapshot (or everything); True if a snapshot is left to restore."""
-        m = self.mark
-        if m is None:
-            self.messages, self.steps, self.traces = initial_messages(self.task), [], []
-            self.step = 0
-            return False
-        del self.messages[m.messages :], self.steps[m.steps :], self.traces[m.traces :]
-        self.step = m.step
-        return True
+        """Drop everything after the last snapshot (or everything); True if a snapshot is left to restore.
+
+        The clocks go back too: work lost to an infrastructure fault does not
+        eat into the policy's wall budget.
+        """
+        self.status, self.error, self.submitted = "truncated", None, False
+        m = self.mark or _Mark("", 0, 0, 0, 0)
+        if self.mark is None:
+            self.messages = initial_messages(self.task)
+        else:
+            del self.messages[m.messages :]
+        del self.steps[m.steps :], self.traces[m.traces :]
+        self.step, self.play_ms, self.policy_ms, self.tool_ms = m.step, m.play_ms, m.policy_ms, m.tool_ms
+        return self.mark is not None
 
     async def _act(self, req: ActRequest, remaining: float) -> Any:
         limit = min(remaining, self.limits.policy_turn_s) if self.limits.policy_turn_s else remaining
@@ -141,7 +150,7 @@ class Episode:
 
     async def play(self, sandbox: Sandbox) -> None:
         """Run the agent loop on ``sandbox`` until a final status; SandboxError on an infra fault."""
-        t_start = time.perf_counter()
+        t_start = self._play_start = time.perf_counter()
         deadline = time.monotonic() + max(0.0, self.wall_s - self.play_ms / 1000)
         executor = ToolExecutor(
             sandbox, self.task.spec.tools, exec_timeout=self.task.spec.limits.exec_timeout_s
@@ -202,7 +211,9 @@ class Episode:
                 return True
         if self.snapshot_every and self.step % self.snapshot_every == 0:
             sid = await asyncio.wait_for(sandbox.snapshot(), self.tool_limit)
-            self.mark = _Mark(sid, self.step, len(self.messages), len(self.steps), len(self.traces))
+            elapsed = self.play_ms + (time.perf_counter() - self._play_start) * 1000
+            self.mark = _Mark(sid, self.step, len(self.messages), len(self.steps), len(self.traces), elapsed,
+                              self.policy_ms, self.tool_ms)  # fmt: skip
         return False
 
     async def _call(self, executor: ToolExecutor, call: dict[str, Any]) -> bool:
