@@ -1,6 +1,6 @@
 """Sandbox lifecycle benchmark; prints one JSON object (same as `sparring sandbox bench --json`).
 
-    python benchmarks/sandbox_bench.py [--n 50] [--concurrency 4] [--alive 500] [--podman]
+python benchmarks/sandbox_bench.py [--n 50] [--concurrency 4] [--alive 500] [--podman]
 """
 
 from __future__ import annotations

@@ -107,12 +107,12 @@ def test_background_processes_persist_between_calls_and_die_on_close(backend):
 def test_a_service_started_in_one_call_answers_the_next(backend):
     async def body(sb):
         await sb.exec(
-            "python3 -c 'import http.server as h; h.HTTPServer((\"127.0.0.1\", 8765), h.SimpleHTTPRequestHandler)"
+            'python3 -c \'import http.server as h; h.HTTPServer(("127.0.0.1", 8765), h.SimpleHTTPRequestHandler)'
             ".serve_forever()' > /tmp/server.log 2>&1 &"
         )
         return await sb.exec(
             "for i in $(seq 100); do python3 -c 'import urllib.request as u; "
-            "print(u.urlopen(\"http://127.0.0.1:8765/\").status)' 2>/dev/null && break; sleep 0.05; done",
+            'print(u.urlopen("http://127.0.0.1:8765/").status)\' 2>/dev/null && break; sleep 0.05; done',
             timeout=30,
         )
 

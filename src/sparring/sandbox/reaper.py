@@ -52,6 +52,18 @@ def _owner(d: Path) -> int:
         return -1
 
 
+# A sandbox directory is made, then its tmpfs mounted, then its owner written: for that moment it
+# has no owner file. Another process's reap must not take it for an orphan.
+UNOWNED_GRACE_S = 60.0
+
+
+def _unowned_and_young(d: Path) -> bool:
+    try:
+        return time.time() - d.stat().st_mtime < UNOWNED_GRACE_S
+    except OSError:
+        return False
+
+
 def remove_sandbox_dir(d: Path) -> None:
     """Kill what is left in the sandbox's cgroups, unmount everything below it, remove it."""
     with contextlib.suppress(OSError):
@@ -113,6 +125,8 @@ def reap(root: Path, owner: int | None = None) -> int:
         o = _owner(d)
         if (owner is not None and o != owner) or not orphaned(o):
             continue
+        if o == -1 and _unowned_and_young(d):
+            continue  # being created right now by some process
         remove_sandbox_dir(d)
         n += 1
     if (root / "layers").is_dir():
