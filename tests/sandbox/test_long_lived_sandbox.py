@@ -288,6 +288,19 @@ def test_network_none_is_an_empty_namespace_and_loopback_is_private(backend):
     loop = run(_with(backend, SandboxSpec(network="loopback"), lambda sb: sb.exec(probe)))
     assert none.stdout.startswith("no network:")
     assert loop.stdout.startswith("loopback works")
+    # and the agent cannot bring the loopback up itself: it holds no capability over its namespace
+    up = (
+        "python3 - <<'PY'\n"
+        "import fcntl, socket, struct\n"
+        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "try:\n"
+        "    fcntl.ioctl(s, 0x8914, struct.pack('16sH14x', b'lo', 1)); print('raised lo')\n"
+        "except OSError as e:\n"
+        "    print('refused', e.errno)\n"
+        "PY\n"
+    )
+    r = run(_with(backend, SandboxSpec(network="none"), lambda sb: sb.exec(up)))
+    assert r.stdout.startswith("refused"), r
 
 
 def test_allowlist_proxy_reaches_only_allowed_hosts_and_logs_every_attempt(backend):

@@ -49,7 +49,7 @@ from sparring.sandbox.channel import ExecChannel, OutputCallback
 from sparring.sandbox.environment import AGENT_GID, AGENT_HOST_UID, AGENT_UID, HOSTNAME, SandboxEnvironment
 from sparring.sandbox.hostfiles import HostFiles
 from sparring.sandbox.layers import LayerStore, Snapshot
-from sparring.sandbox.netns import make_user_namespace, set_loopback
+from sparring.sandbox.netns import NetnsPool, make_user_namespace, set_loopback
 from sparring.sandbox.proxy import PROXY_PORT, AllowlistProxy, Attempt, parse_allow
 from sparring.sandbox.rootfs import HOME, SERVER, WRITABLE, RootPlan, install_server
 from sparring.sandbox.workspace import tree_diff
@@ -104,6 +104,8 @@ class LocalBackend:
         self.server_kind, self.server = install_server(
             self.root, server or os.environ.get("SPARRING_EXEC_SERVER", "auto")
         )
+        # Network namespaces made ahead of time; the C server's launcher enters them (as root only).
+        self.netns: NetnsPool | None = NetnsPool() if self.overlay and self.server_kind == "c" else None
         self.reap_stale()
         reaper.ensure_watchdog(self.root)
 
@@ -242,14 +244,19 @@ class LocalSandbox(HostFiles):
             b.seccomp_program
         )  # installed by bubblewrap before the server starts
         fds = [sc_fd] + ([b.userns_fd] if b.userns_fd is not None else [])
-        argv = self._launcher() + self._bwrap_argv(sc_args)
+        net_fd = b.netns.take(loopback=s.network != "none") if b.netns is not None else None
+        if net_fd is not None:
+            fds.append(net_fd)
+        argv = self._launcher(net_fd) + self._bwrap_argv(sc_args, own_netns=net_fd is None)
         try:
             self.channel = await ExecChannel.open(
                 argv, {"PATH": "/usr/bin:/bin"}, self.dir / "bwrap.log", pass_fds=tuple(fds)
             )
         finally:
             seccomp.close_fd(sc_fd)
-        if s.network == "none" and os.geteuid() == 0:
+            if net_fd is not None:
+                os.close(net_fd)
+        if net_fd is None and s.network == "none" and os.geteuid() == 0:
             set_loopback(self.server_host_pid(), up=False)  # an empty network namespace: not even loopback
 
     def _bind_static(self) -> None:
@@ -268,24 +275,26 @@ class LocalSandbox(HostFiles):
                 os.chown(src, uid, uid)
             mounts.bind(Path(src), r / dest.lstrip("/"))
 
-    def _launcher(self) -> list[str]:
-        """Join the sandbox's cgroups, then exec bubblewrap: nothing of the sandbox runs outside its limits."""
+    def _launcher(self, net_fd: int | None) -> list[str]:
+        """Join the sandbox's cgroups (and network namespace), then exec bubblewrap: nothing of the
+        sandbox runs outside its limits."""
         b = self.backend
         cg = ":".join(map(str, self.cg.procs_files()))
+        if b.server_kind == "c" and (cg or net_fd is not None):
+            net = "-" if net_fd is None else str(net_fd)
+            return [str(b.server), "--launch", str(os.getuid()), str(os.getgid()), cg, net, "--"]
         if not cg:
             return []
-        if b.server_kind == "c":
-            return [str(b.server), "--launch", str(os.getuid()), str(os.getgid()), cg, "--"]
         return ["/bin/sh", "-c", _JOIN_CGROUPS, "sparring-join", cg]
 
-    def _bwrap_argv(self, extra: list[str]) -> list[str]:
+    def _bwrap_argv(self, extra: list[str], own_netns: bool = True) -> list[str]:
         s, b = self.spec, self.backend
         a: list[str] = [b.bwrap or "bwrap", *extra]
         if (
             b.userns_fd is not None
         ):  # the backend's user namespace: uid 1000 inside is an unprivileged host user
-            a += ["--userns", str(b.userns_fd), "--unshare-pid", "--unshare-net", "--unshare-ipc"]
-            a += ["--unshare-uts", "--unshare-cgroup"]
+            a += ["--userns", str(b.userns_fd), "--unshare-pid", "--unshare-ipc"]
+            a += ["--unshare-uts", "--unshare-cgroup"] + (["--unshare-net"] if own_netns else [])
         else:  # unprivileged: bubblewrap makes the user namespace, uid 1000 maps to the caller
             a += ["--unshare-all", "--unshare-user", "--disable-userns"]
         a += ["--die-with-parent", "--as-pid-1", "--cap-drop", "ALL"]
