@@ -107,6 +107,35 @@ def exec_cmd(
     raise typer.Exit(r.exit_code)
 
 
+@app.command("tune")
+@guarded
+def tune(
+    apply: bool = typer.Option(False, "--apply", help="Set cgroup favordynmods (root; until reboot)."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Show (or --apply) the host setting that keeps sandbox create fast on a quiet host."""
+    import os
+
+    from sparring.sandbox import tuning
+
+    if apply:
+        if os.geteuid() != 0:
+            raise fail("sandbox tune --apply needs root: run it with sudo, or leave the host as it is", 2)
+        tuning.apply()
+    st = tuning.state()
+    if json_out:
+        emit_json(st)
+    elif not st["supported"]:
+        err_console.print("no cgroup v2 mount: favordynmods cannot be set on this host")
+    else:
+        on = (
+            "on"
+            if st[tuning.OPTION]
+            else "off (sandbox create waits ~10 ms on an idle host; --apply sets it)"
+        )
+        err_console.print(f"cgroup favordynmods on {st['cgroup2_mount']}: {on}")
+
+
 @app.command("bench")
 @guarded
 def bench(
@@ -139,6 +168,8 @@ def bench(
             t.add_row(k, f"{res[k + '_ms']:.2f}", f"{res[k + '_p99_ms']:.2f}")
         err_console.print(t)
         err_console.print(f"max concurrent: {res['max_concurrent']}  mode: {res['mode']}")
+        if not res.get("cgroup_favordynmods"):
+            err_console.print("note: cgroup favordynmods is off; see `sparring sandbox tune`")
         if "podman_ratio" in res:
             err_console.print(
                 f"podman cycle: {res['podman_cycle_ms']} ms, {res['podman_ratio']}x the local one"

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from sparring.sandbox import tuning
 from sparring.sandbox.base import SandboxSpec
 from sparring.sandbox.local import LocalBackend, LocalSandbox
 from sparring.sandbox.pool import SandboxPool
@@ -172,6 +173,7 @@ async def run_bench(
         execs_per_sandbox=execs,
         limits=limits,
         mode=backend.mode,
+        cgroup_favordynmods=bool(tuning.state()["favordynmods"]),
         wall_s=round(time.perf_counter() - wall, 3),
     )
     if alive:
