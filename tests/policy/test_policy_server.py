@@ -218,9 +218,7 @@ def test_cli_serve_policy_subprocess(model_dir):
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(timeout=10)
-        assert (
-            rc == 0 and time.monotonic() - t0 < 60
-        )  # a liveness bound, not a speed target (machine may be loaded)
+        assert rc == 0 and time.monotonic() - t0 < 60  # a liveness bound, not a speed target (machine may be loaded)
         assert info["url"] in proc.stderr.read().decode()
     finally:
         if proc.poll() is None:

@@ -18,9 +18,7 @@ def run_sched(backend, store, tasks, policy, group, **kw):
     async def go():
         pool = SandboxPool(backend, max_idle=2)
         try:
-            return await RolloutScheduler(pool, PytestJudge(backend), store, concurrency=2, **kw).run(
-                tasks, policy, group
-            )
+            return await RolloutScheduler(pool, PytestJudge(backend), store, concurrency=2, **kw).run(tasks, policy, group)
         finally:
             await pool.close()
 
@@ -41,11 +39,7 @@ def test_oracle_solves_and_everything_is_stored(backend, clamp_task, tmp_path):
     roles = [m["role"] for m in t.messages]
     assert roles[:2] == ["system", "user"] and roles.count("tool") == 5
     assert t.diff["files"]["mathx/core.py"]["text"].count("return hi") == 1
-    assert t.steps[2].arguments == {
-        "path": "mathx/core.py",
-        "old": "    if x > hi:\n        return lo\n    return x\n",
-        "new": "    if x > hi:\n        return hi\n    return x\n",
-    }
+    assert t.steps[2].arguments == {"path": "mathx/core.py", "old": "    if x > hi:\n        return lo\n    return x\n", "new": "    if x > hi:\n        return hi\n    return x\n"}
     assert t.timings["judge_ms"] > 0 and t.group_id and t.steps[0].duration_ms >= 0
     assert len({t.group_id for t in trajs}) == 1
     store.close()

@@ -16,9 +16,7 @@ app = typer.Typer(help="Judge: rewards from real execution.", no_args_is_help=Tr
 @guarded
 def score(
     task: Path = typer.Option(..., "--task", help="Task directory."),
-    workspace: Path = typer.Option(
-        ..., "--workspace", help="The final workspace to score (diffed against the task's initial state)."
-    ),
+    workspace: Path = typer.Option(..., "--workspace", help="The final workspace to score (diffed against the task's initial state)."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Apply WORKSPACE's diff to a pristine copy of the task, add the hidden tests, run them, print the reward."""
@@ -38,9 +36,7 @@ def score(
         emit_json(d)
     else:
         out_console.print(f"reward {res.reward:.3f}  components {res.components}  flags {res.flags}")
-        out_console.print(
-            f"tests: {res.tests.passed} passed, {res.tests.failed} failed, {res.tests.errors} errors"
-        )
+        out_console.print(f"tests: {res.tests.passed} passed, {res.tests.failed} failed, {res.tests.errors} errors")
 
 
 @app.command("regress", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

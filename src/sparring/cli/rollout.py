@@ -60,9 +60,7 @@ def _rollout(
                 counts["ok" if t.status == "ok" else "failed"] += 1
                 prog.update(bar, advance=1, info=f"ok {counts['ok']} other {counts['failed']}")
 
-            sched = RolloutScheduler(
-                pool, PytestJudge(backend), st, concurrency=concurrency, max_steps=max_steps, on_done=done
-            )
+            sched = RolloutScheduler(pool, PytestJudge(backend), st, concurrency=concurrency, max_steps=max_steps, on_done=done)
             try:
                 return await sched.run(task_list, pol, group_size, seed=seed)
             finally:

@@ -27,13 +27,7 @@ def generate(
     with err_console.status(f"generating {n} {family} tasks"):
         tasks = gen(family, n, seed, out)
     if json_out:
-        emit_json(
-            {
-                "family": family,
-                "out": str(out),
-                "tasks": [{"id": t.id, "digest": t.digest, "path": str(t.path)} for t in tasks],
-            }
-        )
+        emit_json({"family": family, "out": str(out), "tasks": [{"id": t.id, "digest": t.digest, "path": str(t.path)} for t in tasks]})
     else:
         err_console.print(f"wrote {len(tasks)} tasks to {out}")
 
@@ -52,14 +46,7 @@ def _load_all(paths: list[Path]) -> tuple[list, list[dict]]:  # type: ignore[typ
             try:
                 tasks.append(load_task(d))
             except TaskError as e:
-                broken.append(
-                    {
-                        "id": d.name,
-                        "digest": "",
-                        "ok": False,
-                        "problems": [{"rule": "spec_valid", "detail": str(e)}],
-                    }
-                )
+                broken.append({"id": d.name, "digest": "", "ok": False, "problems": [{"rule": "spec_valid", "detail": str(e)}]})
     return tasks, broken
 
 
@@ -67,9 +54,7 @@ def _load_all(paths: list[Path]) -> tuple[list, list[dict]]:  # type: ignore[typ
 @guarded
 def check(
     paths: list[Path] = typer.Argument(..., help="Task directories or directories of tasks."),
-    repeats: int = typer.Option(
-        3, "--repeats", min=1, help="Runs of the reference solution (any failure rejects)."
-    ),
+    repeats: int = typer.Option(3, "--repeats", min=1, help="Runs of the reference solution (any failure rejects)."),
     concurrency: int = typer.Option(2, "--concurrency", min=1),
     json_out: bool = JSON_OPT,
 ) -> None:
@@ -103,13 +88,7 @@ def list_cmd(path: Path = typer.Argument(..., help="Directory of tasks."), json_
 
     tasks = find_tasks(path)
     rows = [
-        {
-            "id": t.id,
-            "version": t.spec.version,
-            "family": t.spec.family,
-            "difficulty": t.spec.difficulty,
-            "digest": t.digest,
-        }
+        {"id": t.id, "version": t.spec.version, "family": t.spec.family, "difficulty": t.spec.difficulty, "digest": t.digest}
         for t in tasks
     ]
     if json_out:
@@ -143,9 +122,7 @@ def import_cmd(
     file: Path = typer.Argument(..., help="The dataset file to import."),
     fmt: str = typer.Option(..., "--format", help="Input format: function-jsonl."),
     out: Path = typer.Option(..., "--out", help="Directory to write task directories into."),
-    limit: int | None = typer.Option(
-        None, "--limit", help="Import only the first N records (all are validated)."
-    ),
+    limit: int | None = typer.Option(None, "--limit", help="Import only the first N records (all are validated)."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Import tasks from a dataset file (function-jsonl: task_id, prompt, canonical_solution, test, entry_point)."""
@@ -153,13 +130,7 @@ def import_cmd(
 
     tasks = import_tasks(fmt, file, out, limit=limit)
     if json_out:
-        emit_json(
-            {
-                "format": fmt,
-                "out": str(out),
-                "tasks": [{"id": t.id, "digest": t.digest, "path": str(t.path)} for t in tasks],
-            }
-        )
+        emit_json({"format": fmt, "out": str(out), "tasks": [{"id": t.id, "digest": t.digest, "path": str(t.path)} for t in tasks]})
     else:
         err_console.print(f"imported {len(tasks)} tasks to {out}")
 

@@ -13,16 +13,7 @@ from sparring.cli.common import emit_json, err_console, guarded, out_console, ru
 def print_iteration_table(rows: list[dict[str, Any]], heldout: dict[str, float] | None = None) -> None:
     from rich.table import Table
 
-    t = Table(
-        "iter",
-        "reward mean",
-        "pass rate",
-        "statuses",
-        "rollouts/min",
-        "loss",
-        "policy v",
-        title="RL iterations",
-    )
+    t = Table("iter", "reward mean", "pass rate", "statuses", "rollouts/min", "loss", "policy v", title="RL iterations")
     for r in rows:
         st = " ".join(f"{k}:{v}" for k, v in sorted(r["statuses"].items()))
         loss = "-" if r.get("loss") is None else f"{r['loss']:.4f}"
@@ -35,9 +26,7 @@ def print_iteration_table(rows: list[dict[str, Any]], heldout: dict[str, float] 
     err_console.print(t)
     if heldout:
         h = Table("held-out", "pass rate", "reward mean", title="Held-out tasks")
-        h.add_row(
-            "before RL", f"{heldout.get('before_rl', 0):.3f}", f"{heldout.get('before_rl_reward', 0):.3f}"
-        )
+        h.add_row("before RL", f"{heldout.get('before_rl', 0):.3f}", f"{heldout.get('before_rl_reward', 0):.3f}")
         h.add_row("after RL", f"{heldout.get('after_rl', 0):.3f}", f"{heldout.get('after_rl_reward', 0):.3f}")
         err_console.print(h)
 
@@ -67,9 +56,7 @@ def run_recipe(cfg: Any, json_out: bool) -> dict[str, Any]:
 def train(
     config: Path = typer.Option(..., "--config", help="YAML or TOML RLConfig."),
     set_: list[str] = typer.Option([], "--set", help="Override a field: --set grpo.lr=1e-3 (repeatable)."),
-    json_out: bool = typer.Option(
-        False, "--json", help="Print one JSON object on stdout; logs go to stderr."
-    ),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object on stdout; logs go to stderr."),
 ) -> None:
     """Run the RL recipe from a config file."""
     guarded(_train)(config, set_, json_out)

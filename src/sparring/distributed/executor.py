@@ -14,9 +14,7 @@ from sparring.tasks.loader import Task
 
 
 class RolloutExecutor(Protocol):
-    async def rollout(
-        self, tasks: list[Task], policy: Policy, group_size: int, *, run_id: str, seed: int
-    ) -> RolloutSummary: ...
+    async def rollout(self, tasks: list[Task], policy: Policy, group_size: int, *, run_id: str, seed: int) -> RolloutSummary: ...
 
 
 class LocalExecutor:
@@ -25,9 +23,7 @@ class LocalExecutor:
     def __init__(self, scheduler: RolloutScheduler) -> None:
         self.scheduler = scheduler
 
-    async def rollout(
-        self, tasks: list[Task], policy: Policy, group_size: int, *, run_id: str, seed: int
-    ) -> RolloutSummary:
+    async def rollout(self, tasks: list[Task], policy: Policy, group_size: int, *, run_id: str, seed: int) -> RolloutSummary:
         return await self.scheduler.run(tasks, policy, group_size, run_id=run_id, seed=seed)
 
 

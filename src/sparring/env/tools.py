@@ -115,9 +115,7 @@ class ToolExecutor:
 
     async def run(self, name: str, raw_args: str | dict[str, Any] | None) -> ToolOutcome:
         if name not in self.allowed or name not in TOOL_SCHEMAS:
-            return ToolOutcome(
-                "", error=f"unknown tool '{name}'; available: {', '.join(sorted(self.allowed))}"
-            )
+            return ToolOutcome("", error=f"unknown tool '{name}'; available: {', '.join(sorted(self.allowed))}")
         try:
             args = self._parse(raw_args)
             return await getattr(self, f"_t_{name}")(args)
@@ -189,9 +187,7 @@ class ToolExecutor:
 
     async def _t_run_tests(self, a: dict[str, Any]) -> ToolOutcome:
         extra = _str_arg(a, "args", required=False)
-        cmd = "python -m pytest -q -p no:cacheprovider tests " + " ".join(
-            shlex.quote(x) for x in shlex.split(extra)
-        )
+        cmd = "python -m pytest -q -p no:cacheprovider tests " + " ".join(shlex.quote(x) for x in shlex.split(extra))
         r = await self.sandbox.exec(cmd, timeout=self.exec_timeout * 2)
         return ToolOutcome(f"[exit {r.exit_code}]\n{r.stdout}{r.stderr}", exit_code=r.exit_code)
 

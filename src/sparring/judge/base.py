@@ -21,9 +21,7 @@ class JudgeResult(BaseModel):
     flags: list[str] = Field(default_factory=list)
     judge_version: str
     tests: TestCounts = Field(default_factory=TestCounts)
-    per_test: dict[str, str] = Field(
-        default_factory=dict, description="test id -> passed/failed/error/skipped/missing"
-    )
+    per_test: dict[str, str] = Field(default_factory=dict, description="test id -> passed/failed/error/skipped/missing")
     duration_ms: float = 0.0
     log: str = Field("", description="Tail of the test runner's output, for debugging.")
 

@@ -29,15 +29,7 @@ from sparring.tasks.loader import Task
 
 VERSION = "pytest-judge/1"
 PYTEST_INI = "[pytest]\naddopts =\nconsider_namespace_packages = false\n"
-TAMPER_NAMES = (
-    "conftest.py",
-    "pytest.ini",
-    "tox.ini",
-    "setup.cfg",
-    "pyproject.toml",
-    "sitecustomize.py",
-    "usercustomize.py",
-)
+TAMPER_NAMES = ("conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "sitecustomize.py", "usercustomize.py")
 
 
 def tampering(diff: WorkspaceDiff) -> list[str]:
@@ -118,9 +110,7 @@ class PytestJudge:
             await sb.close()
             shutil.rmtree(work, ignore_errors=True)
 
-    def _result(
-        self, task: Task, outcomes: dict[str, str], flags: list[str], t0: float, log: str
-    ) -> JudgeResult:
+    def _result(self, task: Task, outcomes: dict[str, str], flags: list[str], t0: float, log: str) -> JudgeResult:
         expected = list(task.spec.judge.hidden_tests)
         per_test = dict(outcomes)
         for t in expected:

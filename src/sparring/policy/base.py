@@ -25,11 +25,7 @@ class TokenTrace:
     logprobs: list[float] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "prompt_ids": self.prompt_ids,
-            "completion_ids": self.completion_ids,
-            "logprobs": self.logprobs,
-        }
+        return {"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids, "logprobs": self.logprobs}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TokenTrace:

@@ -70,9 +70,7 @@ class OpenAIPolicy:
         self.token_ids = token_ids
         self.extra_body = dict(extra_body or {})
         self._transport = transport
-        self._limits = httpx.Limits(
-            max_connections=max_connections, max_keepalive_connections=max_connections
-        )
+        self._limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._rng = random.Random()
@@ -85,10 +83,7 @@ class OpenAIPolicy:
         if self._client is None or self._client_loop is not loop or self._client.is_closed:
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
             self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.timeout_s),
-                limits=self._limits,
-                headers=headers,
-                transport=self._transport,
+                timeout=httpx.Timeout(self.timeout_s), limits=self._limits, headers=headers, transport=self._transport
             )
             self._client_loop = loop
         return self._client
@@ -170,9 +165,7 @@ class OpenAIPolicy:
     def _message(self, raw: dict[str, Any], history: list[Message]) -> Message:
         content = raw.get("content")
         message: Message = {"role": "assistant", "content": content if isinstance(content, str) else ""}
-        calls = [
-            normalise_call(c, i) for i, c in enumerate(raw.get("tool_calls") or []) if isinstance(c, dict)
-        ]
+        calls = [normalise_call(c, i) for i, c in enumerate(raw.get("tool_calls") or []) if isinstance(c, dict)]
         if not calls and message["content"]:
             calls = _text_tool_calls(message["content"], history)
         if calls:

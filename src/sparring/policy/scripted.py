@@ -17,9 +17,7 @@ def tool_call_message(name: str, args: dict[str, Any], call_id: str, content: st
     return {
         "role": "assistant",
         "content": content,
-        "tool_calls": [
-            {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-        ],
+        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}],
     }
 
 
@@ -88,19 +86,10 @@ class RandomPolicy:
 
     name = "random"
     version = 0
-    COMMANDS = (
-        "ls -la",
-        "cat README* 2>/dev/null",
-        "python -c 'print(42)'",
-        "echo note >> notes.txt",
-        "pwd",
-        "true",
-    )
+    COMMANDS = ("ls -la", "cat README* 2>/dev/null", "python -c 'print(42)'", "echo note >> notes.txt", "pwd", "true")
 
     async def act(self, request: ActRequest) -> Action:
-        rng = random.Random(
-            zlib.crc32(f"{request.seed}:{request.sample_index}:{request.step}:{request.task.id}".encode())
-        )
+        rng = random.Random(zlib.crc32(f"{request.seed}:{request.sample_index}:{request.step}:{request.task.id}".encode()))
         ws = request.task.workspace
         files = sorted(p.relative_to(ws).as_posix() for p in ws.rglob("*") if p.is_file())
         i = _assistant_turns(request.messages)

@@ -77,9 +77,7 @@ async def run_episode(
         if remaining <= 0:
             status = "timeout"
             break
-        req = ActRequest(
-            messages=list(messages), tools=tools, task=task, sample_index=sample_index, seed=seed, step=step
-        )
+        req = ActRequest(messages=list(messages), tools=tools, task=task, sample_index=sample_index, seed=seed, step=step)
         tp = time.perf_counter()
         try:
             action = await asyncio.wait_for(policy.act(req), remaining)
@@ -98,11 +96,7 @@ async def run_episode(
             traces.append({"turn": len(traces), "message_index": len(messages) - 1, **action.trace.to_json()})
         calls = msg.get("tool_calls") or []
         if not calls:
-            hint = (
-                ("Your tool call could not be parsed: " + "; ".join(map(str, parse_errors))[:500])
-                if parse_errors
-                else NO_TOOL_CALL
-            )
+            hint = ("Your tool call could not be parsed: " + "; ".join(map(str, parse_errors))[:500]) if parse_errors else NO_TOOL_CALL
             messages.append({"role": "user", "content": hint})
             continue
         for call in calls:
@@ -162,12 +156,7 @@ async def run_episode(
     if status != "policy_error":
         try:
             res = await judge.score(task, diff)
-            traj.reward, traj.components, traj.flags, traj.tests = (
-                res.reward,
-                res.components,
-                res.flags,
-                res.tests,
-            )
+            traj.reward, traj.components, traj.flags, traj.tests = res.reward, res.components, res.flags, res.tests
             traj.judge_version = res.judge_version
         except JudgeError as e:
             traj.status, traj.error = "judge_error", str(e)

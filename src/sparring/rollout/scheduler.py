@@ -69,9 +69,7 @@ class RolloutScheduler:
         self.max_steps = max_steps
         self.on_done = on_done
 
-    async def _one(
-        self, task: Task, policy: Policy, idx: int, group_id: str, run_id: str, seed: int
-    ) -> tuple[Trajectory, int]:
+    async def _one(self, task: Task, policy: Policy, idx: int, group_id: str, run_id: str, seed: int) -> tuple[Trajectory, int]:
         retries = 0
         last_err = ""
         async with self.sem:

@@ -65,9 +65,7 @@ class Trajectory(BaseModel):
     messages: list[dict[str, Any]] = Field(default_factory=list)
     steps: list[ToolStep] = Field(default_factory=list)
     traces: list[dict[str, Any]] = Field(default_factory=list, description="TokenTrace per assistant turn.")
-    diff: dict[str, Any] = Field(
-        default_factory=dict, description="WorkspaceDiff.to_json() of the final state."
-    )
+    diff: dict[str, Any] = Field(default_factory=dict, description="WorkspaceDiff.to_json() of the final state.")
     timings: dict[str, float] = Field(default_factory=dict, description="Milliseconds per stage.")
     error: str | None = None
     submitted: bool = False

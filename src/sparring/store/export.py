@@ -103,10 +103,8 @@ def export_parquet(store: TrajectoryStore, query: TrajQuery, out_path: str | os.
             "task_id": pa.array([r["task_id"] for r in rows], pa.string()),
             "status": pa.array([r["status"] for r in rows], pa.string()),
             "reward": pa.array([float(r["reward"]) for r in rows], pa.float64()),
-            "tools": pa.array(
-                [json.dumps(r["tools"], ensure_ascii=True) if "tools" in r else None for r in rows],
-                pa.string(),
-            ),
+            "tools": pa.array([json.dumps(r["tools"], ensure_ascii=True) if "tools" in r else None for r in rows],
+                              pa.string()),
         }
         try:
             messages = pa.array([r["messages"] for r in rows])

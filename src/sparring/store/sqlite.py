@@ -48,32 +48,11 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 _BATCH_MAX = 500  # below SQLITE_MAX_VARIABLE_NUMBER on old builds (999)
 
 _COLUMNS = (
-    "id",
-    "run_id",
-    "task_id",
-    "family",
-    "status",
-    "reward",
-    "policy",
-    "policy_version",
-    "judge_version",
-    "task_digest",
-    "created_at",
-    "attempts",
-    "flags",
-    "record",
+    "id", "run_id", "task_id", "family", "status", "reward", "policy", "policy_version",
+    "judge_version", "task_digest", "created_at", "attempts", "flags", "record",
 )
-_INDEXED = (
-    "run_id",
-    "task_id",
-    "family",
-    "status",
-    "reward",
-    "policy",
-    "judge_version",
-    "task_digest",
-    "created_at",
-)
+_INDEXED = ("run_id", "task_id", "family", "status", "reward", "policy", "judge_version",
+            "task_digest", "created_at")
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS schema_version (
@@ -144,9 +123,7 @@ class SQLiteStore:
         self._lock = threading.RLock()
         if not self.path.exists():
             if readonly:
-                raise StoreError(
-                    f"no trajectory store at {self.path} (write one with `sparring rollout --store`)"
-                )
+                raise StoreError(f"no trajectory store at {self.path} (write one with `sparring rollout --store`)")
             self._create()
         self.text_index = self._validate()
         self._conn: sqlite3.Connection | None = self._connect()
@@ -156,13 +133,11 @@ class SQLiteStore:
     def _raw_connect(self, target: Path, *, readonly: bool) -> sqlite3.Connection:
         if readonly:
             uri = target.resolve().as_uri() + "?mode=ro"
-            conn = sqlite3.connect(
-                uri, uri=True, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
-            )
+            conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_s, isolation_level=None,
+                                   check_same_thread=False)
         else:
-            conn = sqlite3.connect(
-                target, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
-            )
+            conn = sqlite3.connect(target, timeout=self._busy_timeout_s, isolation_level=None,
+                                   check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_s * 1000)}")
         return conn
 
@@ -180,8 +155,7 @@ class SQLiteStore:
                 conn.executescript(_SCHEMA)
                 kind = self._create_text_index(conn)
                 conn.execute(
-                    "INSERT INTO schema_version VALUES (?, ?, ?, ?)",
-                    (SCHEMA_VERSION, STORE_FORMAT, kind, time.time()),
+                    "INSERT INTO schema_version VALUES (?, ?, ?, ?)", (SCHEMA_VERSION, STORE_FORMAT, kind, time.time())
                 )
             finally:
                 conn.close()
@@ -301,20 +275,9 @@ class SQLiteStore:
         except (TypeError, ValueError) as e:
             raise StoreError(f"cannot serialise trajectory {traj.id}: {e}") from None
         row = (
-            traj.id,
-            traj.run_id,
-            traj.task_id,
-            traj.family,
-            traj.status,
-            traj.reward,
-            traj.policy,
-            traj.policy_version,
-            traj.judge_version,
-            traj.task_digest,
-            traj.created_at,
-            traj.attempts,
-            json.dumps(traj.flags, ensure_ascii=True),
-            record,
+            traj.id, traj.run_id, traj.task_id, traj.family, traj.status, traj.reward, traj.policy,
+            traj.policy_version, traj.judge_version, traj.task_digest, traj.created_at, traj.attempts,
+            json.dumps(traj.flags, ensure_ascii=True), record,
         )
         body = searchable_text(traj)
         with self._write() as conn:
@@ -374,9 +337,7 @@ class SQLiteStore:
         with self._read() as conn:
             conn.execute("BEGIN")  # one snapshot for the count and the page
             try:
-                total = int(
-                    conn.execute(f"SELECT count(*) FROM trajectories AS t{where}", params).fetchone()[0]
-                )
+                total = int(conn.execute(f"SELECT count(*) FROM trajectories AS t{where}", params).fetchone()[0])
                 limit = -1 if query.limit is None else query.limit
                 rows = conn.execute(
                     f"SELECT t.record FROM trajectories AS t{where} "
@@ -397,8 +358,7 @@ class SQLiteStore:
             with self._read() as conn:
                 rows = dict(
                     conn.execute(
-                        f"SELECT seq, record FROM trajectories WHERE seq IN ({', '.join('?' * len(chunk))})",
-                        chunk,
+                        f"SELECT seq, record FROM trajectories WHERE seq IN ({', '.join('?' * len(chunk))})", chunk
                     ).fetchall()
                 )
             for seq in chunk:
@@ -431,8 +391,7 @@ class SQLiteStore:
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         with self._read() as conn:
             row = conn.execute(
-                "SELECT run_id, config, summary, started_at, finished_at FROM runs WHERE run_id = ?",
-                (run_id,),
+                "SELECT run_id, config, summary, started_at, finished_at FROM runs WHERE run_id = ?", (run_id,)
             ).fetchone()
         if row is None:
             return None

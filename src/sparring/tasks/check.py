@@ -38,29 +38,16 @@ class CheckReport:
         return not self.problems
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "digest": self.digest,
-            "ok": self.ok,
-            "problems": [p.to_json() for p in self.problems],
-        }
+        return {"id": self.id, "digest": self.digest, "ok": self.ok, "problems": [p.to_json() for p in self.problems]}
 
 
 def check_instruction(task: Task) -> list[Problem]:
     out = []
     s = task.spec
-    for name, text, minimum in (
-        ("instruction", s.instruction, 40),
-        ("success_criteria", s.success_criteria, 20),
-    ):
+    for name, text, minimum in (("instruction", s.instruction, 40), ("success_criteria", s.success_criteria, 20)):
         t = text.strip()
         if len(t) < minimum or t.lower() in PLACEHOLDERS:
-            out.append(
-                Problem(
-                    f"{name}_specific",
-                    f"{name} is too short or a placeholder ({len(t)} chars, need {minimum})",
-                )
-            )
+            out.append(Problem(f"{name}_specific", f"{name} is too short or a placeholder ({len(t)} chars, need {minimum})"))
     return out
 
 
@@ -93,28 +80,20 @@ async def check_execution(task: Task, judge: Judge, repeats: int) -> list[Proble
     out: list[Problem] = []
     initial = await judge.score(task, WorkspaceDiff())
     if initial.components.get("all_pass", 0.0) >= 1.0 or initial.reward > 0:
-        out.append(
-            Problem(
-                "initial_state_fails", f"hidden tests pass on the initial state (reward {initial.reward})"
-            )
-        )
+        out.append(Problem("initial_state_fails", f"hidden tests pass on the initial state (reward {initial.reward})"))
     rewards = []
     for i in range(repeats):
         r = await judge.score(task, solution_diff(task))
         rewards.append(r.reward)
         if r.components.get("all_pass", 0.0) < 1.0:
             failing = sorted(k for k, v in r.per_test.items() if v != "passed")[:3]
-            out.append(
-                Problem("solution_passes", f"reference solution failed on run {i + 1}/{repeats}: {failing}")
-            )
+            out.append(Problem("solution_passes", f"reference solution failed on run {i + 1}/{repeats}: {failing}"))
             break
     if len(set(rewards)) > 1:
         out.append(Problem("judge_deterministic", f"the same solution scored {sorted(set(rewards))}"))
     hack = await judge.score(task, delete_tests_diff(task))
     if hack.reward > 0:
-        out.append(
-            Problem("hack_delete_tests_scores_zero", f"deleting the visible tests scores {hack.reward}")
-        )
+        out.append(Problem("hack_delete_tests_scores_zero", f"deleting the visible tests scores {hack.reward}"))
     return out
 
 
@@ -127,9 +106,7 @@ async def check_task(task: Task, judge: Judge, repeats: int = 3) -> CheckReport:
     return rep
 
 
-async def check_tasks(
-    tasks: list[Task], judge: Judge, repeats: int = 3, concurrency: int = 2
-) -> list[CheckReport]:
+async def check_tasks(tasks: list[Task], judge: Judge, repeats: int = 3, concurrency: int = 2) -> list[CheckReport]:
     sem = asyncio.Semaphore(concurrency)
 
     async def one(t: Task) -> CheckReport:

@@ -89,9 +89,7 @@ def find_tasks(path: str | Path) -> list[Task]:
         return [load_task(d)]
     tasks = [load_task(p.parent) for p in sorted(d.rglob(TASK_FILE))]
     if not tasks:
-        raise TaskError(
-            f"no tasks under {d}: no {TASK_FILE} found (generate some with `sparring tasks generate`)"
-        )
+        raise TaskError(f"no tasks under {d}: no {TASK_FILE} found (generate some with `sparring tasks generate`)")
     return sorted(tasks, key=lambda t: (t.id, t.spec.version))
 
 

@@ -73,15 +73,7 @@ class TaskSpec(_Strict):
     instruction: str = Field(..., min_length=1)
     success_criteria: str = Field(..., min_length=1)
     tools: list[str] = Field(
-        default_factory=lambda: [
-            "bash",
-            "read_file",
-            "write_file",
-            "str_replace",
-            "list_dir",
-            "run_tests",
-            "submit",
-        ]
+        default_factory=lambda: ["bash", "read_file", "write_file", "str_replace", "list_dir", "run_tests", "submit"]
     )
     limits: Limits = Field(default_factory=Limits)
     judge: JudgeSpec = Field(default_factory=JudgeSpec)

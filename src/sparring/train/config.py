@@ -20,9 +20,7 @@ from sparring.train.grpo import GRPOConfig
 class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    path: Path | None = Field(
-        None, description="An existing hf model dir; None builds a tiny model in the workdir."
-    )
+    path: Path | None = Field(None, description="An existing hf model dir; None builds a tiny model in the workdir.")
     hidden: int = Field(64, description="Hidden size of the tiny model.")
     layers: int = Field(2, description="Transformer layers of the tiny model.")
     heads: int = Field(4, description="Attention heads of the tiny model.")
@@ -65,9 +63,7 @@ def _set_dotted(d: dict[str, Any], key: str, value: Any) -> None:
     cur[parts[-1]] = value
 
 
-def load_config(
-    path: Path | None, overrides: list[str] | None = None, base: dict[str, Any] | None = None
-) -> RLConfig:
+def load_config(path: Path | None, overrides: list[str] | None = None, base: dict[str, Any] | None = None) -> RLConfig:
     data: dict[str, Any] = dict(base or {})
     if path is not None:
         if not path.is_file():

@@ -89,22 +89,16 @@ def prepare_model(cfg: RLConfig, tasks: list[Task], log: Log) -> Path:
         corpus += [p.read_text(errors="replace") for p in sorted(t.workspace.rglob("*.py"))]
         corpus.append(t.spec.instruction)
     tmp = d.with_name(d.name + f".tmp-{uuid.uuid4().hex[:6]}")
-    build_tiny_model(
-        tmp, corpus, seed=cfg.seed, vocab_size=m.vocab_size, hidden=m.hidden, layers=m.layers, heads=m.heads
-    )
+    build_tiny_model(tmp, corpus, seed=cfg.seed, vocab_size=m.vocab_size, hidden=m.hidden, layers=m.layers, heads=m.heads)
     tmp.rename(d)
     return d
 
 
-async def evaluate(
-    sched: RolloutScheduler, tasks: list[Task], policy: Any, run_id: str, seed: int
-) -> RolloutSummary:
+async def evaluate(sched: RolloutScheduler, tasks: list[Task], policy: Any, run_id: str, seed: int) -> RolloutSummary:
     return await sched.run(tasks, policy, 1, run_id=run_id, seed=seed)
 
 
-async def run_rl(
-    cfg: RLConfig, log: Log = lambda s: None, on_iteration: Callable[[dict[str, Any]], None] | None = None
-) -> RunResult:
+async def run_rl(cfg: RLConfig, log: Log = lambda s: None, on_iteration: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
     from sparring.policy.hf import HFPolicy
     from sparring.train.grpo import GRPOTrainer, SFTTrainer, sft_examples
 
@@ -124,9 +118,7 @@ async def run_rl(
     pool = SandboxPool(backend, max_idle=cfg.concurrency, limits=cfg.sandbox_limits)
     judge = PytestJudge(backend, limits=cfg.sandbox_limits)
     sched = RolloutScheduler(pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps)
-    eval_sched = RolloutScheduler(
-        pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.heldout_max_steps
-    )
+    eval_sched = RolloutScheduler(pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.heldout_max_steps)
     m = cfg.model
     policy = HFPolicy(
         model_dir, max_new_tokens=m.max_new_tokens, max_prompt_tokens=m.max_prompt_tokens,
@@ -136,18 +128,12 @@ async def run_rl(
         # Warm start: imitate oracle trajectories so the tiny model learns the tool-call format.
         if cfg.sft_steps > 0:
             log("warm start: oracle rollouts + SFT")
-            oracle_sched = RolloutScheduler(
-                pool, judge, store, concurrency=cfg.concurrency
-            )  # the tasks' own budgets
-            demo = await oracle_sched.run(
-                train_tasks, OraclePolicy(), 1, run_id=run_id + "-oracle", seed=cfg.seed
-            )
+            oracle_sched = RolloutScheduler(pool, judge, store, concurrency=cfg.concurrency)  # the tasks' own budgets
+            demo = await oracle_sched.run(train_tasks, OraclePolicy(), 1, run_id=run_id + "-oracle", seed=cfg.seed)
             tools = tool_schemas(list(train_tasks[0].spec.tools))
             examples = [ex for t in demo.trajectories if t.passed for ex in sft_examples(t, tools)]
             if not examples:
-                raise JudgeError(
-                    "warm start: the oracle solved none of the training tasks; check the tasks with `sparring tasks check`"
-                )
+                raise JudgeError("warm start: the oracle solved none of the training tasks; check the tasks with `sparring tasks check`")
             sft = SFTTrainer(policy, lr=cfg.sft_lr)
             rng = random.Random(cfg.seed)
             losses = []
