@@ -26,13 +26,16 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from sparring.errors import SandboxError
 
 CLONE_NEWNET = 0x40000000
 SIOCGIFFLAGS, SIOCSIFFLAGS = 0x8913, 0x8914
 IFF_UP = 0x1
+T = TypeVar("T")
 
 
 def _libc() -> ctypes.CDLL:
@@ -58,13 +61,14 @@ def _link_up_down(ifname: str, up: bool) -> None:
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", ifname.encode(), flags))
 
 
-def set_loopback(pid: int, up: bool) -> None:
-    """Bring ``lo`` of process ``pid``'s network namespace up or down (a throwaway thread enters it)."""
+def _in_throwaway_thread(fn: Callable[[], T], what: str) -> T:
+    """Run ``fn`` in a new thread that dies afterwards (it may enter a namespace); errors come back here."""
+    out: list[T] = []
     err: list[BaseException] = []
 
     def go() -> None:
         try:
-            _set_link(pid, "lo", up)
+            out.append(fn())
         except BaseException as e:  # reported in the caller's thread
             err.append(e)
 
@@ -72,8 +76,13 @@ def set_loopback(pid: int, up: bool) -> None:
     t.start()
     t.join()
     if err:
-        e = err[0]
-        raise SandboxError(f"cannot configure the sandbox's network namespace: {e}") from None
+        raise SandboxError(f"cannot {what}: {err[0]}") from None
+    return out[0]
+
+
+def set_loopback(pid: int, up: bool) -> None:
+    """Bring ``lo`` of process ``pid``'s network namespace up or down (a throwaway thread enters it)."""
+    _in_throwaway_thread(lambda: _set_link(pid, "lo", up), "configure the sandbox's network namespace")
 
 
 def _new_netns(libc: ctypes.CDLL, loopback: bool) -> int:
@@ -124,21 +133,9 @@ class NetnsPool:
             os.close(fd)
 
     def _make_now(self, loopback: bool) -> int:
-        out: list[int] = []
-        err: list[BaseException] = []
-
-        def go() -> None:
-            try:
-                out.append(_new_netns(_libc(), loopback))
-            except BaseException as e:  # reported in the caller's thread
-                err.append(e)
-
-        t = threading.Thread(target=go, name="sparring-netns", daemon=True)
-        t.start()
-        t.join()
-        if err:
-            raise SandboxError(f"cannot create a network namespace for the sandbox: {err[0]}") from None
-        return out[0]
+        return _in_throwaway_thread(
+            lambda: _new_netns(_libc(), loopback), "create a network namespace for the sandbox"
+        )
 
     def _refill(self) -> None:
         libc = _libc()
