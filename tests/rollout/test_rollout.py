@@ -116,8 +116,10 @@ def test_infra_failures_are_retried_then_flagged_not_dropped(backend, clamp_task
     assert s.statuses == {"ok": 1} and s.retried == 1 and s.trajectories[0].attempts == 2
     s = asyncio.run(go(10))
     t = s.trajectories[0]
-    assert s.statuses == {"infra_error": 1} and t.attempts == 3 and "injected" in (t.error or "")
-    assert not t.trainable
+    # 3 attempts, written as infra_error, then one replay round of 3 more: still failing
+    assert s.statuses == {"infra_error": 1} and t.attempts == 6 and "injected" in (t.error or "")
+    assert len(t.infra_errors) == 6 and s.replayed == 1
+    assert not t.trainable and t.reward is None
     assert store.count() == 2
     store.close()
 

@@ -1,8 +1,19 @@
-"""`sparring rollout`: group rollouts of a policy over a directory of tasks, into a store."""
+"""`sparring rollout`: group rollouts of a policy over a directory of tasks, into a store.
+
+Every requested sample ends in the store exactly once with a typed status. A
+run is identified by ``--run-id`` (printed in the JSON): running the same
+command again with that id continues it, skipping what is stored, whether the
+first process finished, was interrupted (SIGINT/SIGTERM: in-flight rollouts
+finish for ``--drain-s``, then the run checkpoints and exits 130) or was killed.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import signal
+import uuid
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -14,60 +25,126 @@ def rollout(
     tasks: Path = typer.Option(..., "--tasks", help="A task directory or a directory of tasks."),
     policy: str = typer.Option(..., "--policy", help="oracle | random | openai:URL#MODEL | hf:PATH"),
     group_size: int = typer.Option(1, "--group-size", help="Samples per task (one GRPO group)."),
-    concurrency: int = typer.Option(4, "--concurrency", help="Rollouts in flight at once."),
+    concurrency: int = typer.Option(4, "--concurrency", help="Rollouts (sandboxes) in flight at once."),
     store: Path = typer.Option(..., "--store", help="SQLite trajectory store (created if absent)."),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Override the tasks' step budget."),
     seed: int = typer.Option(0, "--seed"),
+    run_id: str | None = typer.Option(None, "--run-id", help="Continue this run (skips stored samples)."),
+    spares: int = typer.Option(0, "--spares", help="Extra members per group; a group ends at G trainable."),
+    max_retries: int = typer.Option(2, "--max-retries", help="Fresh-sandbox retries per infra fault."),
+    replay_rounds: int = typer.Option(1, "--replay-rounds", help="Rounds replaying infra_error samples."),
+    snapshot_every: int = typer.Option(
+        0, "--snapshot-every", help="Snapshot every K steps; retries continue there."
+    ),
+    model_concurrency: int | None = typer.Option(
+        None, "--model-concurrency", help="Policy requests in flight."
+    ),
+    judge_concurrency: int | None = typer.Option(None, "--judge-concurrency", help="Judge runs at once."),
+    priority: str = typer.Option("train", "--priority", help="Priority class: eval, train or replay."),
+    policy_timeout: float = typer.Option(60.0, "--policy-timeout", help="Seconds per policy HTTP request."),
+    drain_s: float = typer.Option(
+        30.0, "--drain-s", help="On SIGINT/SIGTERM, seconds in-flight rollouts may finish."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Roll out POLICY on every task GROUP_SIZE times; every sample is stored, whatever happened to it."""
-    guarded(_rollout)(tasks, policy, group_size, concurrency, store, max_steps, seed, json_out)
+    guarded(_rollout)(
+        tasks, policy, group_size, concurrency, store, max_steps, seed, run_id, json_out,
+        dict(spares=spares, max_retries=max_retries, replay_rounds=replay_rounds, snapshot_every=snapshot_every,
+             model_concurrency=model_concurrency, judge_concurrency=judge_concurrency, drain_s=drain_s),
+        priority, policy_timeout,
+    )  # fmt: skip
+
+
+def _check_args(
+    group_size: int, concurrency: int, max_steps: int | None, opts: dict[str, Any], timeout: float
+) -> None:
+    if group_size < 1 or concurrency < 1:
+        raise ConfigError("--group-size and --concurrency must be at least 1")
+    if max_steps is not None and max_steps < 1:
+        raise ConfigError("--max-steps must be at least 1")
+    for name in ("spares", "max_retries", "replay_rounds", "snapshot_every"):
+        if opts[name] < 0:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= 0")
+    for name in ("model_concurrency", "judge_concurrency"):
+        if opts[name] is not None and opts[name] < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be at least 1")
+    if timeout <= 0 or opts["drain_s"] < 0:
+        raise ConfigError("--policy-timeout must be > 0 and --drain-s >= 0")
 
 
 def _rollout(
     tasks_dir: Path, policy_spec: str, group_size: int, concurrency: int, store_path: Path,
-    max_steps: int | None, seed: int, json_out: bool,
+    max_steps: int | None, seed: int, run_id: str | None, json_out: bool, opts: dict[str, Any],
+    priority: str, policy_timeout: float,
 ) -> None:  # fmt: skip
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from sparring.judge.pytest_judge import PytestJudge
     from sparring.policy.spec import make_policy
+    from sparring.rollout.progress import RolloutProgress
     from sparring.rollout.scheduler import RolloutScheduler
+    from sparring.rollout.slots import priority_rank
     from sparring.sandbox.local import LocalBackend
     from sparring.sandbox.pool import SandboxPool
     from sparring.store.sqlite import SQLiteStore
     from sparring.tasks.loader import find_tasks
 
-    if group_size < 1 or concurrency < 1:
-        raise ConfigError("--group-size and --concurrency must be at least 1")
-    if max_steps is not None and max_steps < 1:
-        raise ConfigError("--max-steps must be at least 1")
+    _check_args(group_size, concurrency, max_steps, opts, policy_timeout)
+    priority_rank(priority)
+    if store_path.exists():  # a file that is not a store is refused (untouched) before any work
+        SQLiteStore(store_path, readonly=True).close()
     task_list = find_tasks(tasks_dir)
-    pol = make_policy(policy_spec)
-    backend = LocalBackend()
-    st = SQLiteStore(store_path)
-    counts = {"ok": 0, "failed": 0}
+    if not task_list:
+        raise ConfigError(f"no tasks under {tasks_dir}")
+    kwargs = {"timeout_s": policy_timeout} if policy_spec.strip().startswith("openai:") else {}
+    pol = make_policy(policy_spec, **kwargs)
+    check = getattr(pol, "check", None)
+    if check is not None:  # unreachable server / unknown model: one line, before a store is touched
+        run_async(check())
+    st = SQLiteStore(store_path)  # created only once the tasks and the policy spec are known good
+    try:
+        run_id = run_id or uuid.uuid4().hex[:12]
+        previous = st.get_run(run_id)
+        config = {"tasks": str(tasks_dir), "policy": policy_spec, "group_size": group_size, "seed": seed,
+                  "max_steps": max_steps, **opts}  # fmt: skip
+        if previous and {k: previous["config"].get(k) for k in ("policy", "group_size", "seed")} != {
+            k: config[k] for k in ("policy", "group_size", "seed")
+        }:
+            raise ConfigError(
+                f"run {run_id} was started with policy {previous['config'].get('policy')!r}, group size "
+                f"{previous['config'].get('group_size')}, seed {previous['config'].get('seed')}: resume it with those"
+            )
+        backend = LocalBackend()
 
-    async def go():  # type: ignore[no-untyped-def]
-        pool = SandboxPool(backend, max_idle=concurrency)
-        with Progress(
-            TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-            TimeElapsedColumn(), console=err_console, transient=json_out,
-        ) as prog:  # fmt: skip
-            bar = prog.add_task("rollouts", total=len(task_list) * group_size, info="")
+        async def go():  # type: ignore[no-untyped-def]
+            st.start_run(run_id, config)
+            pool = SandboxPool(backend, max_idle=concurrency)
+            sched = RolloutScheduler(pool, PytestJudge(backend), st, concurrency=concurrency, max_steps=max_steps,
+                                     **opts)  # fmt: skip
+            loop = asyncio.get_running_loop()
+            signals = 0
 
-            def done(t):  # type: ignore[no-untyped-def]
-                counts["ok" if t.status == "ok" else "failed"] += 1
-                prog.update(bar, advance=1, info=f"ok {counts['ok']} other {counts['failed']}")
+            def on_signal() -> None:
+                nonlocal signals
+                signals += 1
+                if signals == 1:
+                    err_console.print(f"stopping: in-flight rollouts finish within {opts['drain_s']:g}s "
+                                      "(signal again to stop now)")  # fmt: skip
+                    sched.request_stop()
+                else:
+                    sched._cancel_running()
 
-            sched = RolloutScheduler(pool, PytestJudge(backend), st, concurrency=concurrency, max_steps=max_steps, on_done=done)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, on_signal)
             try:
-                return await sched.run(task_list, pol, group_size, seed=seed)
+                with RolloutProgress(lambda: sched.stats, err_console, transient=json_out):
+                    return await sched.run(task_list, pol, group_size, run_id=run_id, seed=seed, priority=priority,
+                                           resume=True)  # fmt: skip
             finally:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(sig)
                 await pool.close()
                 await pol.close()
 
-    try:
         summary = run_async(go())
     finally:
         st.close()
@@ -76,3 +153,9 @@ def _rollout(
         emit_json(d)
     else:
         out_console.print(d)
+    if summary.interrupted:
+        err_console.print(
+            f"interrupted: {summary.pending} sample(s) pending; continue with --run-id {summary.run_id}",
+            highlight=False,
+        )
+        raise typer.Exit(130)

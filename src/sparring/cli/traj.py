@@ -68,9 +68,13 @@ def _open(path: Path) -> Iterator[SQLiteStore]:
         store.close()
 
 
-def _num(x: float) -> float | None:
-    """JSON has no NaN/inf: report them as null rather than emit invalid JSON."""
-    return x if math.isfinite(x) else None
+def _num(x: float | None) -> float | None:
+    """JSON has no NaN/inf: report them as null rather than emit invalid JSON (None: unjudged)."""
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _reward_text(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
 
 
 def _when(ts: float) -> str:
@@ -111,25 +115,52 @@ def search(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Find trajectories by metadata and full text, newest first."""
-    q = _query(task_id=task, status=status, family=family, policy=policy, min_reward=min_reward,
-               max_reward=max_reward, flag=flag, text=text, run_id=run, judge_version=judge_version,
-               limit=limit, offset=offset)
+    q = _query(
+        task_id=task,
+        status=status,
+        family=family,
+        policy=policy,
+        min_reward=min_reward,
+        max_reward=max_reward,
+        flag=flag,
+        text=text,
+        run_id=run,
+        judge_version=judge_version,
+        limit=limit,
+        offset=offset,
+    )
     with _open(store) as s:
         total, page = s.search(q)
     if json_out:
         emit_json({"total": total, "trajectories": [summary(t) for t in page]})
         return
-    table = Table(title=f"{len(page)} of {total} trajectories in {store}", title_justify="left",
-                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table = Table(
+        title=f"{len(page)} of {total} trajectories in {store}",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
     for col in ("id", "task", "status", "reward", "flags", "att", "policy", "created"):
         numeric = col in ("reward", "att")
         fixed = col in ("status", "reward", "att", "created")
-        table.add_column(col, justify="right" if numeric else "left", no_wrap=fixed, overflow="fold",
-                         min_width=None if fixed else 8)
+        table.add_column(
+            col,
+            justify="right" if numeric else "left",
+            no_wrap=fixed,
+            overflow="fold",
+            min_width=None if fixed else 8,
+        )
     for t in page:
         table.add_row(
-            Text(t.id), Text(t.task_id), Text(t.status), f"{t.reward:.3f}", Text(", ".join(t.flags) or "-"),
-            str(t.attempts), Text(t.policy), datetime.fromtimestamp(t.created_at).strftime("%m-%d %H:%M"),
+            Text(t.id),
+            Text(t.task_id),
+            Text(t.status),
+            _reward_text(t.reward),
+            Text(", ".join(t.flags) or "-"),
+            str(t.attempts),
+            Text(t.policy),
+            datetime.fromtimestamp(t.created_at).strftime("%m-%d %H:%M"),
         )
     out_console.print(table)
 
@@ -150,17 +181,27 @@ def _header(t: Trajectory) -> list[Text]:
     comps = "  ".join(f"{k}={v:.3f}" for k, v in sorted(t.components.items())) or "-"
     lines = [
         Text(f"trajectory {t.id}", style="bold"),
-        Text(f"task      {t.task_id} v{t.task_version}  family {t.family or '-'}  digest {t.task_digest[:16]}"),
-        Text(f"policy    {t.policy} v{t.policy_version}  judge {t.judge_version or '-'}  run {t.run_id or '-'}"
-             f"  group {t.group_id or '-'}#{t.sample_index}"),
-        Text(f"status    {t.status}  reward {t.reward:.3f}  attempts {t.attempts}  submitted {t.submitted}"
-             f"  created {_when(t.created_at)}"),
+        Text(
+            f"task      {t.task_id} v{t.task_version}  family {t.family or '-'}  digest {t.task_digest[:16]}"
+        ),
+        Text(
+            f"policy    {t.policy} v{t.policy_version}  judge {t.judge_version or '-'}  run {t.run_id or '-'}"
+            f"  group {t.group_id or '-'}#{t.sample_index}"
+        ),
+        Text(
+            f"status    {t.status}  reward {_reward_text(t.reward)}  attempts {t.attempts}  submitted {t.submitted}"
+            f"  created {_when(t.created_at)}"
+        ),
         Text(f"components {comps}"),
         Text(f"flags     {', '.join(t.flags) or '-'}", style="bold red" if t.flags else ""),
         Text(f"tests     passed {t.tests.passed}  failed {t.tests.failed}  errors {t.tests.errors}"),
     ]
     if t.error:
         lines.append(Text(f"error     {t.error}", style="red"))
+    for i, fault in enumerate(t.infra_errors, 1):
+        lines.append(Text(f"retry {i}   {fault}", style="yellow"))
+    if t.failing_tests:
+        lines.append(Text(f"failing   {', '.join(t.failing_tests)}"))
     return lines
 
 
@@ -208,7 +249,9 @@ def _step_lines(s: ToolStep) -> list[Text]:
 def _diff_lines(t: Trajectory) -> list[Text]:
     files = dict(t.diff.get("files") or {})
     deleted = list(t.diff.get("deleted") or [])
-    lines = [Text(f"\n── final diff: {len(files)} file(s) written, {len(deleted)} deleted ──", style="bold cyan")]
+    lines = [
+        Text(f"\n── final diff: {len(files)} file(s) written, {len(deleted)} deleted ──", style="bold cyan")
+    ]
     for path, body in sorted(files.items()):
         if isinstance(body, dict) and "text" in body:
             lines.append(Text(f"  W {path} ({len(str(body['text']).splitlines())} lines)"))
@@ -260,9 +303,19 @@ def export(
     writers = {"jsonl": export_jsonl, "parquet": export_parquet}
     if fmt not in writers:
         raise ConfigError(f"unknown --format {fmt!r}: choose jsonl or parquet")
-    q = _query(task_id=task, status=status, family=family, policy=policy, min_reward=min_reward,
-               max_reward=max_reward, flag=flag, text=text, run_id=run, judge_version=judge_version,
-               limit=limit)
+    q = _query(
+        task_id=task,
+        status=status,
+        family=family,
+        policy=policy,
+        min_reward=min_reward,
+        max_reward=max_reward,
+        flag=flag,
+        text=text,
+        run_id=run,
+        judge_version=judge_version,
+        limit=limit,
+    )
     with _open(store) as s:
         n = writers[fmt](s, q, out)
     if json_out:

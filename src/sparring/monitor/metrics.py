@@ -20,13 +20,16 @@ def iteration_metrics(trajs: Sequence[Trajectory], seconds: float) -> dict[str, 
     n = len(trajs)
     statuses = Counter(t.status for t in trajs)
     by_family: dict[str, list[float]] = defaultdict(list)
+    judged = [t.reward for t in trajs if t.reward is not None]  # unjudged samples have no reward, not 0
     for t in trajs:
-        by_family[t.family].append(t.reward)
+        if t.reward is not None:
+            by_family[t.family].append(t.reward)
     tool_calls = sum(len(t.steps) for t in trajs)
     tokens = sum(len(tr.get("completion_ids", [])) for t in trajs for tr in t.traces)
     m: dict[str, Any] = {
         "rollout/n": n,
-        "rollout/reward_mean": sum(t.reward for t in trajs) / n if n else 0.0,
+        "rollout/reward_mean": sum(judged) / len(judged) if judged else 0.0,
+        "rollout/unjudged": n - len(judged),
         "rollout/pass_rate": sum(1 for t in trajs if t.passed) / n if n else 0.0,
         "rollout/flag_rate": sum(1 for t in trajs if t.flags) / n if n else 0.0,
         "rollout/statuses": dict(statuses),

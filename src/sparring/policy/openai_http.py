@@ -70,7 +70,9 @@ class OpenAIPolicy:
         self.token_ids = token_ids
         self.extra_body = dict(extra_body or {})
         self._transport = transport
-        self._limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self._limits = httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        )
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._rng = random.Random()
@@ -83,7 +85,10 @@ class OpenAIPolicy:
         if self._client is None or self._client_loop is not loop or self._client.is_closed:
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
             self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.timeout_s), limits=self._limits, headers=headers, transport=self._transport
+                timeout=httpx.Timeout(self.timeout_s),
+                limits=self._limits,
+                headers=headers,
+                transport=self._transport,
             )
             self._client_loop = loop
         return self._client
@@ -150,6 +155,47 @@ class OpenAIPolicy:
             raise PolicyError(f"{self.name}: response has no choices: {_snippet(response.text)}")
         return data
 
+    async def check(self) -> None:
+        """Preflight before a run: the server answers and serves ``model`` (one-line PolicyError if not).
+
+        Asks ``GET {base_url}/models`` (retried like a turn). A server without
+        that route (404/405) is given the benefit of the doubt; one that lists
+        its models must list this one.
+        """
+        url = f"{self.base_url}/models"
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            try:
+                response = await self._http().get(url)
+            except httpx.TimeoutException:
+                last = f"no answer within {self.timeout_s:g}s"
+            except httpx.TransportError as e:
+                last = f"{type(e).__name__}: {_snippet(str(e)) or 'connection failed'}"
+            else:
+                if response.status_code in (404, 405):
+                    return
+                if response.status_code >= 400:
+                    raise PolicyError(f"policy server {self.base_url} answered HTTP {response.status_code} "
+                                      f"to GET /models: {_snippet(response.text)}")  # fmt: skip
+                try:
+                    data = response.json()
+                except ValueError:
+                    raise PolicyError(f"{self.base_url} is not an OpenAI-compatible server "
+                                      f"(GET /models is not JSON: {_snippet(response.text, 80)})") from None  # fmt: skip
+                ids = (
+                    [str(m.get("id")) for m in data.get("data") or [] if isinstance(m, dict)]
+                    if isinstance(data, dict)
+                    else []
+                )
+                if ids and self.model not in ids:
+                    raise PolicyError(f"model {self.model!r} is not served by {self.base_url} "
+                                      f"(it serves: {', '.join(ids[:10])})")  # fmt: skip
+                return
+            if attempt < self.max_retries:
+                await asyncio.sleep(self._delay(attempt, None))
+        raise PolicyError(f"cannot reach the policy server at {self.base_url}: {last} "
+                          "(is it running? start one with `sparring serve-policy`)")  # fmt: skip
+
     # -- Policy ----------------------------------------------------------------------------------
 
     async def act(self, request: ActRequest) -> Action:
@@ -165,7 +211,9 @@ class OpenAIPolicy:
     def _message(self, raw: dict[str, Any], history: list[Message]) -> Message:
         content = raw.get("content")
         message: Message = {"role": "assistant", "content": content if isinstance(content, str) else ""}
-        calls = [normalise_call(c, i) for i, c in enumerate(raw.get("tool_calls") or []) if isinstance(c, dict)]
+        calls = [
+            normalise_call(c, i) for i, c in enumerate(raw.get("tool_calls") or []) if isinstance(c, dict)
+        ]
         if not calls and message["content"]:
             calls = _text_tool_calls(message["content"], history)
         if calls:

@@ -3,18 +3,27 @@ runs out of steps or time; then the judge scores the final workspace diff.
 
 Statuses (DESIGN.md §4): ``ok`` (submitted), ``truncated`` (step budget),
 ``timeout`` (wall budget), ``policy_error``, ``judge_error``. Sandbox faults
-raise :class:`SandboxError` so the scheduler can retry on a fresh sandbox:
-they are ``infra_error`` only once retries are spent.
+(and a tool call or sandbox start that outlives its stage limit) raise
+:class:`SandboxError` so the scheduler can retry on a fresh sandbox: they are
+``infra_error`` only once retries are spent.
+
+The loop's state lives in an :class:`Episode`, not on the stack, so a rollout
+whose sandbox dies can continue: every ``snapshot_every`` steps the sandbox is
+snapshotted and the episode remembers how far the conversation had got; the
+scheduler restores the snapshot into a fresh sandbox, :meth:`Episode.rewind`
+drops the turns after it, and :meth:`Episode.play` carries on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import traceback
+from dataclasses import dataclass, field
 from typing import Any
 
 from sparring.env.tools import ToolExecutor, tool_schemas, truncate_observation
-from sparring.errors import JudgeError, PolicyError
+from sparring.errors import JudgeError, PolicyError, SandboxError
 from sparring.judge.base import Judge
 from sparring.policy.base import ActRequest, Policy
 from sparring.rollout.trajectory import Status, ToolStep, Trajectory
@@ -26,6 +35,27 @@ SYSTEM_PROMPT = (
     "Call one tool at a time. When the task is done, call submit()."
 )
 NO_TOOL_CALL = "No tool call was found in your reply. Call one of the tools, or submit() when you are done."
+
+
+@dataclass(frozen=True)
+class StageLimits:
+    """Per-stage time limits in seconds (None: the stage's own default).
+
+    A stage that overruns is typed by who owns it: sandbox start and tool calls
+    are infrastructure (retried), a policy turn is ``policy_error``, the whole
+    rollout is ``timeout`` (the task's wall budget), the judge is ``judge_error``.
+    """
+
+    sandbox_start_s: float = 120.0
+    """Acquiring (creating or restoring) a sandbox."""
+    tool_call_s: float | None = None
+    """One tool call, beyond which the sandbox counts as hung (default: 4x the task's exec timeout + 10 s)."""
+    policy_turn_s: float | None = None
+    """One policy turn (default: whatever is left of the rollout's wall budget)."""
+    rollout_s: float | None = None
+    """The whole agent loop (default: the task's ``limits.wall_s``)."""
+    judge_s: float = 600.0
+    """Scoring one final workspace."""
 
 
 def initial_messages(task: Task) -> list[dict[str, Any]]:
@@ -43,6 +73,220 @@ def _safe_args(raw: Any) -> dict[str, Any] | None:
         return None
 
 
+@dataclass
+class _Mark:
+    """Where a snapshot was taken: its id and the episode's lengths at that moment."""
+
+    snapshot_id: str
+    step: int
+    messages: int
+    steps: int
+    traces: int
+
+
+@dataclass
+class Episode:
+    """The mutable state of one rollout (survives a change of sandbox)."""
+
+    task: Task
+    policy: Policy
+    sample_index: int = 0
+    seed: int = 0
+    max_steps: int = 0
+    wall_s: float = 0.0
+    limits: StageLimits = field(default_factory=StageLimits)
+    snapshot_every: int = 0
+    model_sem: asyncio.Semaphore | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[ToolStep] = field(default_factory=list)
+    traces: list[dict[str, Any]] = field(default_factory=list)
+    step: int = 0
+    status: Status = "truncated"
+    error: str | None = None
+    submitted: bool = False
+    policy_ms: float = 0.0
+    tool_ms: float = 0.0
+    play_ms: float = 0.0
+    mark: _Mark | None = None
+    policy_version: int = 0
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    tool_limit: float = 0.0
+
+    def __post_init__(self) -> None:
+        lim = self.task.spec.limits
+        self.max_steps = self.max_steps or lim.max_steps
+        self.wall_s = self.wall_s or self.limits.rollout_s or lim.wall_s
+        self.tools = tool_schemas(self.task.spec.tools)
+        self.messages = self.messages or initial_messages(self.task)
+        self.policy_version = self.policy.version
+        self.tool_limit = self.limits.tool_call_s or (lim.exec_timeout_s * 4 + 10.0)
+
+    def rewind(self) -> bool:
+        """Drop everything after the last snapshot (or everything); True if a snapshot is left to restore."""
+        m = self.mark
+        if m is None:
+            self.messages, self.steps, self.traces = initial_messages(self.task), [], []
+            self.step = 0
+            return False
+        del self.messages[m.messages :], self.steps[m.steps :], self.traces[m.traces :]
+        self.step = m.step
+        return True
+
+    async def _act(self, req: ActRequest, remaining: float) -> Any:
+        limit = min(remaining, self.limits.policy_turn_s) if self.limits.policy_turn_s else remaining
+        if self.model_sem is None:
+            return await asyncio.wait_for(self.policy.act(req), limit)
+        async with self.model_sem:
+            return await asyncio.wait_for(self.policy.act(req), limit)
+
+    async def play(self, sandbox: Sandbox) -> None:
+        """Run the agent loop on ``sandbox`` until a final status; SandboxError on an infra fault."""
+        t_start = time.perf_counter()
+        deadline = time.monotonic() + max(0.0, self.wall_s - self.play_ms / 1000)
+        executor = ToolExecutor(
+            sandbox, self.task.spec.tools, exec_timeout=self.task.spec.limits.exec_timeout_s
+        )
+        self.status = "truncated"
+        try:
+            while self.step < self.max_steps:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self.status = "timeout"
+                    return
+                if await self._turn(executor, sandbox, remaining):
+                    return
+            self.status = "truncated"
+        finally:
+            self.play_ms += (time.perf_counter() - t_start) * 1000
+
+    async def _turn(self, executor: ToolExecutor, sandbox: Sandbox, remaining: float) -> bool:
+        """One policy turn and its tool calls; True when the episode reached a final status."""
+        req = ActRequest(
+            messages=list(self.messages), tools=self.tools, task=self.task,
+            sample_index=self.sample_index, seed=self.seed, step=self.step,
+        )  # fmt: skip
+        tp = time.perf_counter()
+        try:
+            action = await self._act(req, remaining)
+        except TimeoutError:
+            if self.limits.policy_turn_s and remaining > self.limits.policy_turn_s:
+                self.status, self.error = (
+                    "policy_error",
+                    f"policy turn exceeded {self.limits.policy_turn_s:g}s",
+                )
+            else:
+                self.status = "timeout"
+            return True
+        except PolicyError as e:
+            self.status, self.error = "policy_error", str(e)
+            return True
+        self.policy_ms += (time.perf_counter() - tp) * 1000
+        self.step += 1
+        msg = dict(action.message)
+        msg.setdefault("role", "assistant")
+        parse_errors = msg.pop("parse_errors", None) or []
+        self.messages.append(msg)
+        if action.trace is not None:
+            self.traces.append({"turn": len(self.traces), "message_index": len(self.messages) - 1,
+                                **action.trace.to_json()})  # fmt: skip
+        calls = msg.get("tool_calls") or []
+        if not calls:
+            hint = NO_TOOL_CALL
+            if parse_errors:
+                hint = "Your tool call could not be parsed: " + "; ".join(map(str, parse_errors))[:500]
+            self.messages.append({"role": "user", "content": hint})
+            return False
+        for call in calls:
+            if await self._call(executor, call):
+                self.submitted, self.status = True, "ok"
+                return True
+        if self.snapshot_every and self.step % self.snapshot_every == 0:
+            sid = await asyncio.wait_for(sandbox.snapshot(), self.tool_limit)
+            self.mark = _Mark(sid, self.step, len(self.messages), len(self.steps), len(self.traces))
+        return False
+
+    async def _call(self, executor: ToolExecutor, call: dict[str, Any]) -> bool:
+        fn = call.get("function") if isinstance(call, dict) else None
+        fn = fn if isinstance(fn, dict) else {}
+        name, raw = str(fn.get("name", "")), fn.get("arguments", "")
+        call_id = str(call.get("id", "")) if isinstance(call, dict) else ""
+        tt = time.perf_counter()
+        try:
+            outcome = await asyncio.wait_for(executor.run(name, raw), self.tool_limit)
+        except TimeoutError:
+            raise SandboxError(
+                f"tool call {name} outlived its {self.tool_limit:g}s stage limit (sandbox hung)"
+            ) from None
+        dt = (time.perf_counter() - tt) * 1000
+        self.tool_ms += dt
+        full = outcome.output if outcome.error is None else f"error: {outcome.error}"
+        obs, cut = truncate_observation(full)
+        self.steps.append(
+            ToolStep(
+                index=len(self.steps), tool_call_id=call_id, name=name, arguments=_safe_args(raw),
+                raw_arguments=raw if isinstance(raw, str) else "", output=full, observation_truncated=cut,
+                exit_code=outcome.exit_code, error=outcome.error, duration_ms=dt,
+            )
+        )  # fmt: skip
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": obs})
+        return outcome.submitted
+
+    def trajectory(
+        self, judge: Judge, *, group_id: str = "", run_id: str = "", traj_id: str | None = None
+    ) -> Trajectory:
+        """The unjudged record of this episode (reward None until :func:`judge_episode`)."""
+        t = Trajectory(
+            run_id=run_id, task_id=self.task.id, task_version=self.task.spec.version, task_digest=self.task.digest,
+            family=self.task.spec.family, difficulty=self.task.spec.difficulty, group_id=group_id,
+            sample_index=self.sample_index, policy=self.policy.name, policy_version=self.policy_version,
+            judge_version=getattr(judge, "version", ""), status=self.status, messages=self.messages,
+            steps=self.steps, traces=self.traces, error=self.error, submitted=self.submitted, tools=self.tools,
+        )  # fmt: skip
+        if traj_id is not None:
+            t.id = traj_id
+        return t
+
+
+async def judge_trajectory(
+    traj: Trajectory, task: Task, sandbox: Sandbox, judge: Judge, *, limits: StageLimits | None = None,
+    judge_sem: asyncio.Semaphore | None = None, retries: int = 1,
+) -> None:  # fmt: skip
+    """Take the final diff from ``sandbox`` and score it (in place). A judge that fails or
+    overruns its stage limit is retried, then the status is ``judge_error`` with reward None."""
+    limits = limits or StageLimits()
+    diff = await asyncio.wait_for(sandbox.diff(), limits.sandbox_start_s)
+    traj.diff = diff.to_json()
+    if traj.status == "policy_error":
+        return
+    last = ""
+    for attempt in range(retries + 1):
+        try:
+            if judge_sem is None:
+                res = await asyncio.wait_for(judge.score(task, diff), limits.judge_s)
+            else:
+                async with judge_sem:
+                    res = await asyncio.wait_for(judge.score(task, diff), limits.judge_s)
+        except TimeoutError:
+            last = f"judge exceeded its {limits.judge_s:g}s stage limit"
+        except JudgeError as e:
+            last = str(e)
+        except Exception as e:  # a crashing judge is the judge's fault, never the policy's
+            last = "judge crashed: " + "".join(traceback.format_exception_only(e)).strip()
+        else:
+            traj.reward, traj.components, traj.flags, traj.tests = (
+                res.reward,
+                res.components,
+                res.flags,
+                res.tests,
+            )
+            traj.failing_tests = sorted(k for k, v in res.per_test.items() if v != "passed")
+            traj.judge_version = res.judge_version
+            return
+        if attempt < retries:
+            await asyncio.sleep(0.05 * 2**attempt)
+    traj.status, traj.error, traj.reward = "judge_error", last, None
+
+
 async def run_episode(
     task: Task,
     policy: Policy,
@@ -56,115 +300,17 @@ async def run_episode(
     max_steps: int | None = None,
     wall_s: float | None = None,
 ) -> Trajectory:
-    lim = task.spec.limits
-    max_steps = max_steps or lim.max_steps
-    wall = wall_s or lim.wall_s
+    """Play and judge one rollout on one sandbox (no continuation; the scheduler adds that)."""
     t0 = time.perf_counter()
-    deadline = time.monotonic() + wall
-    tools = tool_schemas(task.spec.tools)
-    executor = ToolExecutor(sandbox, task.spec.tools, exec_timeout=lim.exec_timeout_s)
-    messages = initial_messages(task)
-    steps: list[ToolStep] = []
-    traces: list[dict[str, Any]] = []
-    status: Status = "truncated"
-    error: str | None = None
-    submitted = False
-    policy_version = policy.version
-    policy_ms = tool_ms = 0.0
-
-    for step in range(max_steps):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            status = "timeout"
-            break
-        req = ActRequest(messages=list(messages), tools=tools, task=task, sample_index=sample_index, seed=seed, step=step)
-        tp = time.perf_counter()
-        try:
-            action = await asyncio.wait_for(policy.act(req), remaining)
-        except TimeoutError:
-            status = "timeout"
-            break
-        except PolicyError as e:
-            status, error = "policy_error", str(e)
-            break
-        policy_ms += (time.perf_counter() - tp) * 1000
-        msg = dict(action.message)
-        msg.setdefault("role", "assistant")
-        parse_errors = msg.pop("parse_errors", None) or []
-        messages.append(msg)
-        if action.trace is not None:
-            traces.append({"turn": len(traces), "message_index": len(messages) - 1, **action.trace.to_json()})
-        calls = msg.get("tool_calls") or []
-        if not calls:
-            hint = ("Your tool call could not be parsed: " + "; ".join(map(str, parse_errors))[:500]) if parse_errors else NO_TOOL_CALL
-            messages.append({"role": "user", "content": hint})
-            continue
-        for call in calls:
-            fn = call.get("function") or {}
-            name, raw = str(fn.get("name", "")), fn.get("arguments", "")
-            tt = time.perf_counter()
-            outcome = await executor.run(name, raw)
-            dt = (time.perf_counter() - tt) * 1000
-            tool_ms += dt
-            full = outcome.output if outcome.error is None else f"error: {outcome.error}"
-            obs, cut = truncate_observation(full)
-            steps.append(
-                ToolStep(
-                    index=len(steps),
-                    tool_call_id=str(call.get("id", "")),
-                    name=name,
-                    arguments=_safe_args(raw),
-                    raw_arguments=raw if isinstance(raw, str) else "",
-                    output=full,
-                    observation_truncated=cut,
-                    exit_code=outcome.exit_code,
-                    error=outcome.error,
-                    duration_ms=dt,
-                )
-            )
-            messages.append({"role": "tool", "tool_call_id": str(call.get("id", "")), "content": obs})
-            if outcome.submitted:
-                submitted = True
-                break
-        if submitted:
-            status = "ok"
-            break
-    rollout_ms = (time.perf_counter() - t0) * 1000
-
-    diff = await sandbox.diff()
-    traj = Trajectory(
-        run_id=run_id,
-        task_id=task.id,
-        task_version=task.spec.version,
-        task_digest=task.digest,
-        family=task.spec.family,
-        difficulty=task.spec.difficulty,
-        group_id=group_id,
-        sample_index=sample_index,
-        policy=policy.name,
-        policy_version=policy_version,
-        judge_version=getattr(judge, "version", ""),
-        status=status,
-        messages=messages,
-        steps=steps,
-        traces=traces,
-        diff=diff.to_json(),
-        error=error,
-        submitted=submitted,
+    ep = Episode(
+        task, policy, sample_index=sample_index, seed=seed, max_steps=max_steps or 0, wall_s=wall_s or 0.0
     )
+    await ep.play(sandbox)
+    traj = ep.trajectory(judge, group_id=group_id, run_id=run_id)
     tj = time.perf_counter()
-    if status != "policy_error":
-        try:
-            res = await judge.score(task, diff)
-            traj.reward, traj.components, traj.flags, traj.tests = res.reward, res.components, res.flags, res.tests
-            traj.judge_version = res.judge_version
-        except JudgeError as e:
-            traj.status, traj.error = "judge_error", str(e)
+    await judge_trajectory(traj, task, sandbox, judge)
     traj.timings = {
-        "rollout_ms": rollout_ms,
-        "policy_ms": policy_ms,
-        "tool_ms": tool_ms,
-        "judge_ms": (time.perf_counter() - tj) * 1000,
-        "total_ms": (time.perf_counter() - t0) * 1000,
-    }
+        "rollout_ms": ep.play_ms, "policy_ms": ep.policy_ms, "tool_ms": ep.tool_ms,
+        "judge_ms": (time.perf_counter() - tj) * 1000, "total_ms": (time.perf_counter() - t0) * 1000,
+    }  # fmt: skip
     return traj

@@ -25,7 +25,7 @@ class ReplayReport:
     steps: int = 0
     divergent: list[dict[str, Any]] = field(default_factory=list)
     diff_matches: bool = True
-    reward_stored: float = 0.0
+    reward_stored: float | None = None
     reward_replayed: float | None = None
 
     @property
@@ -48,7 +48,9 @@ def _norm(s: str) -> str:
 
 async def replay(traj: Trajectory, task: Task, backend: SandboxBackend, judge: Judge | None) -> ReplayReport:
     if task.digest != traj.task_digest:
-        raise TaskError(f"task {task.id} has digest {task.digest[:19]}…, the trajectory was made on {traj.task_digest[:19]}…")
+        raise TaskError(
+            f"task {task.id} has digest {task.digest[:19]}…, the trajectory was made on {traj.task_digest[:19]}…"
+        )
     rep = ReplayReport(traj.id, reward_stored=traj.reward)
     sb = await backend.create(spec_for_task(task))
     try:
@@ -58,9 +60,13 @@ async def replay(traj: Trajectory, task: Task, backend: SandboxBackend, judge: J
             got = out.output if out.error is None else f"error: {out.error}"
             rep.steps += 1
             if _norm(got) != _norm(st.output):
-                rep.divergent.append({"index": st.index, "name": st.name, "stored": st.output[:200], "replayed": got[:200]})
+                rep.divergent.append(
+                    {"index": st.index, "name": st.name, "stored": st.output[:200], "replayed": got[:200]}
+                )
         diff = await sb.diff()
-        rep.diff_matches = diff.to_json() == WorkspaceDiff.from_json(traj.diff).to_json() if traj.diff else diff.is_empty()
+        rep.diff_matches = (
+            diff.to_json() == WorkspaceDiff.from_json(traj.diff).to_json() if traj.diff else diff.is_empty()
+        )
         if judge is not None:
             rep.reward_replayed = (await judge.score(task, diff)).reward
     finally:

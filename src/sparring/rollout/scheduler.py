@@ -1,29 +1,113 @@
-"""Group rollouts with bounded concurrency, retries of infra faults and no lost samples.
+"""Group rollouts on bounded resources; every sample accounted for, whatever happens to it.
 
-For each task, ``group_size`` samples form one GRPO group. A sample whose
-sandbox fails is retried on a fresh sandbox (up to ``max_retries``); if it
-keeps failing it is stored as ``infra_error`` — flagged, never a reward of 0
-in a gradient. Every sample is written to the store before it is counted.
+For each task, ``group_size`` samples form one GRPO group. The scheduler:
+
+* bounds each resource on its own: rollouts (= sandboxes) in flight
+  (``concurrency``, served by priority class: eval, train, replay), policy
+  requests in flight (``model_concurrency``) and judge runs (``judge_concurrency``);
+* over-provisions groups with ``spares``: G + S members start, and once G of
+  them have a trainable result the rest are cancelled (not stored: they never
+  finished), so one slow or failed member does not stall its group;
+* types every final status (DESIGN.md §4) and gives each stage its own time
+  limit (:class:`~sparring.rollout.episode.StageLimits`);
+* retries an infrastructure fault (sandbox died, hung, failed to start) on a
+  fresh sandbox with exponential backoff. With ``snapshot_every`` = k the
+  sandbox is snapshotted every k steps and a retry continues the rollout from
+  the last snapshot instead of from scratch. A sample still failing after its
+  retries is written as ``infra_error`` (reward None, never 0) and queued for
+  replay after the rest of the run (``replay_rounds``), where it may succeed;
+* writes every finished sample to the store *before* reporting it, under an id
+  derived from (run id, seed, group, sample), so a run killed at any moment and
+  started again with ``resume=True`` skips what is stored and never duplicates;
+* stops gracefully on :meth:`RolloutScheduler.request_stop` (SIGINT/SIGTERM in
+  the CLI): nothing new starts, in-flight rollouts get ``drain_s`` to finish and
+  are stored; what is still running then is cancelled and recorded as pending
+  in the run's checkpoint, to be redone on resume.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import time
 import traceback
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
-from sparring.errors import SandboxError
+from sparring.errors import ConfigError, SandboxError
 from sparring.judge.base import Judge
 from sparring.policy.base import Policy
-from sparring.rollout.episode import run_episode
+from sparring.rollout.buffer import ExperienceQueue
+from sparring.rollout.episode import Episode, StageLimits, judge_trajectory
+from sparring.rollout.slots import PrioritySlots, priority_rank
 from sparring.rollout.trajectory import Trajectory
+from sparring.sandbox.base import Sandbox
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.base import TrajectoryStore
 from sparring.tasks.loader import Task
+
+INFRA_FAULTS: tuple[type[BaseException], ...] = (SandboxError, OSError, TimeoutError)
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """How a rollout run uses its resources and treats faults."""
+
+    concurrency: int = 4
+    """Rollouts (and so agent sandboxes) in flight at once."""
+    model_concurrency: int | None = None
+    """Policy requests in flight at once (None: as many as rollouts)."""
+    judge_concurrency: int | None = None
+    """Judge runs at once (None: as many as rollouts)."""
+    max_retries: int = 2
+    """Fresh-sandbox retries of an infrastructure fault, per sample and round."""
+    backoff_s: float = 0.05
+    """First retry delay; doubles per retry, capped by ``backoff_max_s``."""
+    backoff_max_s: float = 5.0
+    replay_rounds: int = 1
+    """Rounds of replay, after the run, of samples that ended in ``infra_error``."""
+    spares: int = 0
+    """Extra members started per group; the group is done at ``group_size`` trainable results."""
+    snapshot_every: int = 0
+    """Snapshot the sandbox every k steps so a retry continues from there (0: retries restart)."""
+    judge_retries: int = 1
+    max_steps: int | None = None
+    """Override the tasks' step budget."""
+    limits: StageLimits = field(default_factory=StageLimits)
+    drain_s: float = 30.0
+    """After a stop request, how long in-flight rollouts may take to finish before they are cancelled."""
+
+    def __post_init__(self) -> None:
+        for name in ("concurrency", "model_concurrency", "judge_concurrency"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ConfigError(f"{name} must be at least 1 (got {v})")
+        if self.max_retries < 0 or self.replay_rounds < 0 or self.spares < 0 or self.snapshot_every < 0:
+            raise ConfigError("max_retries, replay_rounds, spares and snapshot_every must be >= 0")
+
+
+@dataclass
+class SchedulerStats:
+    """Live counters (what the progress display shows)."""
+
+    requested: int = 0
+    in_flight: int = 0
+    done: int = 0
+    failed: int = 0
+    retried: int = 0
+    replayed: int = 0
+    resumed: int = 0
+    cancelled: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def per_minute(self) -> float:
+        dt = time.monotonic() - self.started_at
+        return 60.0 * (self.done - self.resumed) / dt if dt > 0 else 0.0
 
 
 @dataclass
@@ -35,6 +119,12 @@ class RolloutSummary:
     reward_mean: float = 0.0
     pass_rate: float = 0.0
     seconds: float = 0.0
+    run_id: str = ""
+    resumed: int = 0
+    replayed: int = 0
+    cancelled_spares: int = 0
+    interrupted: bool = False
+    pending: int = 0
     trajectories: list[Trajectory] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
@@ -46,7 +136,40 @@ class RolloutSummary:
             "reward_mean": round(self.reward_mean, 6),
             "pass_rate": round(self.pass_rate, 6),
             "seconds": round(self.seconds, 3),
+            "run_id": self.run_id,
+            "resumed": self.resumed,
+            "replayed": self.replayed,
+            "cancelled_spares": self.cancelled_spares,
+            "interrupted": self.interrupted,
+            "pending": self.pending,
         }
+
+
+@dataclass(eq=False)
+class _Group:
+    task: Task
+    gid: str
+    size: int
+    members: list[_Sample] = field(default_factory=list)
+    trainable: int = 0
+
+
+@dataclass(eq=False)
+class _Sample:
+    group: _Group
+    index: int
+    traj_id: str
+    attempts: int = 0
+    infra_errors: list[str] = field(default_factory=list)
+    state: str = "waiting"  # waiting | running | done | cancelled
+    traj: Trajectory | None = None
+    handle: asyncio.Task[None] | None = None
+
+
+def sample_id(run_id: str, nonce: str, seed: int, ordinal: int, task: Task, index: int) -> str:
+    """A sample's trajectory id: the same on every resume of the same run, unique across runs."""
+    key = f"{run_id}\x00{nonce}\x00{seed}\x00{ordinal}\x00{task.id}\x00{task.digest}\x00{index}"
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 class RolloutScheduler:
@@ -56,80 +179,268 @@ class RolloutScheduler:
         judge: Judge,
         store: TrajectoryStore | None,
         *,
-        concurrency: int = 4,
-        max_retries: int = 2,
-        max_steps: int | None = None,
         on_done: Callable[[Trajectory], None] | None = None,
+        sink: ExperienceQueue | None = None,
+        config: SchedulerConfig | None = None,
+        **options: Any,
     ) -> None:
+        """``options`` are :class:`SchedulerConfig` fields (``concurrency=8, spares=1``...)."""
+        known = {f.name for f in fields(SchedulerConfig)}
+        unknown = set(options) - known
+        if unknown:
+            raise TypeError(f"unknown scheduler option(s): {', '.join(sorted(unknown))}")
+        base = config or SchedulerConfig()
+        self.config = SchedulerConfig(**{**{k: getattr(base, k) for k in known}, **options})
         self.pool = pool
         self.judge = judge
         self.store = store
-        self.sem = asyncio.Semaphore(max(1, concurrency))
-        self.max_retries = max_retries
-        self.max_steps = max_steps
         self.on_done = on_done
+        self.sink = sink
+        self.stats = SchedulerStats()
+        self._stopping = False
+        self._samples: list[_Sample] = []
 
-    async def _one(self, task: Task, policy: Policy, idx: int, group_id: str, run_id: str, seed: int) -> tuple[Trajectory, int]:
-        retries = 0
-        last_err = ""
-        async with self.sem:
-            for attempt in range(1, self.max_retries + 2):
-                sb = None
-                broken = False
-                try:
-                    sb = await self.pool.acquire(task)
-                    traj = await run_episode(
-                        task, policy, sb, self.judge, sample_index=idx, seed=seed,
-                        group_id=group_id, run_id=run_id, max_steps=self.max_steps,
-                    )  # fmt: skip
-                    traj.attempts = attempt
-                    return traj, retries
-                except (SandboxError, OSError) as e:
-                    broken = True
-                    last_err = f"{type(e).__name__}: {e}"
-                    if attempt <= self.max_retries:
-                        retries += 1
-                        await asyncio.sleep(0.05 * 2 ** (attempt - 1))
-                except Exception as e:  # a bug must not lose the sample: store it, flagged, with its cause
-                    broken = True
-                    last_err = "unexpected " + "".join(traceback.format_exception_only(e)).strip()
-                    break
-                finally:
-                    if sb is not None:
-                        await self.pool.release(sb, broken=broken)
-        traj = Trajectory(
-            run_id=run_id, task_id=task.id, task_version=task.spec.version, task_digest=task.digest,
-            family=task.spec.family, difficulty=task.spec.difficulty, group_id=group_id, sample_index=idx,
-            policy=policy.name, policy_version=policy.version, judge_version=getattr(self.judge, "version", ""),
-            status="infra_error", error=last_err, attempts=self.max_retries + 1,
+    # -- control ---------------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Start nothing new; let in-flight rollouts finish for ``drain_s``, then cancel them."""
+        if self._stopping:
+            return
+        self._stopping = True
+        for s in self._samples:
+            if s.state == "waiting" and s.handle is not None:
+                s.handle.cancel()
+        loop = asyncio.get_running_loop()
+        loop.call_later(self.config.drain_s, self._cancel_running)
+
+    def _cancel_running(self) -> None:
+        for s in self._samples:
+            if s.state == "running" and s.handle is not None:
+                s.handle.cancel()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    # -- one sample ------------------------------------------------------------------------------
+
+    async def _sandbox(self, task: Task, ep: Episode) -> Sandbox:
+        if ep.mark is not None:  # continue from the last snapshot in a fresh sandbox
+            spec = await self.pool._spec(task)
+            create: Any = self.pool.backend.create
+            return await create(spec, snapshot=ep.mark.snapshot_id)  # type: ignore[no-any-return]
+        return await self.pool.acquire(task)
+
+    def _episode(self, s: _Sample, policy: Policy, seed: int) -> Episode:
+        c = self.config
+        return Episode(
+            s.group.task, policy, sample_index=s.index, seed=seed, max_steps=c.max_steps or 0, limits=c.limits,
+            snapshot_every=c.snapshot_every, model_sem=self._model_sem,
         )  # fmt: skip
-        return traj, retries
+
+    async def _attempts(self, s: _Sample, policy: Policy, seed: int, run_id: str) -> Trajectory:
+        """Play and judge ``s``, retrying infrastructure faults; always returns a typed trajectory."""
+        c, task = self.config, s.group.task
+        ep = self._episode(s, policy, seed)
+        t0 = time.perf_counter()
+        judge_ms = 0.0
+        last = ""
+        for k in range(c.max_retries + 1):
+            s.attempts += 1
+            sb: Sandbox | None = None
+            broken = True
+            try:
+                from_step = ep.mark.step if ep.mark is not None else 0
+                sb = await asyncio.wait_for(self._sandbox(task, ep), c.limits.sandbox_start_s)
+                await ep.play(sb)
+                traj = ep.trajectory(self.judge, group_id=s.group.gid, run_id=run_id, traj_id=s.traj_id)
+                tj = time.perf_counter()
+                await judge_trajectory(traj, task, sb, self.judge, limits=c.limits, judge_sem=self._judge_sem,
+                                       retries=c.judge_retries)  # fmt: skip
+                judge_ms = (time.perf_counter() - tj) * 1000
+                broken = False
+                traj.timings = {
+                    "rollout_ms": ep.play_ms, "policy_ms": ep.policy_ms, "tool_ms": ep.tool_ms,
+                    "judge_ms": judge_ms, "total_ms": (time.perf_counter() - t0) * 1000,
+                }  # fmt: skip
+                return traj
+            except INFRA_FAULTS as e:
+                what = (
+                    "sandbox start timed out" if isinstance(e, TimeoutError) and sb is None else _one_line(e)
+                )
+                last = f"{type(e).__name__}: {what}"
+                resumed = f" (from snapshot at step {from_step})" if from_step else ""
+                s.infra_errors.append(f"attempt {s.attempts}{resumed}: {last}")
+                if isinstance(e, SandboxError) and "snapshot" in str(e) and ep.mark is not None:
+                    ep.mark = None  # the snapshot itself is unusable: start over next time
+                ep.rewind()
+                if k < c.max_retries:
+                    self.stats.retried += 1
+                    await asyncio.sleep(min(c.backoff_max_s, c.backoff_s * 2**k))
+            except Exception as e:  # a bug must not lose the sample: store it, typed, with its cause
+                last = "unexpected " + "".join(traceback.format_exception_only(e)).strip()
+                s.infra_errors.append(f"attempt {s.attempts}: {last}")
+                break
+            finally:
+                if sb is not None:
+                    await asyncio.shield(self.pool.release(sb, broken=broken))
+        traj = ep.trajectory(self.judge, group_id=s.group.gid, run_id=run_id, traj_id=s.traj_id)
+        traj.status, traj.error, traj.reward = "infra_error", last, None
+        traj.timings = {"total_ms": (time.perf_counter() - t0) * 1000}
+        return traj
+
+    async def _run_sample(self, s: _Sample, policy: Policy, seed: int, run_id: str, rank: int) -> None:
+        try:
+            async with self._slots.slot(rank):
+                if self._stopping:
+                    return
+                s.state = "running"
+                self.stats.in_flight += 1
+                try:
+                    traj = await self._attempts(s, policy, seed, run_id)
+                finally:
+                    self.stats.in_flight -= 1
+            await asyncio.shield(self._finish(s, traj))
+        except asyncio.CancelledError:
+            if s.state != "done":
+                s.state = "cancelled"
+                self.stats.cancelled += 1
+
+    async def _finish(self, s: _Sample, traj: Trajectory) -> None:
+        traj.attempts = s.attempts
+        traj.infra_errors = list(s.infra_errors)
+        if self.store is not None:  # stored before it is reported, counted or handed on
+            await asyncio.to_thread(self.store.put, traj)
+        s.traj, s.state = traj, "done"
+        self._account(s, traj)
+        if self.sink is not None:
+            await self.sink.put(traj)
+        if self.on_done is not None:
+            self.on_done(traj)
+
+    def _account(self, s: _Sample, traj: Trajectory) -> None:
+        self.stats.done += 1
+        if traj.status != "ok":
+            self.stats.failed += 1
+        g = s.group
+        if traj.trainable:
+            g.trainable += 1
+            if g.trainable >= g.size:  # the group is complete: stragglers and spares are not needed
+                for m in g.members:
+                    if m.state in ("waiting", "running") and m.handle is not None and m is not s:
+                        m.handle.cancel()
+
+    # -- a run -----------------------------------------------------------------------------------
+
+    def _plan(self, tasks: list[Task], group_size: int, run_id: str, seed: int, resume: bool) -> list[_Group]:
+        nonce = "" if resume else uuid.uuid4().hex[:8]
+        groups = []
+        for ordinal, task in enumerate(tasks):
+            g = _Group(task, f"{run_id}:{ordinal}:{task.id}", group_size)
+            for i in range(group_size + self.config.spares):
+                g.members.append(_Sample(g, i, sample_id(run_id, nonce, seed, ordinal, task, i)))
+            groups.append(g)
+        return groups
+
+    def _load_stored(self, samples: list[_Sample]) -> None:
+        """Resume: samples already stored are done (an ``infra_error`` one is tried again)."""
+        assert self.store is not None
+        stored = self.store.statuses([s.traj_id for s in samples])  # type: ignore[attr-defined]
+        for s in samples:
+            if s.traj_id not in stored:
+                continue
+            traj = self.store.get(s.traj_id)
+            if traj.status == "infra_error":
+                s.attempts, s.infra_errors = traj.attempts, list(traj.infra_errors)
+                continue
+            s.traj, s.state = traj, "done"
+            self.stats.resumed += 1
+            self._account(s, traj)
 
     async def run(
-        self, tasks: list[Task], policy: Policy, group_size: int, *, run_id: str | None = None, seed: int = 0
+        self,
+        tasks: list[Task],
+        policy: Policy,
+        group_size: int,
+        *,
+        run_id: str | None = None,
+        seed: int = 0,
+        priority: str = "train",
+        resume: bool = False,
     ) -> RolloutSummary:
+        """Roll out every task ``group_size`` times. ``resume=True`` makes sample ids a function of
+        (run_id, seed, tasks) and skips samples the store already holds for them."""
+        if group_size < 1:
+            raise ConfigError("group_size must be at least 1")
+        if resume and not run_id:
+            raise ConfigError("resume needs the run id of the run to continue")
+        rank = priority_rank(priority)
+        c = self.config
         run_id = run_id or uuid.uuid4().hex[:12]
         t0 = time.perf_counter()
-        summary = RolloutSummary(requested=len(tasks) * group_size)
+        self._slots = PrioritySlots(c.concurrency)
+        self._model_sem = asyncio.Semaphore(c.model_concurrency or c.concurrency)
+        self._judge_sem = asyncio.Semaphore(c.judge_concurrency or c.concurrency)
+        self._stopping = False
+        self.stats = SchedulerStats(requested=len(tasks) * group_size)
+        groups = self._plan(tasks, group_size, run_id, seed, resume)
+        self._samples = [m for g in groups for m in g.members]
+        if resume and self.store is not None and hasattr(self.store, "statuses"):
+            self._load_stored(self._samples)
+        await self._round([s for s in self._samples if s.state == "waiting"], policy, seed, run_id, rank)
+        for _ in range(c.replay_rounds):
+            again = [s for s in self._samples if s.traj is not None and s.traj.status == "infra_error"]
+            again = [s for s in again if s.group.trainable < s.group.size]
+            if not again or self._stopping:
+                break
+            for s in again:
+                s.state, s.traj = "waiting", None
+                self.stats.done -= 1
+                self.stats.failed -= 1
+            self.stats.replayed += len(again)
+            await self._round(again, policy, seed, run_id, priority_rank("replay"))
+        return self._summary(groups, run_id, t0)
 
-        async def job(task: Task, idx: int, gid: str) -> Trajectory:
-            traj, retries = await self._one(task, policy, idx, gid, run_id, seed)
-            if self.store is not None:
-                await asyncio.to_thread(self.store.put, traj)
-                summary.stored += 1
-            summary.retried += retries
-            if self.on_done:
-                self.on_done(traj)
-            return traj
+    async def _round(self, samples: list[_Sample], policy: Policy, seed: int, run_id: str, rank: int) -> None:
+        for s in samples:
+            s.handle = asyncio.ensure_future(self._run_sample(s, policy, seed, run_id, rank))
+        handles = [s.handle for s in samples if s.handle is not None]
+        if handles:
+            await asyncio.gather(*handles, return_exceptions=True)
+        for h in handles:
+            if not h.cancelled() and h.exception() is not None:
+                raise h.exception()  # type: ignore[misc]  # a store failure: loud, never silent
 
-        coros = []
-        for task in tasks:
-            gid = f"{run_id}:{task.id}:{uuid.uuid4().hex[:6]}"
-            coros += [job(task, i, gid) for i in range(group_size)]
-        trajs = list(await asyncio.gather(*coros))
-        summary.trajectories = trajs
-        summary.statuses = dict(Counter(t.status for t in trajs))
-        summary.reward_mean = sum(t.reward for t in trajs) / len(trajs) if trajs else 0.0
-        summary.pass_rate = sum(1 for t in trajs if t.passed) / len(trajs) if trajs else 0.0
-        summary.seconds = time.perf_counter() - t0
+    def _summary(self, groups: list[_Group], run_id: str, t0: float) -> RolloutSummary:
+        done = [s.traj for s in self._samples if s.state == "done" and s.traj is not None]
+        pending = [
+            s for g in groups for s in g.members[: g.size] if s.state != "done" and g.trainable < g.size
+        ]  # requested members of unfinished groups (spares are extra)
+        judged = [t.reward for t in done if t.reward is not None]
+        summary = RolloutSummary(
+            requested=self.stats.requested,
+            stored=len(done) if self.store is not None else 0,
+            statuses=dict(Counter(t.status for t in done)),
+            retried=self.stats.retried,
+            reward_mean=sum(judged) / len(judged) if judged else 0.0,
+            pass_rate=sum(1 for t in done if t.passed) / len(done) if done else 0.0,
+            seconds=time.perf_counter() - t0,
+            run_id=run_id,
+            resumed=self.stats.resumed,
+            replayed=self.stats.replayed,
+            cancelled_spares=sum(1 for s in self._samples if s.state == "cancelled" and s.group.trainable >= s.group.size),
+            interrupted=self._stopping,
+            pending=len(pending) if self._stopping else 0,
+            trajectories=done,
+        )  # fmt: skip
+        if self.store is not None:
+            with contextlib.suppress(Exception):
+                doc = summary.to_json()
+                doc["pending_ids"] = [s.traj_id for s in pending] if self._stopping else []
+                self.store.finish_run(run_id, doc)
         return summary
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__

@@ -57,15 +57,28 @@ class Trajectory(BaseModel):
     policy_version: int = 0
     judge_version: str = ""
     status: Status
-    reward: float = 0.0
+    reward: float | None = Field(
+        None,
+        description="The judge's reward; None when unjudged (infra/policy/judge error): never 0 by default.",
+    )
     components: dict[str, float] = Field(default_factory=dict)
     flags: list[str] = Field(default_factory=list)
     tests: TestCounts = Field(default_factory=TestCounts)
+    failing_tests: list[str] = Field(default_factory=list, description="Hidden test ids that did not pass.")
     attempts: int = 1
+    infra_errors: list[str] = Field(
+        default_factory=list,
+        description="Infrastructure faults this sample survived (retries, resumes), in order.",
+    )
+    tools: list[dict[str, Any]] = Field(
+        default_factory=list, description="Tool schemas the policy was offered."
+    )
     messages: list[dict[str, Any]] = Field(default_factory=list)
     steps: list[ToolStep] = Field(default_factory=list)
     traces: list[dict[str, Any]] = Field(default_factory=list, description="TokenTrace per assistant turn.")
-    diff: dict[str, Any] = Field(default_factory=dict, description="WorkspaceDiff.to_json() of the final state.")
+    diff: dict[str, Any] = Field(
+        default_factory=dict, description="WorkspaceDiff.to_json() of the final state."
+    )
     timings: dict[str, float] = Field(default_factory=dict, description="Milliseconds per stage.")
     error: str | None = None
     submitted: bool = False
@@ -73,7 +86,12 @@ class Trajectory(BaseModel):
 
     @property
     def trainable(self) -> bool:
-        return self.status in TRAINABLE_STATUSES
+        """A fact about the policy with a reward: may enter a gradient."""
+        return self.status in TRAINABLE_STATUSES and self.reward is not None
+
+    @property
+    def retried(self) -> bool:
+        return self.attempts > 1 or bool(self.infra_errors)
 
     @property
     def passed(self) -> bool:

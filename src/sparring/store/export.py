@@ -5,9 +5,9 @@ One row per trajectory::
     {"messages": [...OpenAI chat messages...], "tools": [...function schemas...],
      "reward": 1.0, "task_id": "...", "status": "ok", "id": "..."}
 
-``tools`` is present only where the trajectory's run recorded them
-(``start_run(run_id, {"tools": [...]})``): the Trajectory record itself holds
-no tool schemas. Files are written under a temporary name and renamed into
+``tools`` is the trajectory's own ``tools`` (the schemas its policy was
+offered), else what its run recorded (``start_run(run_id, {"tools": [...]})``),
+else absent. Files are written under a temporary name and renamed into
 place, so a failed export leaves no partial file.
 """
 
@@ -41,7 +41,7 @@ def _rows(store: TrajectoryStore, query: TrajQuery) -> Iterator[dict[str, Any]]:
             run = store.get_run(traj.run_id) if traj.run_id else None
             tools = (run or {}).get("config", {}).get("tools")
             tools_by_run[traj.run_id] = tools if isinstance(tools, list) else None
-        yield chat_row(traj, tools_by_run[traj.run_id])
+        yield chat_row(traj, traj.tools or tools_by_run[traj.run_id])
 
 
 def _atomic_write(out_path: str | os.PathLike[str], write: Callable[[Path], int]) -> int:
@@ -102,9 +102,13 @@ def export_parquet(store: TrajectoryStore, query: TrajQuery, out_path: str | os.
             "id": pa.array([r["id"] for r in rows], pa.string()),
             "task_id": pa.array([r["task_id"] for r in rows], pa.string()),
             "status": pa.array([r["status"] for r in rows], pa.string()),
-            "reward": pa.array([float(r["reward"]) for r in rows], pa.float64()),
-            "tools": pa.array([json.dumps(r["tools"], ensure_ascii=True) if "tools" in r else None for r in rows],
-                              pa.string()),
+            "reward": pa.array(
+                [None if r["reward"] is None else float(r["reward"]) for r in rows], pa.float64()
+            ),
+            "tools": pa.array(
+                [json.dumps(r["tools"], ensure_ascii=True) if "tools" in r else None for r in rows],
+                pa.string(),
+            ),
         }
         try:
             messages = pa.array([r["messages"] for r in rows])

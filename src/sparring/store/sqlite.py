@@ -1,13 +1,18 @@
 """The embedded trajectory store: one SQLite file in WAL mode.
 
-Layout (schema v1)::
+Layout (schema v2; a v1 store is upgraded in place on its first writable open)::
 
     schema_version  one row: version, format marker, text-index kind, created_at
     runs            run_id PK, config json, summary json, started_at, finished_at
     trajectories    seq INTEGER PK (stable rowid), id UNIQUE, the indexed columns
                     (run_id, task_id, family, status, reward, policy,
                     policy_version, judge_version, task_digest, created_at,
-                    attempts, flags json) and ``record``: the full Trajectory JSON
+                    attempts, flags json); ``record`` is '' (v1 kept the JSON here)
+    traj_records    seq PK -> the full Trajectory JSON. Kept out of ``trajectories``
+                    so that table stays a few MB at 100,000 rows and metadata
+                    filters and counts never page through the records
+    traj_flags      (flag, seq) PK WITHOUT ROWID: one row per judge flag, so a flag
+                    search is an index range scan, not a JSON scan of every row
     traj_text       rowid = trajectories.seq; body = message text, tool-call
                     arguments and full tool outputs. An FTS5 table (trigram
                     tokenizer: case-insensitive substring search) where SQLite
@@ -42,17 +47,46 @@ from sparring.errors import StoreError
 from sparring.rollout.trajectory import Trajectory
 from sparring.store.base import TrajQuery
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STORE_FORMAT = "sparring-trajectory-store"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+_WALK_INDEX_ABOVE = 5000  # text matches above which a page walks the newest-first index
 _BATCH_MAX = 500  # below SQLITE_MAX_VARIABLE_NUMBER on old builds (999)
 
 _COLUMNS = (
-    "id", "run_id", "task_id", "family", "status", "reward", "policy", "policy_version",
-    "judge_version", "task_digest", "created_at", "attempts", "flags", "record",
+    "id",
+    "run_id",
+    "task_id",
+    "family",
+    "status",
+    "reward",
+    "policy",
+    "policy_version",
+    "judge_version",
+    "task_digest",
+    "created_at",
+    "attempts",
+    "flags",
+    "record",
 )
-_INDEXED = ("run_id", "task_id", "family", "status", "reward", "policy", "judge_version",
-            "task_digest", "created_at")
+_INDEXED = (
+    "run_id",
+    "task_id",
+    "family",
+    "status",
+    "reward",
+    "policy",
+    "judge_version",
+    "task_digest",
+    "created_at",
+)
+
+_FLAGS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS traj_records (seq INTEGER PRIMARY KEY, record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS traj_flags (flag TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (flag, seq))
+    WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ix_flags_seq ON traj_flags(seq);
+"""
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS schema_version (
@@ -71,6 +105,9 @@ CREATE TABLE IF NOT EXISTS trajectories (
     flags TEXT NOT NULL, record TEXT NOT NULL
 );
 {"".join(f"CREATE INDEX IF NOT EXISTS ix_traj_{c} ON trajectories({c});" for c in _INDEXED)}
+CREATE INDEX IF NOT EXISTS ix_traj_newest ON trajectories(created_at DESC, seq DESC);
+CREATE INDEX IF NOT EXISTS ix_traj_run_status ON trajectories(run_id, status);
+{_FLAGS_SCHEMA}
 """
 
 _UPSERT = (
@@ -95,7 +132,8 @@ def searchable_text(traj: Trajectory) -> str:
     for step in traj.steps:
         parts.extend((step.output, step.error or ""))
     parts.append(traj.error or "")
-    body = "\n".join(p for p in parts if p)
+    # A tool message usually repeats (a truncation of) its step's full output: index each text once.
+    body = "\n".join(dict.fromkeys(p for p in parts if p))
     # SQLite text must be valid UTF-8 and FTS stops at NUL; the record keeps the exact text.
     return body.replace("\x00", " ").encode("utf-8", "replace").decode("utf-8")
 
@@ -123,7 +161,9 @@ class SQLiteStore:
         self._lock = threading.RLock()
         if not self.path.exists():
             if readonly:
-                raise StoreError(f"no trajectory store at {self.path} (write one with `sparring rollout --store`)")
+                raise StoreError(
+                    f"no trajectory store at {self.path} (write one with `sparring rollout --store`)"
+                )
             self._create()
         self.text_index = self._validate()
         self._conn: sqlite3.Connection | None = self._connect()
@@ -133,11 +173,13 @@ class SQLiteStore:
     def _raw_connect(self, target: Path, *, readonly: bool) -> sqlite3.Connection:
         if readonly:
             uri = target.resolve().as_uri() + "?mode=ro"
-            conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_s, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                uri, uri=True, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
         else:
-            conn = sqlite3.connect(target, timeout=self._busy_timeout_s, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                target, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
         conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_s * 1000)}")
         return conn
 
@@ -155,7 +197,8 @@ class SQLiteStore:
                 conn.executescript(_SCHEMA)
                 kind = self._create_text_index(conn)
                 conn.execute(
-                    "INSERT INTO schema_version VALUES (?, ?, ?, ?)", (SCHEMA_VERSION, STORE_FORMAT, kind, time.time())
+                    "INSERT INTO schema_version VALUES (?, ?, ?, ?)",
+                    (SCHEMA_VERSION, STORE_FORMAT, kind, time.time()),
                 )
             finally:
                 conn.close()
@@ -217,7 +260,36 @@ class SQLiteStore:
             raise StoreError(
                 f"{p} has store schema v{row[0]}, newer than this sparring's v{SCHEMA_VERSION}: upgrade sparring"
             )
+        self.schema_version = int(row[0])
         return str(row[2])
+
+    def _upgrade(self, conn: sqlite3.Connection) -> None:
+        """v1 -> v2: the flags join table (backfilled from the JSON column) and the newest-first index."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            (version,) = conn.execute("SELECT version FROM schema_version").fetchone()
+            if int(version) < 2:
+                for stmt in filter(str.strip, _FLAGS_SCHEMA.split(";")):
+                    conn.execute(stmt)
+                conn.execute(
+                    "CREATE INDEX IF NOT EXISTS ix_traj_newest ON trajectories(created_at DESC, seq DESC)"
+                )
+                conn.execute("CREATE INDEX IF NOT EXISTS ix_traj_run_status ON trajectories(run_id, status)")
+                conn.execute(
+                    "INSERT OR IGNORE INTO traj_flags(flag, seq) "
+                    "SELECT f.value, t.seq FROM trajectories AS t, json_each(t.flags) AS f"
+                )
+                conn.execute(
+                    "INSERT OR REPLACE INTO traj_records(seq, record) SELECT seq, record FROM trajectories"
+                )
+                conn.execute("UPDATE trajectories SET record = ''")
+                conn.execute("UPDATE schema_version SET version = 2")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        self.schema_version = 2
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -227,6 +299,9 @@ class SQLiteStore:
             else:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
+                if self.schema_version < SCHEMA_VERSION:
+                    self._upgrade(conn)
+            conn.execute("PRAGMA cache_size=-65536")  # 64 MiB page cache: searches touch indexes, not records
             return conn
         except sqlite3.Error as e:
             raise StoreError(f"cannot open the trajectory store {self.path}: {e}") from None
@@ -258,6 +333,13 @@ class SQLiteStore:
                 raise
             conn.execute("COMMIT")
 
+    @property
+    def _record(self) -> str:
+        """SQL for a row's record JSON (``t`` = trajectories)."""
+        if self.schema_version >= 2:
+            return "(SELECT r.record FROM traj_records AS r WHERE r.seq = t.seq)"
+        return "t.record"  # a v1 store opened read-only
+
     def _decode(self, record: str) -> Trajectory:
         try:
             return Trajectory.model_validate(json.loads(record))
@@ -267,8 +349,8 @@ class SQLiteStore:
 
     # -- trajectories ----------------------------------------------------------------------------
 
-    def put(self, traj: Trajectory) -> None:
-        """Insert or replace ``traj`` (by id), its metadata columns and its text index entry."""
+    @staticmethod
+    def _row(traj: Trajectory) -> tuple[tuple[Any, ...], str, str]:
         try:
             # ensure_ascii keeps lone surrogates and NULs exact through the JSON text.
             record = json.dumps(traj.model_dump(mode="json"), ensure_ascii=True, separators=(",", ":"))
@@ -277,18 +359,55 @@ class SQLiteStore:
         row = (
             traj.id, traj.run_id, traj.task_id, traj.family, traj.status, traj.reward, traj.policy,
             traj.policy_version, traj.judge_version, traj.task_digest, traj.created_at, traj.attempts,
-            json.dumps(traj.flags, ensure_ascii=True), record,
-        )
-        body = searchable_text(traj)
+            json.dumps(traj.flags, ensure_ascii=True), "",
+        )  # fmt: skip
+        return row, record, searchable_text(traj)
+
+    def _put_in(
+        self, conn: sqlite3.Connection, traj: Trajectory, row: tuple[Any, ...], record: str, body: str
+    ) -> None:
+        conn.execute(_UPSERT, row)
+        (seq,) = conn.execute("SELECT seq FROM trajectories WHERE id = ?", (traj.id,)).fetchone()
+        conn.execute("INSERT OR REPLACE INTO traj_records(seq, record) VALUES (?, ?)", (seq, record))
+        conn.execute("DELETE FROM traj_text WHERE rowid = ?", (seq,))
+        conn.execute("INSERT INTO traj_text(rowid, body) VALUES (?, ?)", (seq, body))
+        conn.execute("DELETE FROM traj_flags WHERE seq = ?", (seq,))
+        if traj.flags:
+            conn.executemany(
+                "INSERT OR IGNORE INTO traj_flags(flag, seq) VALUES (?, ?)", [(f, seq) for f in traj.flags]
+            )
+
+    def put(self, traj: Trajectory) -> None:
+        """Insert or replace ``traj`` (by id), its metadata columns, flags and text index entry."""
+        self.put_many([traj])
+
+    def put_many(self, trajs: list[Trajectory]) -> None:
+        """Write many trajectories in one transaction: all of them are stored, or none."""
+        rows = [(t, *self._row(t)) for t in trajs]  # serialise first: a bad record writes nothing
+        if not rows:
+            return
         with self._write() as conn:
-            conn.execute(_UPSERT, row)
-            (seq,) = conn.execute("SELECT seq FROM trajectories WHERE id = ?", (traj.id,)).fetchone()
-            conn.execute("DELETE FROM traj_text WHERE rowid = ?", (seq,))
-            conn.execute("INSERT INTO traj_text(rowid, body) VALUES (?, ?)", (seq, body))
+            for traj, row, record, body in rows:
+                self._put_in(conn, traj, row, record, body)
+
+    def statuses(self, ids: list[str]) -> dict[str, tuple[str, int]]:
+        """``{id: (status, attempts)}`` of those ``ids`` that are stored (for resuming a run)."""
+        out: dict[str, tuple[str, int]] = {}
+        for i in range(0, len(ids), _BATCH_MAX):
+            chunk = ids[i : i + _BATCH_MAX]
+            with self._read() as conn:
+                for tid, status, attempts in conn.execute(
+                    f"SELECT id, status, attempts FROM trajectories WHERE id IN ({', '.join('?' * len(chunk))})",
+                    chunk,
+                ):
+                    out[tid] = (status, int(attempts))
+        return out
 
     def get(self, traj_id: str) -> Trajectory:
         with self._read() as conn:
-            row = conn.execute("SELECT record FROM trajectories WHERE id = ?", (traj_id,)).fetchone()
+            row = conn.execute(
+                f"SELECT {self._record} FROM trajectories AS t WHERE t.id = ?", (traj_id,)
+            ).fetchone()
         if row is None:
             raise StoreError(f"no trajectory {traj_id} in {self.path}")
         return self._decode(row[0])
@@ -297,7 +416,9 @@ class SQLiteStore:
         with self._read() as conn:
             return int(conn.execute("SELECT count(*) FROM trajectories").fetchone()[0])
 
-    def _where(self, q: TrajQuery) -> tuple[str, list[Any]]:
+    def _where(self, q: TrajQuery, conn: sqlite3.Connection) -> tuple[str, list[Any], int | None]:
+        """SQL WHERE over ``trajectories AS t``, its parameters, and how many rows the text filter
+        matched (None without a text filter answered by the index)."""
         clauses: list[str] = []
         params: list[Any] = []
         for column in ("task_id", "family", "status", "policy", "judge_version", "run_id"):
@@ -312,41 +433,80 @@ class SQLiteStore:
             clauses.append("t.reward <= ?")
             params.append(q.max_reward)
         if q.flag is not None:
-            clauses.append("EXISTS (SELECT 1 FROM json_each(t.flags) AS f WHERE f.value = ?)")
+            if self.schema_version >= 2:
+                clauses.append("t.seq IN (SELECT seq FROM traj_flags WHERE flag = ?)")
+            else:  # a v1 store opened read-only: no join table
+                clauses.append("EXISTS (SELECT 1 FROM json_each(t.flags) AS f WHERE f.value = ?)")
             params.append(q.flag)
+        n_text = None
         if q.text:
-            clauses.append(self._text_clause(q.text, params))
-        return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+            clause, n_text = self._text_clause(q.text, params, conn)
+            clauses.append(clause)
+        return (" WHERE " + " AND ".join(clauses)) if clauses else "", params, n_text
 
-    def _text_clause(self, text: str, params: list[Any]) -> str:
-        """Substring match: MATCH where the index can answer it, LIKE otherwise (same semantics)."""
+    def _text_clause(self, text: str, params: list[Any], conn: sqlite3.Connection) -> tuple[str, int | None]:
+        """Substring match: MATCH where the index can answer it, LIKE otherwise (same semantics).
+
+        The index is asked once (its row ids come back as one comma-joined
+        string: no Python object per match) and the ids are passed on as a JSON
+        array, so a search's count and page do not each pay for the phrase match.
+        """
         if self.text_index == "fts5-trigram" and len(text) >= 3:
-            params.append(_phrase(text))
-            return "t.seq IN (SELECT rowid FROM traj_text WHERE traj_text MATCH ?)"
+            (joined,) = conn.execute(
+                "SELECT group_concat(rowid) FROM traj_text WHERE traj_text MATCH ?", (_phrase(text),)
+            ).fetchone()
+            joined = joined or ""
+            params.append(f"[{joined}]")
+            return "t.seq IN (SELECT value FROM json_each(?))", (joined.count(",") + 1 if joined else 0)
         params.append(_like_pattern(text))
-        return "t.seq IN (SELECT rowid FROM traj_text WHERE body LIKE ? ESCAPE '\\')"
+        return "t.seq IN (SELECT rowid FROM traj_text WHERE body LIKE ? ESCAPE '\\')", None
 
-    def _matching_seqs(self, conn: sqlite3.Connection, q: TrajQuery) -> list[int]:
-        where, params = self._where(q)
-        sql = f"SELECT t.seq FROM trajectories AS t{where} ORDER BY t.created_at DESC, t.seq DESC LIMIT ? OFFSET ?"
+    def _page_seqs(
+        self, conn: sqlite3.Connection, where: str, params: list[Any], q: TrajQuery, n_text: int | None = None
+    ) -> list[int]:
+        # Many text matches: walk the newest-first index and stop after the page, instead of
+        # sorting every match (the planner cannot know how many ids the JSON array holds).
+        hint = " INDEXED BY ix_traj_newest" if n_text is not None and n_text > _WALK_INDEX_ABOVE else ""
+        sql = (
+            f"SELECT t.seq FROM trajectories AS t{hint}{where} "
+            "ORDER BY t.created_at DESC, t.seq DESC LIMIT ? OFFSET ?"
+        )
         limit = -1 if q.limit is None else q.limit
         return [r[0] for r in conn.execute(sql, [*params, limit, q.offset])]
 
+    def _matching_seqs(self, conn: sqlite3.Connection, q: TrajQuery) -> list[int]:
+        where, params, n_text = self._where(q, conn)
+        return self._page_seqs(conn, where, params, q, n_text)
+
+    def _records(self, conn: sqlite3.Connection, seqs: list[int]) -> dict[int, str]:
+        """Records by seq, fetched only for the rows asked for (never for every match)."""
+        out: dict[int, str] = {}
+        for i in range(0, len(seqs), _BATCH_MAX):
+            chunk = seqs[i : i + _BATCH_MAX]
+            out.update(
+                conn.execute(
+                    f"SELECT t.seq, {self._record} FROM trajectories AS t WHERE t.seq IN ({', '.join('?' * len(chunk))})",
+                    chunk,
+                ).fetchall()
+            )
+        return out
+
     def search(self, query: TrajQuery) -> tuple[int, list[Trajectory]]:
-        where, params = self._where(query)
         with self._read() as conn:
             conn.execute("BEGIN")  # one snapshot for the count and the page
             try:
-                total = int(conn.execute(f"SELECT count(*) FROM trajectories AS t{where}", params).fetchone()[0])
-                limit = -1 if query.limit is None else query.limit
-                rows = conn.execute(
-                    f"SELECT t.record FROM trajectories AS t{where} "
-                    "ORDER BY t.created_at DESC, t.seq DESC LIMIT ? OFFSET ?",
-                    [*params, limit, query.offset],
-                ).fetchall()
+                where, params, n_text = self._where(query, conn)
+                if n_text is not None and len(params) == 1:  # text is the only filter: the index counted
+                    total = n_text
+                else:
+                    total = int(
+                        conn.execute(f"SELECT count(*) FROM trajectories AS t{where}", params).fetchone()[0]
+                    )
+                seqs = self._page_seqs(conn, where, params, query, n_text) if total else []
+                records = self._records(conn, seqs)
             finally:
                 conn.execute("COMMIT")
-        return total, [self._decode(r[0]) for r in rows]
+        return total, [self._decode(records[s]) for s in seqs if s in records]
 
     def iter_search(self, query: TrajQuery, batch_size: int = 256) -> Iterator[Trajectory]:
         """Matches as of the call, in search order, loaded ``batch_size`` records at a time."""
@@ -356,11 +516,7 @@ class SQLiteStore:
         for i in range(0, len(seqs), step):
             chunk = seqs[i : i + step]
             with self._read() as conn:
-                rows = dict(
-                    conn.execute(
-                        f"SELECT seq, record FROM trajectories WHERE seq IN ({', '.join('?' * len(chunk))})", chunk
-                    ).fetchall()
-                )
+                rows = self._records(conn, chunk)
             for seq in chunk:
                 if seq in rows:
                     yield self._decode(rows[seq])
@@ -391,7 +547,8 @@ class SQLiteStore:
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         with self._read() as conn:
             row = conn.execute(
-                "SELECT run_id, config, summary, started_at, finished_at FROM runs WHERE run_id = ?", (run_id,)
+                "SELECT run_id, config, summary, started_at, finished_at FROM runs WHERE run_id = ?",
+                (run_id,),
             ).fetchone()
         if row is None:
             return None

@@ -191,9 +191,9 @@ class GRPOTrainer:
         import torch
 
         cfg = self.cfg
-        trainable = [t for t in trajectories if t.status in TRAINABLE_STATUSES]
+        trainable = [t for t in trajectories if t.status in TRAINABLE_STATUSES and t.reward is not None]
         keys = [t.group_id or t.id for t in trainable]
-        rewards = [float(t.reward) for t in trainable]
+        rewards = [float(t.reward or 0.0) for t in trainable]  # None was filtered above
         advs = grouped_advantages(keys, rewards, normalize_std=cfg.normalize_std)
         zero, groups = zero_std_groups(keys, rewards)
         live = {k for k, a in zip(keys, advs, strict=True) if a != 0.0}  # groups with reward variance
