@@ -228,7 +228,7 @@ class RolloutScheduler:
         if ep.mark is not None:  # continue from the last snapshot in a fresh sandbox
             spec = await self.pool._spec(task)
             create: Any = self.pool.backend.create
-            return await create(spec, snapshot=ep.mark.snapshot_id)  # type: ignore[no-any-return]
+            return await create(spec, snapshot=ep.mark.snapshot_id)
         return await self.pool.acquire(task)
 
     def _episode(self, s: _Sample, policy: Policy, seed: int) -> Episode:
