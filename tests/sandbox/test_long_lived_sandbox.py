@@ -12,6 +12,7 @@ import pytest
 from sparring.errors import SandboxError
 from sparring.sandbox.base import SandboxSpec
 from sparring.sandbox.layers import tree_digest
+from tests_support import ROOT_ONLY
 
 
 def run(coro):
@@ -166,6 +167,7 @@ def test_env_cwd_stdin_and_open_files(backend):
     assert d.exit_code == 126 and "/no/such/dir" in d.stderr
 
 
+@ROOT_ONLY
 def test_tmp_and_home_count_against_the_disk_quota_and_reset(backend):
     async def body(sb):
         fill = await sb.exec("dd if=/dev/zero of=/tmp/big bs=1M count=64 2>&1; echo rc=$?")
@@ -178,6 +180,7 @@ def test_tmp_and_home_count_against_the_disk_quota_and_reset(backend):
     assert after.stdout.split() == ["/home/agent:", "/tmp:"]
 
 
+@ROOT_ONLY
 def test_snapshot_is_a_content_addressed_layer_of_the_change_only(backend, tmp_path):
     ws = tmp_path / "big"
     for i in range(200):
@@ -272,6 +275,7 @@ def test_extra_mounts_may_not_shadow_writable_places(backend, tmp_path):
     assert sorted(os.listdir(backend.root)) == before
 
 
+@ROOT_ONLY
 def test_network_none_is_an_empty_namespace_and_loopback_is_private(backend):
     probe = (
         "python3 - <<'PY'\n"

@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from sparring.errors import SandboxError
 from sparring.sandbox import mounts
 from sparring.sandbox.layers import LayerStore
 
@@ -93,7 +94,14 @@ def remove_sandbox_dir(d: Path) -> None:
     shutil.rmtree(d, ignore_errors=True)
 
 
-RUN_DIR = Path(os.environ.get("SPARRING_SANDBOX_RUN", "/tmp/sparring-run"))
+def run_dir() -> Path:
+    """The world-traversable directory holding every backend's sandbox dirs: one per user, so a
+    directory root made first never locks other users out ($SPARRING_SANDBOX_RUN overrides)."""
+    env = os.environ.get("SPARRING_SANDBOX_RUN")
+    if env:
+        return Path(env)
+    uid = os.geteuid()
+    return Path("/tmp/sparring-run" if uid == 0 else f"/tmp/sparring-run-{uid}")
 
 
 def sandbox_home(root: Path) -> Path:
@@ -107,9 +115,17 @@ def sandbox_home(root: Path) -> Path:
     """
     import hashlib
 
-    home = RUN_DIR / hashlib.sha256(str(root.absolute()).encode()).hexdigest()[:16]
-    home.mkdir(parents=True, exist_ok=True)
-    for d in (RUN_DIR, home):
+    run = run_dir()
+    run.mkdir(parents=True, exist_ok=True, mode=0o711)
+    st = os.lstat(run)
+    if not os.path.isdir(run) or os.path.islink(run) or st.st_uid != os.geteuid():
+        raise SandboxError(
+            f"{run} is not a directory of this user (uid {os.geteuid()}): remove it, "
+            "or point SPARRING_SANDBOX_RUN at a directory of yours"
+        )
+    home = run / hashlib.sha256(str(root.absolute()).encode()).hexdigest()[:16]
+    home.mkdir(exist_ok=True)
+    for d in (run, home):
         os.chmod(d, 0o711)
     link = root / "sandboxes"
     if not link.is_symlink():
