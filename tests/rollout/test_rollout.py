@@ -18,7 +18,9 @@ def run_sched(backend, store, tasks, policy, group, **kw):
     async def go():
         pool = SandboxPool(backend, max_idle=2)
         try:
-            return await RolloutScheduler(pool, PytestJudge(backend), store, concurrency=2, **kw).run(tasks, policy, group)
+            return await RolloutScheduler(pool, PytestJudge(backend), store, concurrency=2, **kw).run(
+                tasks, policy, group
+            )
         finally:
             await pool.close()
 
@@ -39,7 +41,11 @@ def test_oracle_solves_and_everything_is_stored(backend, clamp_task, tmp_path):
     roles = [m["role"] for m in t.messages]
     assert roles[:2] == ["system", "user"] and roles.count("tool") == 5
     assert t.diff["files"]["mathx/core.py"]["text"].count("return hi") == 1
-    assert t.steps[2].arguments == {"path": "mathx/core.py", "old": "    if x > hi:\n        return lo\n    return x\n", "new": "    if x > hi:\n        return hi\n    return x\n"}
+    assert t.steps[2].arguments == {
+        "path": "mathx/core.py",
+        "old": "    if x > hi:\n        return lo\n    return x\n",
+        "new": "    if x > hi:\n        return hi\n    return x\n",
+    }
     assert t.timings["judge_ms"] > 0 and t.group_id and t.steps[0].duration_ms >= 0
     assert len({t.group_id for t in trajs}) == 1
     store.close()
@@ -128,3 +134,38 @@ def test_random_policy_is_deterministic(backend, clamp_task):
     a = run_sched(backend, None, [clamp_task], RandomPolicy(), 1, max_steps=4)
     b = run_sched(backend, None, [clamp_task], RandomPolicy(), 1, max_steps=4)
     assert [s.name for s in a.trajectories[0].steps] == [s.name for s in b.trajectories[0].steps]
+
+
+class _MalformedThenSubmit:
+    """First a call with arguments that are not JSON, then an unknown tool, then submit."""
+
+    name = "malformed"
+    version = 0
+
+    async def act(self, request):
+        from sparring.policy.scripted import tool_call_message
+
+        turn = sum(m["role"] == "assistant" for m in request.messages)
+        if turn == 0:
+            msg = tool_call_message("write_file", {}, "call_0")
+            msg["tool_calls"][0]["function"]["arguments"] = '{"path": "a.py", "content": '
+            return Action(msg)
+        if turn == 1:
+            return Action(tool_call_message("launch_rockets", {"n": 3}, "call_1"))
+        return Action(tool_call_message("submit", {}, "call_2"))
+
+    async def close(self):
+        return None
+
+
+def test_malformed_tool_arguments_are_an_error_observation_not_a_crash(backend, clamp_task, tmp_path):
+    store = SQLiteStore(tmp_path / "s.db")
+    s = run_sched(backend, store, [clamp_task], _MalformedThenSubmit(), 1)
+    t = store.get(s.trajectories[0].id)
+    assert t.status == "ok" and t.reward == 0.0  # judged: the policy's own (bad) work
+    assert "not valid JSON" in (t.steps[0].error or "") and t.steps[0].arguments is None
+    assert t.steps[0].raw_arguments.startswith('{"path"')
+    assert "unknown tool" in (t.steps[1].error or "")
+    tool_msgs = [m["content"] for m in t.messages if m["role"] == "tool"]
+    assert tool_msgs[0].startswith("error:") and tool_msgs[1].startswith("error:")
+    store.close()

@@ -42,14 +42,27 @@ def make_traj(i: int = 0, **kw: Any) -> Trajectory:
                 "role": "assistant",
                 "content": "Let me run the tests.",
                 "tool_calls": [
-                    {"id": "call_0", "type": "function",
-                     "function": {"name": "bash", "arguments": json.dumps({"command": f"pytest -k case{i}"})}}
+                    {
+                        "id": "call_0",
+                        "type": "function",
+                        "function": {
+                            "name": "bash",
+                            "arguments": json.dumps({"command": f"pytest -k case{i}"}),
+                        },
+                    }
                 ],
             },
             {"role": "tool", "tool_call_id": "call_0", "content": "1 failed [truncated]"},
         ],
-        steps=[ToolStep(index=0, tool_call_id="call_0", name="bash",
-                        output=f"FAILED test_calc.py::test_div - ZeroDivisionError step{i}", exit_code=1)],
+        steps=[
+            ToolStep(
+                index=0,
+                tool_call_id="call_0",
+                name="bash",
+                output=f"FAILED test_calc.py::test_div - ZeroDivisionError step{i}",
+                exit_code=1,
+            )
+        ],
     )
     fields.update(kw)
     return Trajectory(**fields)
@@ -109,7 +122,9 @@ def test_file_is_wal_sqlite_with_schema_version(store: SQLiteStore) -> None:
     try:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")}
+        tables = {
+            r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")
+        }
         assert {"runs", "trajectories", "traj_text", "ix_traj_task_id", "ix_traj_reward"} <= tables
         row = conn.execute("SELECT task_id, status, reward, flags FROM trajectories").fetchone()
         assert row == ("task-1", "ok", 0.1, "[]")
@@ -118,9 +133,13 @@ def test_file_is_wal_sqlite_with_schema_version(store: SQLiteStore) -> None:
 
 
 def test_put_then_get_round_trips_exactly(store: SQLiteStore) -> None:
-    t = make_traj(3, components={"all_pass": 1.0, "lint": 0.5}, flags=["hardcoded_output"],
-                  traces=[{"turn": 0, "prompt_ids": [1, 2], "completion_ids": [3], "logprobs": [-0.5]}],
-                  diff={"files": {"calc.py": {"text": "x = 1\n"}}, "deleted": ["old.py"]})
+    t = make_traj(
+        3,
+        components={"all_pass": 1.0, "lint": 0.5},
+        flags=["hardcoded_output"],
+        traces=[{"turn": 0, "prompt_ids": [1, 2], "completion_ids": [3], "logprobs": [-0.5]}],
+        diff={"files": {"calc.py": {"text": "x = 1\n"}}, "deleted": ["old.py"]},
+    )
     store.put(t)
     assert store.get(t.id) == t
 
@@ -199,7 +218,9 @@ def test_search_pages_newest_first_with_total(store: SQLiteStore) -> None:
 
 def test_text_search_finds_content_parts_and_errors(any_store: SQLiteStore) -> None:
     store = any_store
-    store.put(make_traj(1, messages=[{"role": "user", "content": [{"type": "text", "text": "multipart hello"}]}]))
+    store.put(
+        make_traj(1, messages=[{"role": "user", "content": [{"type": "text", "text": "multipart hello"}]}])
+    )
     store.put(make_traj(2, status="policy_error", error="server said: overloaded"))
     assert [t.id for t in store.search(TrajQuery(text="MULTIPART"))[1]] == ["traj-0001"]
     assert [t.id for t in store.search(TrajQuery(text="overloaded"))[1]] == ["traj-0002"]
@@ -338,8 +359,12 @@ def test_arbitrary_unicode_round_trips(tmp_path: Path) -> None:
         @settings(max_examples=80, deadline=None)
         @given(text=st.text(st.characters(blacklist_categories=())), key=st.text(min_size=1, max_size=5))
         def check(text: str, key: str) -> None:
-            t = make_traj(1, messages=[{"role": "user", "content": text, key: [text]}],
-                          steps=[ToolStep(index=0, tool_call_id="c", name="bash", output=text)], error=text)
+            t = make_traj(
+                1,
+                messages=[{"role": "user", "content": text, key: [text]}],
+                steps=[ToolStep(index=0, tool_call_id="c", name="bash", output=text)],
+                error=text,
+            )
             s.put(t)
             got = s.get(t.id)
             assert got.messages == t.messages

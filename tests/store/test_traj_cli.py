@@ -15,7 +15,17 @@ from sparring.cli.traj import app as traj_app
 from sparring.rollout.trajectory import ToolStep, Trajectory
 from sparring.store.sqlite import SQLiteStore
 
-SEARCH_ITEM_KEYS = {"id", "task_id", "status", "reward", "flags", "attempts", "policy", "family", "created_at"}
+SEARCH_ITEM_KEYS = {
+    "id",
+    "task_id",
+    "status",
+    "reward",
+    "flags",
+    "attempts",
+    "policy",
+    "family",
+    "created_at",
+}
 
 
 def _cli() -> typer.Typer:
@@ -37,15 +47,35 @@ def _traj(i: int, **kw: Any) -> Trajectory:
         created_at=1_700_000_000.0 + i,
         messages=[
             {"role": "user", "content": f"Please fix issue {i}"},
-            {"role": "assistant", "content": "Running the tests first.",
-             "tool_calls": [{"id": "c0", "type": "function",
-                             "function": {"name": "run_tests", "arguments": '{"args": "-q"}'}}]},
+            {
+                "role": "assistant",
+                "content": "Running the tests first.",
+                "tool_calls": [
+                    {
+                        "id": "c0",
+                        "type": "function",
+                        "function": {"name": "run_tests", "arguments": '{"args": "-q"}'},
+                    }
+                ],
+            },
             {"role": "tool", "tool_call_id": "c0", "content": "short view"},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "submit", "arguments": "{}"}}]},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "submit", "arguments": "{}"}}
+                ],
+            },
         ],
-        steps=[ToolStep(index=0, tool_call_id="c0", name="run_tests", exit_code=1,
-                        output="HEAD-OF-OUTPUT " + "x" * 5000 + " TAIL-OF-OUTPUT")],
+        steps=[
+            ToolStep(
+                index=0,
+                tool_call_id="c0",
+                name="run_tests",
+                exit_code=1,
+                output="HEAD-OF-OUTPUT " + "x" * 5000 + " TAIL-OF-OUTPUT",
+            )
+        ],
         diff={"files": {"calc.py": {"text": "a\nb\n"}, "blob.bin": {"b64": "AAE="}}, "deleted": ["old.py"]},
     )
     fields.update(kw)
@@ -84,8 +114,15 @@ def test_search_json_shape(store_path: Path) -> None:
     for t in doc["trajectories"]:
         assert set(t) == SEARCH_ITEM_KEYS
     assert doc["trajectories"][0] == {
-        "id": "t9", "task_id": "task-1", "status": "timeout", "reward": 0.0, "flags": ["test_tampering"],
-        "attempts": 1, "policy": "random", "family": "code-repair", "created_at": 1_700_000_009.0,
+        "id": "t9",
+        "task_id": "task-1",
+        "status": "timeout",
+        "reward": 0.0,
+        "flags": ["test_tampering"],
+        "attempts": 1,
+        "policy": "random",
+        "family": "code-repair",
+        "created_at": 1_700_000_009.0,
     }
 
 
@@ -122,10 +159,25 @@ def test_show_renders_turns_calls_outputs_and_diff(store_path: Path) -> None:
     r = invoke("show", "t1", "--store", str(store_path))
     assert r.exit_code == 0, r.output
     out = r.stdout
-    for needle in ("trajectory t1", "task-1", "status    ok", "all_pass=1.000", "Please fix issue 1",
-                   "turn 1", "Running the tests first.", 'run_tests({"args": "-q"})', "HEAD-OF-OUTPUT",
-                   "more chars", "exit 1", "turn 2", "submit({})", "2 file(s) written, 1 deleted",
-                   "W calc.py (2 lines)", "W blob.bin (binary)", "D old.py"):
+    for needle in (
+        "trajectory t1",
+        "task-1",
+        "status    ok",
+        "all_pass=1.000",
+        "Please fix issue 1",
+        "turn 1",
+        "Running the tests first.",
+        'run_tests({"args": "-q"})',
+        "HEAD-OF-OUTPUT",
+        "more chars",
+        "exit 1",
+        "turn 2",
+        "submit({})",
+        "2 file(s) written, 1 deleted",
+        "W calc.py (2 lines)",
+        "W blob.bin (binary)",
+        "D old.py",
+    ):
         assert needle in out, needle
     assert "TAIL-OF-OUTPUT" not in out  # tool outputs are clipped for display
     assert "short view" not in out  # the full step output replaces the truncated observation
@@ -157,8 +209,11 @@ def test_export_jsonl(store_path: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize("command", ["search", "show", "export"])
 def test_missing_store_is_one_line_error_and_creates_nothing(tmp_path: Path, command: str) -> None:
     missing = tmp_path / "nowhere" / "store.db"
-    args = {"search": ["search"], "show": ["show", "t1"],
-            "export": ["export", "--out", str(tmp_path / "o.jsonl")]}[command]
+    args = {
+        "search": ["search"],
+        "show": ["show", "t1"],
+        "export": ["export", "--out", str(tmp_path / "o.jsonl")],
+    }[command]
     err = one_line_error(invoke(*args, "--store", str(missing), "--json"))
     assert "no trajectory store" in err
     assert list(tmp_path.iterdir()) == []

@@ -7,7 +7,7 @@ import contextlib
 import typer
 
 from sparring import __version__
-from sparring.cli import demo, judge, replay, rollout, sandbox, serve, tasks, train, traj
+from sparring.cli import demo, failures, judge, replay, rollout, sandbox, serve, tasks, train, traj
 from sparring.cli.common import not_built
 
 app = typer.Typer(
@@ -57,7 +57,7 @@ app.command("serve-policy")(serve.serve_policy)
 _planned("eval", 6, "Evaluate a policy with the evaluation judge")
 _planned("review", 6, "Review queue of flagged trajectories")
 _planned("report", 8, "Draw reward curves and histograms of a run")
-_planned("failures", 7, "Failure-case library: cluster and promote failures")
+app.add_typer(failures.app, name="failures")
 
 
 def _exception_modules() -> list[object]:

@@ -1,0 +1,129 @@
+"""Rollout engine benchmark with the oracle policy; prints one JSON object.
+
+    python benchmarks/rollout_bench.py [--concurrency 1,8,32,128] [--rollouts N] [--tasks 8]
+                                       [--family function-impl] [--judge pytest|none]
+
+For each concurrency C, ``max(--rollouts, C)`` oracle rollouts over
+``--tasks`` generated tasks (real sandboxes, real store) and reports:
+
+* ``rollouts_per_min``;
+* ``sandbox_utilisation``: the share of the C rollout slots' wall time in which
+  a rollout held a sandbox (sum of rollout durations / (C x wall));
+* ``tool_share``: the share of rollout time spent inside tool calls (the
+  sandbox working, rather than the policy, judge or scheduler);
+* ``overhead_ms_per_tool_call``: the agent loop's and scheduler's own time per
+  tool call, beyond the sandbox exec and the policy: (rollout time - tool
+  time - policy time) / tool calls, plus the scheduler's bookkeeping outside
+  the rollout (slot hand-over, store write) per tool call. Target <= 2 ms.
+
+``--judge none`` scores every rollout 0 with a judge that does nothing, to
+measure the engine without the judge's own pytest runs (the judge is the
+largest cost per rollout on a small machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from sparring.judge.base import JudgeResult
+from sparring.judge.pytest_judge import PytestJudge
+from sparring.policy.scripted import OraclePolicy
+from sparring.rollout.scheduler import RolloutScheduler
+from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.pool import SandboxPool
+from sparring.store.sqlite import SQLiteStore
+from sparring.tasks.families import generate
+from sparring.tasks.loader import Task
+
+
+class NoJudge:
+    """Scores nothing (reward 0): isolates the rollout engine from the judge's cost."""
+
+    version = "none"
+
+    async def score(self, task: Task, diff: Any) -> JudgeResult:
+        return JudgeResult(reward=0.0, components={}, judge_version=self.version)
+
+
+async def one_level(
+    backend: LocalBackend, tasks: list[Task], c: int, n: int, judge: Any, store: SQLiteStore
+) -> dict[str, Any]:
+    group = max(1, -(-n // len(tasks)))
+    pool = SandboxPool(backend, max_idle=c)
+    sched = RolloutScheduler(pool, judge, store, concurrency=c, replay_rounds=0)
+    t0 = time.perf_counter()
+    try:
+        s = await sched.run(tasks, OraclePolicy(), group, run_id=f"bench-c{c}")
+    finally:
+        await pool.close()
+    wall = time.perf_counter() - t0
+    trajs = s.trajectories
+    calls = sum(len(t.steps) for t in trajs)
+    total = sum(t.timings.get("total_ms", 0.0) for t in trajs)
+    play = sum(t.timings.get("rollout_ms", 0.0) for t in trajs)
+    tool = sum(t.timings.get("tool_ms", 0.0) for t in trajs)
+    policy = sum(t.timings.get("policy_ms", 0.0) for t in trajs)
+    loop_overhead = (play - tool - policy) / calls if calls else 0.0
+    per_call_loop = [
+        (t.timings["rollout_ms"] - t.timings["tool_ms"] - t.timings["policy_ms"]) / len(t.steps)
+        for t in trajs
+        if t.steps
+    ]
+    return {
+        "concurrency": c,
+        "rollouts": len(trajs),
+        "statuses": s.statuses,
+        "reward_mean": round(s.reward_mean, 3),
+        "seconds": round(wall, 2),
+        "rollouts_per_min": round(60 * len(trajs) / wall, 1),
+        "sandbox_utilisation": round(total / 1000 / (c * wall), 3),
+        "tool_share": round(tool / total, 3) if total else 0.0,
+        "tool_calls": calls,
+        "overhead_ms_per_tool_call": round(loop_overhead, 3),
+        "overhead_ms_per_tool_call_median_rollout": round(statistics.median(per_call_loop), 3)
+        if per_call_loop
+        else 0,
+        "max_sandboxes_alive": pool.max_alive,
+    }
+
+
+async def main_async(a: argparse.Namespace) -> dict[str, Any]:
+    backend = LocalBackend()
+    out: dict[str, Any] = {"family": a.family, "tasks": a.tasks, "judge": a.judge, "levels": []}
+    with tempfile.TemporaryDirectory(prefix="rollout-bench-") as tmp:
+        tasks = generate(a.family, a.tasks, 0, Path(tmp) / "tasks")
+        judge = PytestJudge(backend) if a.judge == "pytest" else NoJudge()
+        store = SQLiteStore(Path(tmp) / "bench.db")
+        try:
+            for c in a.concurrency:
+                level = await one_level(backend, tasks, c, max(a.rollouts, c), judge, store)
+                out["levels"].append(level)
+                print(json.dumps(level), flush=True, file=__import__("sys").stderr)
+        finally:
+            store.close()
+    out["overhead_ms_per_tool_call_max"] = max(lv["overhead_ms_per_tool_call"] for lv in out["levels"])
+    out["overhead_target_ms"] = 2.0
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--concurrency", default="1,8,32,128", help="Comma-separated concurrency levels.")
+    ap.add_argument("--rollouts", type=int, default=16, help="Rollouts per level (at least the concurrency).")
+    ap.add_argument("--tasks", type=int, default=8)
+    ap.add_argument("--family", default="function-impl")
+    ap.add_argument("--judge", choices=["pytest", "none"], default="pytest")
+    a = ap.parse_args()
+    a.concurrency = [int(x) for x in str(a.concurrency).split(",") if x.strip()]
+    print(json.dumps(asyncio.run(main_async(a))))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+"""The failure-case library: stored failures clustered by signature, and promoted into new work.
+
+A trajectory is a *failure* when it did not pass: any status but ``ok``, an
+``ok`` whose hidden tests did not all pass, or any judge flag. Its
+*signature* is (status, error type, failing hidden tests, flags), where the
+error type is the error message with what varies between occurrences (ids,
+numbers, paths, URLs, quoted values) masked, so "sandbox 3f2a... broken at
+step 4" and "sandbox 91bc... broken at step 7" are one cluster.
+
+A cluster is promoted into:
+
+* ``tasks``: for each (task, trajectory) in it, a new task whose initial
+  workspace is the failed attempt's final workspace (the original with the
+  agent's diff applied); hidden tests and reference solution are the
+  original's, so the task is "repair what this policy left behind". Only for
+  judged failures (the diff is the policy's own work).
+* ``regression``: a JSONL file of cases (trajectory id, task id and digest,
+  the final diff, the stored status/reward/failing tests, judge version) that a
+  judge or environment change can be re-checked against.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sparring.errors import ConfigError, StoreError
+from sparring.rollout.trajectory import Trajectory
+from sparring.sandbox.base import WorkspaceDiff
+from sparring.store.base import TrajectoryStore, TrajQuery
+from sparring.tasks.loader import Task, write_task
+
+_MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"https?://\S+"), "<url>"),
+    (re.compile(r"(?<![\w.])/(?:[\w.@+-]+/)*[\w.@+-]+"), "<path>"),
+    (re.compile(r"'[^']*'|\"[^\"]*\""), "<str>"),
+    (re.compile(r"\b[0-9a-f]{8,}\b"), "<id>"),
+    (re.compile(r"\b\d+(?:\.\d+)?(?:ms|s)?\b"), "<n>"),
+)
+EXAMPLES = 5
+
+
+def is_failure(t: Trajectory) -> bool:
+    return t.status != "ok" or not t.passed or bool(t.flags)
+
+
+def error_type(error: str | None) -> str:
+    """The error with what varies between occurrences masked (first line, at most 160 chars)."""
+    if not error:
+        return ""
+    text = error.strip().splitlines()[0]
+    for pattern, repl in _MASKS:
+        text = pattern.sub(repl, text)
+    return text[:160]
+
+
+def signature(t: Trajectory) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
+    return (t.status, error_type(t.error), tuple(sorted(t.failing_tests)), tuple(sorted(t.flags)))
+
+
+def cluster_id(sig: tuple[str, str, tuple[str, ...], tuple[str, ...]]) -> str:
+    return hashlib.sha256(json.dumps(sig).encode()).hexdigest()[:12]
+
+
+@dataclass
+class Cluster:
+    id: str
+    status: str
+    error_type: str
+    failing_tests: list[str]
+    flags: list[str]
+    count: int = 0
+    tasks: Counter[str] = field(default_factory=Counter)
+    examples: list[str] = field(default_factory=list)
+    newest: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "status": self.status, "error_type": self.error_type,
+            "failing_tests": self.failing_tests, "flags": self.flags, "count": self.count,
+            "tasks": dict(self.tasks.most_common()), "examples": self.examples,
+        }  # fmt: skip
+
+
+def cluster(trajs: Iterable[Trajectory]) -> list[Cluster]:
+    """Failures grouped by signature, biggest cluster first (examples newest first)."""
+    out: dict[str, Cluster] = {}
+    for t in trajs:
+        if not is_failure(t):
+            continue
+        sig = signature(t)
+        cid = cluster_id(sig)
+        c = out.get(cid)
+        if c is None:
+            c = out[cid] = Cluster(cid, sig[0], sig[1], list(sig[2]), list(sig[3]))
+        c.count += 1
+        c.tasks[t.task_id] += 1
+        c.examples.append(t.id)
+        c.newest = max(c.newest, t.created_at)
+    for c in out.values():
+        c.examples = c.examples[:EXAMPLES]  # iter_search yields newest first
+    return sorted(out.values(), key=lambda c: (-c.count, -c.newest, c.id))
+
+
+def failures(store: TrajectoryStore, query: TrajQuery) -> list[Cluster]:
+    return cluster(store.iter_search(query.model_copy(update={"limit": None, "offset": 0})))
+
+
+def members(store: TrajectoryStore, query: TrajQuery, cid: str) -> list[Trajectory]:
+    """The trajectories of cluster ``cid`` (newest first); StoreError if there is no such cluster."""
+    found = [t for t in store.iter_search(query.model_copy(update={"limit": None, "offset": 0}))
+             if is_failure(t) and cluster_id(signature(t)) == cid]  # fmt: skip
+    if not found:
+        raise StoreError(f"no failure cluster {cid!r} in this store (see `sparring failures list`)")
+    return found
+
+
+def _apply(task: Task, diff: WorkspaceDiff) -> dict[str, str | bytes]:
+    files: dict[str, str | bytes] = {
+        p.relative_to(task.workspace).as_posix(): p.read_bytes()
+        for p in task.workspace.rglob("*")
+        if p.is_file()
+    }
+    for rel in diff.deleted:
+        files.pop(rel, None)
+        prefix = rel.rstrip("/") + "/"
+        for k in [k for k in files if k.startswith(prefix)]:
+            files.pop(k)
+    files.update(diff.files)
+    return files
+
+
+def _read_dir(d: Path) -> dict[str, str | bytes]:
+    return (
+        {p.relative_to(d).as_posix(): p.read_bytes() for p in d.rglob("*") if p.is_file()}
+        if d.is_dir()
+        else {}
+    )
+
+
+def promote_tasks(trajs: list[Trajectory], tasks: dict[tuple[str, str], Task], out: Path, cid: str,
+                  limit: int) -> list[dict[str, Any]]:  # fmt: skip
+    """New tasks starting from each failed attempt's final workspace (one per task, newest first)."""
+    if trajs and trajs[0].status in ("infra_error", "policy_error", "judge_error"):
+        raise ConfigError(f"cluster {cid} holds {trajs[0].status} samples: their workspace is not the policy's "
+                          "work; promote it --as regression instead")  # fmt: skip
+    made: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for t in trajs:
+        if len(made) >= limit:
+            break
+        task = tasks.get((t.task_id, t.task_digest))
+        if task is None or t.task_id in seen:
+            continue
+        seen.add(t.task_id)
+        new_id = f"{task.id}-fail-{t.id[:8]}"[:200]
+        failing = ", ".join(t.failing_tests[:5]) or "the hidden tests"
+        spec = task.spec.model_copy(
+            deep=True,
+            update={
+                "id": new_id,
+                "version": 1,
+                "instruction": f"A previous attempt left this workspace failing ({failing}). "
+                f"Starting from it: {task.spec.instruction}",
+                "tags": sorted({*task.spec.tags, "promoted-failure", f"cluster-{cid}"}),
+                "provenance": task.spec.provenance.model_copy(
+                    update={
+                        "source": f"failure cluster {cid}, trajectory {t.id} of task {task.id}@{task.digest[:19]}"
+                    }
+                ),
+            },
+        )
+        spec = type(spec).model_validate(spec.model_dump())  # re-validated: the new id must be a valid id
+        sol_files, deleted = task.solution_files()
+        new = write_task(out / new_id, spec, workspace=_apply(task, WorkspaceDiff.from_json(t.diff)),
+                         hidden=_read_dir(task.hidden), solution=dict(sol_files), deleted=deleted)  # fmt: skip
+        made.append({"id": new.id, "path": str(new.path), "digest": new.digest, "from_trajectory": t.id})
+    if not made:
+        raise ConfigError(f"none of cluster {cid}'s tasks are under --tasks (ids and digests must match)")
+    return made
+
+
+def promote_regression(trajs: list[Trajectory], out: Path, cid: str, limit: int) -> dict[str, Any]:
+    """A JSONL file of regression cases, written atomically."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"regression-{cid}.jsonl"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=out)
+    try:
+        with os.fdopen(fd, "w") as f:
+            for t in trajs[:limit]:
+                case = {"cluster": cid, "id": t.id, "task_id": t.task_id, "task_digest": t.task_digest,
+                        "status": t.status, "reward": t.reward, "failing_tests": t.failing_tests,
+                        "flags": t.flags, "error_type": error_type(t.error), "judge_version": t.judge_version,
+                        "diff": t.diff}  # fmt: skip
+                f.write(json.dumps(case, ensure_ascii=True) + "\n")
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return {"path": str(path), "cases": min(limit, len(trajs))}
+
+
+PromoteKind = Literal["tasks", "regression"]

@@ -1,0 +1,136 @@
+"""Rollouts under fault: sandboxes killed or hung mid-rollout, a crashing judge, a policy server that
+hangs, answers garbage or drops connections. After each, every requested sample is in the store exactly
+once with a truthful status, retried ones are marked, and no infrastructure failure has a reward."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from fault_support import CrashingJudge, FaultyBackend, FaultyPolicyServer, assert_accounted
+
+from sparring.judge.pytest_judge import PytestJudge
+from sparring.policy.openai_http import OpenAIPolicy
+from sparring.policy.scripted import OraclePolicy
+from sparring.rollout.episode import StageLimits
+from sparring.rollout.scheduler import RolloutScheduler
+from sparring.sandbox.pool import SandboxPool
+from sparring.store.sqlite import SQLiteStore
+
+
+def run(backend, judge_backend, store, tasks, policy, group, run_id, **kw):
+    async def go():
+        pool = SandboxPool(backend, max_idle=2)
+        try:
+            sched = RolloutScheduler(pool, PytestJudge(judge_backend), store, **kw)
+            return await sched.run(tasks, policy, group, run_id=run_id)
+        finally:
+            await pool.close()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("snapshot_every", [0, 1])
+def test_sandbox_killed_mid_rollout_is_retried_and_the_sample_still_passes(
+    backend, clamp_task, tmp_path, snapshot_every
+):
+    faulty = FaultyBackend(backend, fault_on_exec={1})  # SIGKILL the sandbox at its first command (run_tests)
+    store = SQLiteStore(tmp_path / "s.db")
+    s = run(faulty, backend, store, [clamp_task], OraclePolicy(), 2, "kill", concurrency=1, backoff_s=0.01,
+            snapshot_every=snapshot_every)  # fmt: skip
+    assert faulty.faults == 1 and s.retried == 1
+    trajs = assert_accounted(store, "kill", 2)
+    hit = [t for t in trajs if t.attempts == 2]
+    assert len(hit) == 1 and all(t.status == "ok" and t.reward == 1.0 for t in trajs)
+    t = hit[0]
+    assert "SandboxError" in t.infra_errors[0]
+    # the conversation was rewound, never duplicated: each oracle step appears once
+    assert [st.name for st in t.steps] == ["list_dir", "read_file", "str_replace", "run_tests", "submit"]
+    assert [st.index for st in t.steps] == list(range(5))
+    # with snapshots the retry continued in a sandbox restored from the last snapshot (after str_replace)
+    assert faulty.restored_from_snapshot == (1 if snapshot_every else 0)
+    store.close()
+
+
+def test_hung_exec_server_hits_the_tool_stage_limit_and_is_retried(backend, clamp_task, tmp_path):
+    faulty = FaultyBackend(backend, fault_on_exec={1}, mode="hang")  # SIGSTOP the exec server
+    store = SQLiteStore(tmp_path / "s.db")
+    s = run(faulty, backend, store, [clamp_task], OraclePolicy(), 1, "hang", concurrency=1, backoff_s=0.01,
+            limits=StageLimits(tool_call_s=2.0))  # fmt: skip
+    (t,) = assert_accounted(store, "hang", 1)
+    assert s.statuses == {"ok": 1} and t.attempts == 2 and t.reward == 1.0
+    assert "stage limit" in t.infra_errors[0]
+    store.close()
+
+
+def test_sandboxes_that_keep_dying_end_as_infra_error_with_no_reward(backend, clamp_task, tmp_path):
+    faulty = FaultyBackend(
+        backend, fault_on_exec=set(range(1, 100))
+    )  # every sandbox dies at its first command
+    store = SQLiteStore(tmp_path / "s.db")
+    s = run(faulty, backend, store, [clamp_task], OraclePolicy(), 2, "doomed", concurrency=2, backoff_s=0.01,
+            max_retries=1, replay_rounds=1)  # fmt: skip
+    trajs = assert_accounted(store, "doomed", 2)
+    assert s.statuses == {"infra_error": 2} and s.replayed == 2
+    for t in trajs:
+        assert t.reward is None and not t.trainable and t.attempts == 4 and len(t.infra_errors) == 4
+    store.close()
+
+
+def test_crashing_judge_is_retried_then_typed_judge_error(backend, clamp_task, tmp_path):
+    store = SQLiteStore(tmp_path / "s.db")
+
+    async def go(crashes, retries):
+        pool = SandboxPool(backend)
+        judge = CrashingJudge(PytestJudge(backend), crashes)
+        try:
+            sched = RolloutScheduler(pool, judge, store, concurrency=1, judge_retries=retries)
+            return await sched.run([clamp_task], OraclePolicy(), 1, run_id=f"judge{crashes}")
+        finally:
+            await pool.close()
+
+    s = asyncio.run(go(1, 1))  # crashes once, the retry scores it
+    assert s.statuses == {"ok": 1} and s.trajectories[0].reward == 1.0
+    s = asyncio.run(go(5, 1))  # keeps crashing
+    (t,) = assert_accounted(store, "judge5", 1)
+    assert s.statuses == {"judge_error": 1} and t.reward is None and "segfaulted" in (t.error or "")
+    assert t.steps and t.diff["files"]  # the rollout itself is kept: it can be re-judged later
+    store.close()
+
+
+@pytest.mark.parametrize("mode", ["hang", "garbage", "drop"])
+def test_misbehaving_policy_server_gives_policy_error_never_a_reward(backend, clamp_task, tmp_path, mode):
+    store = SQLiteStore(tmp_path / "s.db")
+    with FaultyPolicyServer(clamp_task, mode) as srv:
+        pol = OpenAIPolicy(srv.url, srv.model, timeout_s=0.5, max_retries=1, backoff_s=0.01)
+        s = run(backend, backend, store, [clamp_task], pol, 2, mode, concurrency=2)
+    trajs = assert_accounted(store, mode, 2)
+    assert s.statuses == {"policy_error": 2}
+    assert all(t.reward is None and not t.steps for t in trajs)
+    assert srv.completions >= 2
+    store.close()
+
+
+def test_policy_server_dropping_every_other_request_is_absorbed_by_client_retries(
+    backend, clamp_task, tmp_path
+):
+    store = SQLiteStore(tmp_path / "s.db")
+    with FaultyPolicyServer(clamp_task, "flaky") as srv:
+        pol = OpenAIPolicy(srv.url, srv.model, timeout_s=5, max_retries=2, backoff_s=0.01)
+        s = run(backend, backend, store, [clamp_task], pol, 1, "flaky", concurrency=1)
+    (t,) = assert_accounted(store, "flaky", 1)
+    assert s.statuses == {"ok": 1} and t.reward == 1.0 and srv.completions == 10  # 5 turns, each dropped once
+
+
+def test_spares_complete_a_group_whose_member_keeps_failing(backend, clamp_task, tmp_path):
+    faulty = FaultyBackend(backend, fault_on_exec={1, 2})  # the first sample's sandbox dies twice
+    store = SQLiteStore(tmp_path / "s.db")
+    s = run(faulty, backend, store, [clamp_task], OraclePolicy(), 2, "spares", concurrency=1, max_retries=1,
+            backoff_s=0.01, spares=1, replay_rounds=0)  # fmt: skip
+    total, trajs = store.search(
+        __import__("sparring.store.base", fromlist=["TrajQuery"]).TrajQuery(run_id="spares")
+    )
+    ok = [t for t in trajs if t.status == "ok"]
+    assert len(ok) == 2 and {t.status for t in trajs} == {"ok", "infra_error"} and total == 3
+    assert s.statuses == {"ok": 2, "infra_error": 1}
+    store.close()

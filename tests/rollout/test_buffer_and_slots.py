@@ -1,0 +1,108 @@
+"""The experience queue (staleness and length bounds, back-pressure) and priority-class slots."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from sparring.errors import ConfigError
+from sparring.rollout.buffer import ExperienceQueue
+from sparring.rollout.slots import PrioritySlots, priority_rank
+from sparring.rollout.trajectory import Trajectory
+
+
+def traj(i: int, version: int = 0, tokens: int = 3) -> Trajectory:
+    return Trajectory(id=f"t{i}", task_id="a", task_digest="d" * 64, policy="p", status="ok", reward=1.0,
+                      policy_version=version,
+                      traces=[{"prompt_ids": [1], "completion_ids": list(range(tokens)), "logprobs": None}])  # fmt: skip
+
+
+def test_synchronous_queue_drops_every_older_version_counted_and_logged(caplog):
+    async def go():
+        q = ExperienceQueue(maxsize=10, max_staleness=0)
+        for i, v in enumerate([0, 1, 1, 0]):
+            await q.put(traj(i, v))
+        return q, await q.get_batch(10, trainer_version=1, timeout=0.05)
+
+    with caplog.at_level(logging.WARNING, logger="sparring.rollout.buffer"):
+        q, got = asyncio.run(go())
+    assert [t.id for t in got] == ["t1", "t2"]
+    assert q.stats.dropped == {"stale": 2} and q.stats.put == 4 and q.stats.taken == 2
+    assert sum("stale" in r.message for r in caplog.records) == 2
+
+
+def test_staleness_bound_k_accepts_lag_up_to_k():
+    async def go():
+        q = ExperienceQueue(max_staleness=1)
+        for i, v in enumerate([0, 1, 2]):
+            await q.put(traj(i, v))
+        return q, await q.get_batch(3, trainer_version=2, timeout=0.05)
+
+    q, got = asyncio.run(go())
+    assert [t.policy_version for t in got] == [1, 2] and q.stats.dropped == {"stale": 1}
+
+
+def test_too_long_samples_are_dropped_on_put():
+    async def go():
+        q = ExperienceQueue(max_tokens=5)
+        await q.put(traj(0, tokens=5))
+        await q.put(traj(1, tokens=6))
+        return q
+
+    q = asyncio.run(go())
+    assert q.qsize() == 1 and q.stats.dropped == {"length": 1}
+
+
+def test_full_queue_makes_producers_wait_for_the_trainer():
+    async def go():
+        q = ExperienceQueue(maxsize=2)
+        await q.put(traj(0))
+        await q.put(traj(1))
+        third = asyncio.ensure_future(q.put(traj(2)))
+        await asyncio.sleep(0.05)
+        blocked = not third.done()
+        got = await q.get_batch(1, trainer_version=0)
+        await asyncio.wait_for(third, 1)
+        return blocked, got, q.qsize()
+
+    blocked, got, left = asyncio.run(go())
+    assert blocked and [t.id for t in got] == ["t0"] and left == 2
+
+
+def test_get_batch_returns_what_it_has_at_timeout_and_bad_bounds_are_refused():
+    async def go():
+        q = ExperienceQueue()
+        await q.put(traj(0))
+        return await q.get_batch(4, trainer_version=0, timeout=0.05)
+
+    assert len(asyncio.run(go())) == 1
+    with pytest.raises(ConfigError):
+        ExperienceQueue(max_staleness=-1)
+
+
+def test_slots_serve_eval_then_train_then_replay_and_survive_cancelled_waiters():
+    async def go():
+        slots = PrioritySlots(1)
+        order: list[str] = []
+        await slots.acquire()
+
+        async def want(name: str):
+            async with slots.slot(priority_rank(name)):
+                order.append(name)
+                await asyncio.sleep(0)
+
+        tasks = [asyncio.ensure_future(want(n)) for n in ("replay", "train", "eval", "train")]
+        gone = asyncio.ensure_future(want("eval"))
+        await asyncio.sleep(0.01)
+        gone.cancel()
+        await asyncio.sleep(0.01)
+        slots.release()
+        await asyncio.gather(*tasks)
+        return order, slots.in_use
+
+    order, in_use = asyncio.run(go())
+    assert order == ["eval", "train", "train", "replay"] and in_use == 0
+    with pytest.raises(ConfigError, match="unknown priority"):
+        priority_rank("urgent")
