@@ -6,7 +6,10 @@ only one of them can be the module named `conftest` at a time.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from sparring.tasks.loader import Task, write_task
 from sparring.tasks.spec import JudgeSpec, TaskSpec
@@ -73,3 +76,11 @@ def make_clamp_task(out: Path, task_id: str = "clamp-bug") -> Task:
 
 
 FIXED_CLAMP = FIXED
+
+
+# What copy mode (no root) lacks, as the README says: disk quota, OOM reports, an empty network
+# namespace, snapshots of the change only. Root runs these tests (make test, CI); a run without
+# root skips them and names why.
+ROOT_ONLY = pytest.mark.skipif(
+    os.geteuid() != 0, reason="copy mode (no root) lacks this guarantee (README: Running without root)"
+)

@@ -12,6 +12,7 @@ import pytest
 from sparring.errors import SandboxError
 from sparring.sandbox.base import SandboxSpec
 from sparring.sandbox.layers import tree_digest
+from tests_support import ROOT_ONLY
 
 
 def run(coro):
@@ -107,12 +108,12 @@ def test_background_processes_persist_between_calls_and_die_on_close(backend):
 def test_a_service_started_in_one_call_answers_the_next(backend):
     async def body(sb):
         await sb.exec(
-            "python3 -c 'import http.server as h; h.HTTPServer((\"127.0.0.1\", 8765), h.SimpleHTTPRequestHandler)"
+            'python3 -c \'import http.server as h; h.HTTPServer(("127.0.0.1", 8765), h.SimpleHTTPRequestHandler)'
             ".serve_forever()' > /tmp/server.log 2>&1 &"
         )
         return await sb.exec(
             "for i in $(seq 100); do python3 -c 'import urllib.request as u; "
-            "print(u.urlopen(\"http://127.0.0.1:8765/\").status)' 2>/dev/null && break; sleep 0.05; done",
+            'print(u.urlopen("http://127.0.0.1:8765/").status)\' 2>/dev/null && break; sleep 0.05; done',
             timeout=30,
         )
 
@@ -166,6 +167,7 @@ def test_env_cwd_stdin_and_open_files(backend):
     assert d.exit_code == 126 and "/no/such/dir" in d.stderr
 
 
+@ROOT_ONLY
 def test_tmp_and_home_count_against_the_disk_quota_and_reset(backend):
     async def body(sb):
         fill = await sb.exec("dd if=/dev/zero of=/tmp/big bs=1M count=64 2>&1; echo rc=$?")
@@ -178,6 +180,7 @@ def test_tmp_and_home_count_against_the_disk_quota_and_reset(backend):
     assert after.stdout.split() == ["/home/agent:", "/tmp:"]
 
 
+@ROOT_ONLY
 def test_snapshot_is_a_content_addressed_layer_of_the_change_only(backend, tmp_path):
     ws = tmp_path / "big"
     for i in range(200):
@@ -272,6 +275,7 @@ def test_extra_mounts_may_not_shadow_writable_places(backend, tmp_path):
     assert sorted(os.listdir(backend.root)) == before
 
 
+@ROOT_ONLY
 def test_network_none_is_an_empty_namespace_and_loopback_is_private(backend):
     probe = (
         "python3 - <<'PY'\n"
@@ -288,6 +292,19 @@ def test_network_none_is_an_empty_namespace_and_loopback_is_private(backend):
     loop = run(_with(backend, SandboxSpec(network="loopback"), lambda sb: sb.exec(probe)))
     assert none.stdout.startswith("no network:")
     assert loop.stdout.startswith("loopback works")
+    # and the agent cannot bring the loopback up itself: it holds no capability over its namespace
+    up = (
+        "python3 - <<'PY'\n"
+        "import fcntl, socket, struct\n"
+        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "try:\n"
+        "    fcntl.ioctl(s, 0x8914, struct.pack('16sH14x', b'lo', 1)); print('raised lo')\n"
+        "except OSError as e:\n"
+        "    print('refused', e.errno)\n"
+        "PY\n"
+    )
+    r = run(_with(backend, SandboxSpec(network="none"), lambda sb: sb.exec(up)))
+    assert r.stdout.startswith("refused"), r
 
 
 def test_allowlist_proxy_reaches_only_allowed_hosts_and_logs_every_attempt(backend):

@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from pathlib import Path
 
 from sec_support import CANARY_TEXT, host_procs_with, in_sandbox, unique_sleep_arg
 
 from sparring.sandbox.base import SandboxSpec
+from tests_support import ROOT_ONLY
 
 
 def test_host_environment_does_not_leak_in(backend, monkeypatch):
@@ -49,14 +51,31 @@ print(json.dumps(out))
 """
 
 
+def _host_uids(pid: int) -> set[int]:
+    """Real, effective, saved and fs uid of host process ``pid``, as the host sees them."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Uid:"):
+            return {int(x) for x in line.split()[1:]}
+    raise AssertionError(f"no Uid line for {pid}")
+
+
 def test_agent_uid_is_not_host_root(backend):
     # bwrap started by root maps the agent's uid to host uid 0: every uid-based check the kernel
     # makes (sysctl write permission, inode ownership for chmod) then treats the agent as host root.
+    # Authoritative: the uids the host sees for the sandbox's processes (a command left running too).
     async def body(sb):
-        return await sb.exec(["python3", "-c", PRIVILEGE_PROBE])
+        await sb.exec("sleep 30 >/dev/null 2>&1 &")
+        server = sb.server_host_pid()
+        procs = [server] + [
+            int(x) for x in Path(f"/proc/{server}/task/{server}/children").read_text().split()
+        ]
+        probe = json.loads((await sb.exec(["python3", "-c", PRIVILEGE_PROBE])).stdout)
+        return {p: _host_uids(p) for p in procs}, probe
 
-    out = json.loads(in_sandbox(backend, SandboxSpec(), body).stdout)
-    assert 0 not in out["host_uids"], out
+    uids, probe = in_sandbox(backend, SandboxSpec(), body)
+    assert len(uids) >= 2 and all(0 not in u for u in uids.values()), uids
+    if backend.overlay:  # as root the map's parent is the host; without root it is bubblewrap's own userns
+        assert 0 not in probe["host_uids"], probe
 
 
 def test_host_sysctls_are_read_only(backend):
@@ -77,6 +96,7 @@ def test_host_device_nodes_are_not_owned_by_the_agent(backend):
     assert out["own_host_device_nodes"] == [], out
 
 
+@ROOT_ONLY
 def test_scratch_directories_count_against_the_disk_quota(backend):
     # at most 32 MiB per directory with an 8 MiB quota
     async def body(sb):

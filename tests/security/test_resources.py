@@ -8,8 +8,10 @@ import pytest
 from sec_support import in_sandbox
 
 from sparring.sandbox.base import SandboxSpec
+from tests_support import ROOT_ONLY
 
 
+@ROOT_ONLY
 def test_memory_bomb_is_oom_killed(backend):
     # touches every page (b"x" * n), at most 768 MiB; the limit is 64 MiB
     bomb = "chunks = []\nfor i in range(96):\n    chunks.append(b'x' * (8 << 20))\nprint('survived')"
@@ -24,6 +26,7 @@ def test_memory_bomb_is_oom_killed(backend):
     assert after.stdout == "alive\n" and not after.oom_killed
 
 
+@ROOT_ONLY
 def test_disk_fill_hits_the_quota_inside_and_on_the_host_side(backend):
     async def body(sb):
         fill = await sb.exec(

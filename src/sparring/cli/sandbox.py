@@ -17,7 +17,13 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Sandboxes: isolated, quota-bound, copy-on-write environments.", no_args_is_help=True)
 
 
-_FLAGS = {"memory_mb": "--memory-mb", "pids": "--pids", "cpus": "--cpus", "disk_mb": "--disk-mb", "nofile": "--nofile"}
+_FLAGS = {
+    "memory_mb": "--memory-mb",
+    "pids": "--pids",
+    "cpus": "--cpus",
+    "disk_mb": "--disk-mb",
+    "nofile": "--nofile",
+}
 
 
 def _spec(**kw: object) -> SandboxSpec:
@@ -40,15 +46,21 @@ def _spec(**kw: object) -> SandboxSpec:
 @guarded
 def exec_cmd(
     cmd: list[str] = typer.Argument(..., help="Command and arguments (after --)."),
-    workspace: Path | None = typer.Option(None, "--workspace", help="Directory seen at /workspace (never modified)."),
+    workspace: Path | None = typer.Option(
+        None, "--workspace", help="Directory seen at /workspace (never modified)."
+    ),
     network: str = typer.Option("none", "--network", help="none | loopback | allowlist"),
-    allow: list[str] = typer.Option([], "--allow", help="With --network allowlist: a host or host:port to reach."),
+    allow: list[str] = typer.Option(
+        [], "--allow", help="With --network allowlist: a host or host:port to reach."
+    ),
     memory_mb: int | None = typer.Option(None, "--memory-mb", help="Memory limit in MiB."),
     pids: int | None = typer.Option(None, "--pids", help="Most processes at once."),
     cpus: float | None = typer.Option(None, "--cpus", help="CPU share in cores."),
     disk_mb: int = typer.Option(512, "--disk-mb", help="Most MiB the command may write."),
     nofile: int = typer.Option(1024, "--nofile", help="Most open files per process."),
-    timeout: float = typer.Option(30.0, "--timeout", help="Seconds before the whole process tree is killed (exit 124)."),
+    timeout: float = typer.Option(
+        30.0, "--timeout", help="Seconds before the whole process tree is killed (exit 124)."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Run CMD in a fresh sandbox whose /workspace is a copy-on-write view of --workspace."""
@@ -89,8 +101,39 @@ def exec_cmd(
         if r.oom_killed:
             err_console.print("[yellow]killed: out of memory[/]")
     if not_found:
-        raise fail(f"command not found in the sandbox: {cmd[0]} (is it installed on the host /usr or the venv?)", 127)
+        raise fail(
+            f"command not found in the sandbox: {cmd[0]} (is it installed on the host /usr or the venv?)", 127
+        )
     raise typer.Exit(r.exit_code)
+
+
+@app.command("tune")
+@guarded
+def tune(
+    apply: bool = typer.Option(False, "--apply", help="Set cgroup favordynmods (root; until reboot)."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Show (or --apply) the host setting that keeps sandbox create fast on a quiet host."""
+    import os
+
+    from sparring.sandbox import tuning
+
+    if apply:
+        if os.geteuid() != 0:
+            raise fail("sandbox tune --apply needs root: run it with sudo, or leave the host as it is", 2)
+        tuning.apply()
+    st = tuning.state()
+    if json_out:
+        emit_json(st)
+    elif not st["supported"]:
+        err_console.print("no cgroup v2 mount: favordynmods cannot be set on this host")
+    else:
+        on = (
+            "on"
+            if st[tuning.OPTION]
+            else "off (sandbox create waits ~10 ms on an idle host; --apply sets it)"
+        )
+        err_console.print(f"cgroup favordynmods on {st['cgroup2_mount']}: {on}")
 
 
 @app.command("bench")
@@ -102,8 +145,12 @@ def bench(
     changed: int = typer.Option(10, "--changed", min=0, help="Files changed before each snapshot."),
     execs: int = typer.Option(20, "--execs", min=1, help="Exec round trips per sandbox."),
     alive: int = typer.Option(0, "--alive", min=0, help="Also hold this many sandboxes alive at once."),
-    podman: bool = typer.Option(False, "--podman", help="Measure the same cycle through podman, print the ratio."),
-    limits: bool = typer.Option(True, "--limits/--no-limits", help="Memory/pids cgroups on the cycled sandboxes."),
+    podman: bool = typer.Option(
+        False, "--podman", help="Measure the same cycle through podman, print the ratio."
+    ),
+    limits: bool = typer.Option(
+        True, "--limits/--no-limits", help="Memory/pids cgroups on the cycled sandboxes."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Benchmark create / exec / snapshot / restore / reset / close and warm acquire (medians, ms)."""
@@ -121,5 +168,9 @@ def bench(
             t.add_row(k, f"{res[k + '_ms']:.2f}", f"{res[k + '_p99_ms']:.2f}")
         err_console.print(t)
         err_console.print(f"max concurrent: {res['max_concurrent']}  mode: {res['mode']}")
+        if not res.get("cgroup_favordynmods"):
+            err_console.print("note: cgroup favordynmods is off; see `sparring sandbox tune`")
         if "podman_ratio" in res:
-            err_console.print(f"podman cycle: {res['podman_cycle_ms']} ms, {res['podman_ratio']}x the local one")
+            err_console.print(
+                f"podman cycle: {res['podman_cycle_ms']} ms, {res['podman_ratio']}x the local one"
+            )

@@ -22,7 +22,9 @@ class SandboxSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    workspace: Path | None = Field(None, description="Read-only lower layer seen at /workspace (None: empty).")
+    workspace: Path | None = Field(
+        None, description="Read-only lower layer seen at /workspace (None: empty)."
+    )
     workspace_digest: str | None = Field(
         None,
         pattern=r"^(sha256:)?[0-9a-f]{64}$",
@@ -44,12 +46,18 @@ class SandboxSpec(BaseModel):
         (), description="With network='allowlist': 'host' or 'host:port' entries the proxy lets through."
     )
     memory_mb: int | None = Field(
-        None, ge=32, le=1 << 20, description="Memory limit in MiB (cgroup), exec server included; OOM is reported."
+        None,
+        ge=32,
+        le=1 << 20,
+        description="Memory limit in MiB (cgroup), exec server included; OOM is reported.",
     )
     pids: int | None = Field(None, ge=8, le=1 << 22, description="Most processes alive at once (cgroup).")
     cpus: float | None = Field(None, gt=0, le=4096, description="CPU share as a number of cores (cgroup).")
     disk_mb: int = Field(
-        512, ge=1, le=1 << 20, description="Most MiB the sandbox may write: /workspace, /tmp and $HOME together."
+        512,
+        ge=1,
+        le=1 << 20,
+        description="Most MiB the sandbox may write: /workspace, /tmp and $HOME together.",
     )
     nofile: int = Field(1024, ge=16, le=1 << 20, description="Most open files per process (rlimit).")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for every command.")

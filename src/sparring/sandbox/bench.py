@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from sparring.sandbox import tuning
 from sparring.sandbox.base import SandboxSpec
 from sparring.sandbox.local import LocalBackend, LocalSandbox
 from sparring.sandbox.pool import SandboxPool
@@ -133,7 +134,9 @@ async def run_bench(
                 for k in range(execs):
                     r = await _timed(t["exec"], lambda: sb.exec(["true"]))
                     if k == 0:
-                        t["cycle"].append((time.perf_counter() - t0) * 1000)  # create + first exec, close added below
+                        t["cycle"].append(
+                            (time.perf_counter() - t0) * 1000
+                        )  # create + first exec, close added below
                     if r.exit_code != 0:
                         raise RuntimeError(f"bench exec failed: {r}")
                 for j in range(changed):
@@ -152,7 +155,9 @@ async def run_bench(
     pool = SandboxPool(backend, max_idle=concurrency, pin_workspaces=False)
     await pool.warm_spec(SandboxSpec(workspace=ws, workspace_digest=digest), concurrency)
     for _ in range(n):
-        sb = await _timed(t["acquire"], lambda: pool.acquire_spec(SandboxSpec(workspace=ws, workspace_digest=digest)))
+        sb = await _timed(
+            t["acquire"], lambda: pool.acquire_spec(SandboxSpec(workspace=ws, workspace_digest=digest))
+        )
         await pool.release(sb)
     await pool.close()
     out: dict[str, Any] = {}
@@ -168,10 +173,13 @@ async def run_bench(
         execs_per_sandbox=execs,
         limits=limits,
         mode=backend.mode,
+        cgroup_favordynmods=bool(tuning.state()["favordynmods"]),
         wall_s=round(time.perf_counter() - wall, 3),
     )
     if alive:
-        held = await _hold_alive(backend, SandboxSpec(workspace=ws, workspace_digest=digest), alive, concurrency)
+        held = await _hold_alive(
+            backend, SandboxSpec(workspace=ws, workspace_digest=digest), alive, concurrency
+        )
         out.update(held)
         out["max_concurrent"] = max(out["max_concurrent"], held["max_concurrent"])
     if podman:

@@ -77,7 +77,13 @@ class CgroupSet:
 
     @classmethod
     def _fallback(
-        cls, name: str, memory_mb: int | None, pids: int | None, cpus: float | None, root: Path, err: Exception
+        cls,
+        name: str,
+        memory_mb: int | None,
+        pids: int | None,
+        cpus: float | None,
+        root: Path,
+        err: Exception,
     ) -> CgroupSet:
         with contextlib.suppress(Exception):
             cls(name, {c: root / c / PARENT / name for c in ("memory", "pids", "cpu")}).destroy()
@@ -118,7 +124,9 @@ class CgroupSet:
             _write(self.dirs["freezer"] / "freezer.state", "THAWED")
 
     @classmethod
-    def _create_v2(cls, name: str, memory_mb: int | None, pids: int | None, cpus: float | None, root: Path) -> CgroupSet:
+    def _create_v2(
+        cls, name: str, memory_mb: int | None, pids: int | None, cpus: float | None, root: Path
+    ) -> CgroupSet:
         parent = root / PARENT
         parent.mkdir(exist_ok=True)
         wanted = {"memory": memory_mb, "pids": pids, "cpu": cpus}
@@ -140,7 +148,9 @@ class CgroupSet:
         return cg
 
     @classmethod
-    def _create_v1(cls, name: str, memory_mb: int | None, pids: int | None, cpus: float | None, root: Path) -> CgroupSet:
+    def _create_v1(
+        cls, name: str, memory_mb: int | None, pids: int | None, cpus: float | None, root: Path
+    ) -> CgroupSet:
         cg = cls(name)
         for ctrl, value in (("memory", memory_mb), ("pids", pids), ("cpu", cpus)):
             if value is None:

@@ -299,7 +299,9 @@ class ExecChannel:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.exited.wait(), timeout)
         if self.proc.poll() is None:
-            raise SandboxError(f"bubblewrap (pid {self.proc.pid}) did not exit within {timeout:g}s of SIGKILL")
+            raise SandboxError(
+                f"bubblewrap (pid {self.proc.pid}) did not exit within {timeout:g}s of SIGKILL"
+            )
         self._close_pidfd()
         for f in (self.proc.stdin, self.proc.stdout):
             if f is not None:

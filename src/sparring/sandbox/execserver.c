@@ -26,6 +26,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <poll.h>
+#include <sched.h>
 #include <grp.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -450,12 +451,13 @@ static int listen_local(int port) {
 }
 
 /*
- * --launch UID GID CGROUP_PROCS_FILES -- ARGV...: on the host, as root, join the sandbox's cgroups
- * (':'-separated cgroup.procs files, may be empty), drop to UID/GID with no supplementary groups,
- * then exec ARGV (bubblewrap). One exec instead of a shell plus setpriv.
+ * --launch UID GID CGROUP_PROCS_FILES NETNS_FD -- ARGV...: on the host, as root, join the sandbox's
+ * cgroups (':'-separated cgroup.procs files, may be empty) and its network namespace (an fd made
+ * ready by the host, '-' for none), drop to UID/GID with no supplementary groups, then exec ARGV
+ * (bubblewrap). One exec instead of a shell plus setpriv plus nsenter.
  */
 static int launch(int argc, char **argv) {
-    if (argc < 6 || strcmp(argv[5], "--")) { dprintf(2, "usage: --launch UID GID CGFILES -- ARGV...\n"); return 2; }
+    if (argc < 8 || strcmp(argv[6], "--")) { dprintf(2, "usage: --launch UID GID CGFILES NETNS_FD -- ARGV...\n"); return 2; }
     uid_t uid = (uid_t)strtoul(argv[2], NULL, 10);
     gid_t gid = (gid_t)strtoul(argv[3], NULL, 10);
     char *files = argv[4];
@@ -466,12 +468,17 @@ static int launch(int argc, char **argv) {
         if (fd < 0 || write(fd, pid, (size_t)n) != n) { dprintf(2, "sparring: cannot join cgroup %s: %s\n", f, strerror(errno)); return 125; }
         close(fd);
     }
+    if (strcmp(argv[5], "-")) {
+        int nfd = atoi(argv[5]);
+        if (setns(nfd, CLONE_NEWNET) != 0) { dprintf(2, "sparring: cannot enter the network namespace: %s\n", strerror(errno)); return 125; }
+        close(nfd);
+    }
     if (setgroups(0, NULL) || setresgid(gid, gid, gid) || setresuid(uid, uid, uid)) {
         dprintf(2, "sparring: cannot drop to uid %u: %s\n", uid, strerror(errno));
         return 125;
     }
-    execvp(argv[6], argv + 6);
-    dprintf(2, "sparring: cannot run %s: %s\n", argv[6], strerror(errno));
+    execvp(argv[7], argv + 7);
+    dprintf(2, "sparring: cannot run %s: %s\n", argv[7], strerror(errno));
     return 127;
 }
 

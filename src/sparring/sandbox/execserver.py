@@ -165,7 +165,20 @@ def kill_all():
 
 
 class Job:
-    __slots__ = ("id", "pid", "pidfd", "fds", "stdin_fd", "stdin_buf", "stdin_eof", "cap", "sent", "dropped", "killed", "status")
+    __slots__ = (
+        "id",
+        "pid",
+        "pidfd",
+        "fds",
+        "stdin_fd",
+        "stdin_buf",
+        "stdin_eof",
+        "cap",
+        "sent",
+        "dropped",
+        "killed",
+        "status",
+    )
 
     def __init__(self, jid, cap):
         self.id = jid
@@ -257,7 +270,9 @@ class Server:
                 os._exit(126)
             exe = _which(argv[0], env.get("PATH", "/usr/bin:/bin")) if argv else None
             if exe is None:
-                os.write(2, ("sparring: command not found in sandbox: %s\n" % (argv[0] if argv else "")).encode())
+                os.write(
+                    2, ("sparring: command not found in sandbox: %s\n" % (argv[0] if argv else "")).encode()
+                )
                 os._exit(127)
             child = os.posix_spawn(exe, argv, env)
             while True:
@@ -354,7 +369,9 @@ class Server:
         rc = os.waitstatus_to_exitcode(st)
         code = rc if rc >= 0 else 128 - rc
         flags = "k" if job.killed else "-"
-        self.send(T_EXIT, job.id, ("%d %d %d %s" % (code, job.dropped[T_OUT], job.dropped[T_ERR], flags)).encode())
+        self.send(
+            T_EXIT, job.id, ("%d %d %d %s" % (code, job.dropped[T_OUT], job.dropped[T_ERR], flags)).encode()
+        )
 
     def reap(self):
         done = []
@@ -446,7 +463,9 @@ class Server:
         try:
             up.connect(self.relay_sock)
         except OSError:
-            client.sendall(b"HTTP/1.1 502 Bad Gateway\r\nX-Sparring: the network proxy is not running\r\n\r\n")
+            client.sendall(
+                b"HTTP/1.1 502 Bad Gateway\r\nX-Sparring: the network proxy is not running\r\n\r\n"
+            )
             return  # fail closed
         pairs = {client.fileno(): (client, up), up.fileno(): (up, client)}
         p = select.poll()

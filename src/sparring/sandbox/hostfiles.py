@@ -23,7 +23,9 @@ class HostFiles:
     ws: Path
     id: str
     closed: bool
-    files_owner: int | None = None  # uid (= gid) that files the host creates belong to (the agent's host user)
+    files_owner: int | None = (
+        None  # uid (= gid) that files the host creates belong to (the agent's host user)
+    )
 
     if TYPE_CHECKING:
 

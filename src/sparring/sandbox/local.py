@@ -49,7 +49,7 @@ from sparring.sandbox.channel import ExecChannel, OutputCallback
 from sparring.sandbox.environment import AGENT_GID, AGENT_HOST_UID, AGENT_UID, HOSTNAME, SandboxEnvironment
 from sparring.sandbox.hostfiles import HostFiles
 from sparring.sandbox.layers import LayerStore, Snapshot
-from sparring.sandbox.netns import make_user_namespace, set_loopback
+from sparring.sandbox.netns import NetnsPool, make_user_namespace, set_loopback
 from sparring.sandbox.proxy import PROXY_PORT, AllowlistProxy, Attempt, parse_allow
 from sparring.sandbox.rootfs import HOME, SERVER, WRITABLE, RootPlan, install_server
 from sparring.sandbox.workspace import tree_diff
@@ -101,7 +101,11 @@ class LocalBackend:
         self.home = reaper.sandbox_home(self.root)
         self.seccomp_program = seccomp.build_filter()
         self.plan = RootPlan.build(self.environment)
-        self.server_kind, self.server = install_server(self.root, server or os.environ.get("SPARRING_EXEC_SERVER", "auto"))
+        self.server_kind, self.server = install_server(
+            self.root, server or os.environ.get("SPARRING_EXEC_SERVER", "auto")
+        )
+        # Network namespaces made ahead of time; the C server's launcher enters them (as root only).
+        self.netns: NetnsPool | None = NetnsPool() if self.overlay and self.server_kind == "c" else None
         self.reap_stale()
         reaper.ensure_watchdog(self.root)
 
@@ -139,11 +143,17 @@ class LocalBackend:
             if snap is None:
                 raise SandboxError(f"unknown snapshot {snapshot!r}: take one with sandbox.snapshot() first")
         for dest in (*spec.extra_ro, *spec.extra_rw):
-            if not dest.startswith("/") or any(dest == w or dest.startswith(w + "/") for w in (WORKSPACE, *WRITABLE)):
-                raise SandboxError(f"extra mount {dest!r} must be an absolute path outside /workspace, /tmp and {HOME}")
+            if not dest.startswith("/") or any(
+                dest == w or dest.startswith(w + "/") for w in (WORKSPACE, *WRITABLE)
+            ):
+                raise SandboxError(
+                    f"extra mount {dest!r} must be an absolute path outside /workspace, /tmp and {HOME}"
+                )
         lower = self.lower_for(spec)
         if snap is not None and snap.base != str(lower):
-            raise SandboxError(f"snapshot {snapshot} was taken on another workspace ({snap.base}), not {lower}")
+            raise SandboxError(
+                f"snapshot {snapshot} was taken on another workspace ({snap.base}), not {lower}"
+            )
         sb = LocalSandbox(self, spec, lower, layers=snap.layers if snap else ())
         try:
             await sb._start()
@@ -154,7 +164,9 @@ class LocalBackend:
 
     async def fork(self, snapshot: str, spec: SandboxSpec, n: int) -> list[LocalSandbox]:
         """``n`` new sandboxes seeded from one snapshot (a group of rollouts forked at step k)."""
-        made = await asyncio.gather(*(self.create(spec, snapshot=snapshot) for _ in range(n)), return_exceptions=True)
+        made = await asyncio.gather(
+            *(self.create(spec, snapshot=snapshot) for _ in range(n)), return_exceptions=True
+        )
         ok = [s for s in made if isinstance(s, LocalSandbox)]
         errors = [e for e in made if isinstance(e, BaseException)]
         if errors:
@@ -204,7 +216,9 @@ class LocalSandbox(HostFiles):
         if b.overlay:
             # The sandbox's own small tmpfs, shared: mounts made under root/ later reach the running
             # sandbox, and close() is one unmount instead of a directory walk.
-            mounts.mount("tmpfs", self.dir, "tmpfs", "size=4m,mode=0711", flags=mounts.MS_NOSUID | mounts.MS_NODEV)
+            mounts.mount(
+                "tmpfs", self.dir, "tmpfs", "size=4m,mode=0711", flags=mounts.MS_NOSUID | mounts.MS_NODEV
+            )
             self._sb_mounted = True
             mounts.mount("none", self.dir, "", flags=mounts.MS_SHARED)
         (self.dir / "owner").write_text(str(os.getpid()))
@@ -226,16 +240,23 @@ class LocalSandbox(HostFiles):
             await self.proxy.start()
             if b.overlay:
                 mounts.bind(self.dir / "proxy", self.rootdir / "run/sparring", readonly=True)
-        sc_args, sc_fd = seccomp.bwrap_args(b.seccomp_program)  # installed by bubblewrap before the server starts
+        sc_args, sc_fd = seccomp.bwrap_args(
+            b.seccomp_program
+        )  # installed by bubblewrap before the server starts
         fds = [sc_fd] + ([b.userns_fd] if b.userns_fd is not None else [])
-        argv = self._launcher() + self._bwrap_argv(sc_args)
+        net_fd = b.netns.take(loopback=s.network != "none") if b.netns is not None else None
+        if net_fd is not None:
+            fds.append(net_fd)
+        argv = self._launcher(net_fd) + self._bwrap_argv(sc_args, own_netns=net_fd is None)
         try:
             self.channel = await ExecChannel.open(
                 argv, {"PATH": "/usr/bin:/bin"}, self.dir / "bwrap.log", pass_fds=tuple(fds)
             )
         finally:
             seccomp.close_fd(sc_fd)
-        if s.network == "none" and os.geteuid() == 0:
+            if net_fd is not None:
+                os.close(net_fd)
+        if net_fd is None and s.network == "none" and os.geteuid() == 0:
             set_loopback(self.server_host_pid(), up=False)  # an empty network namespace: not even loopback
 
     def _bind_static(self) -> None:
@@ -254,22 +275,26 @@ class LocalSandbox(HostFiles):
                 os.chown(src, uid, uid)
             mounts.bind(Path(src), r / dest.lstrip("/"))
 
-    def _launcher(self) -> list[str]:
-        """Join the sandbox's cgroups, then exec bubblewrap: nothing of the sandbox runs outside its limits."""
+    def _launcher(self, net_fd: int | None) -> list[str]:
+        """Join the sandbox's cgroups (and network namespace), then exec bubblewrap: nothing of the
+        sandbox runs outside its limits."""
         b = self.backend
         cg = ":".join(map(str, self.cg.procs_files()))
+        if b.server_kind == "c" and (cg or net_fd is not None):
+            net = "-" if net_fd is None else str(net_fd)
+            return [str(b.server), "--launch", str(os.getuid()), str(os.getgid()), cg, net, "--"]
         if not cg:
             return []
-        if b.server_kind == "c":
-            return [str(b.server), "--launch", str(os.getuid()), str(os.getgid()), cg, "--"]
         return ["/bin/sh", "-c", _JOIN_CGROUPS, "sparring-join", cg]
 
-    def _bwrap_argv(self, extra: list[str]) -> list[str]:
+    def _bwrap_argv(self, extra: list[str], own_netns: bool = True) -> list[str]:
         s, b = self.spec, self.backend
         a: list[str] = [b.bwrap or "bwrap", *extra]
-        if b.userns_fd is not None:  # the backend's user namespace: uid 1000 inside is an unprivileged host user
-            a += ["--userns", str(b.userns_fd), "--unshare-pid", "--unshare-net", "--unshare-ipc"]
-            a += ["--unshare-uts", "--unshare-cgroup"]
+        if (
+            b.userns_fd is not None
+        ):  # the backend's user namespace: uid 1000 inside is an unprivileged host user
+            a += ["--userns", str(b.userns_fd), "--unshare-pid", "--unshare-ipc"]
+            a += ["--unshare-uts", "--unshare-cgroup"] + (["--unshare-net"] if own_netns else [])
         else:  # unprivileged: bubblewrap makes the user namespace, uid 1000 maps to the caller
             a += ["--unshare-all", "--unshare-user", "--disable-userns"]
         a += ["--die-with-parent", "--as-pid-1", "--cap-drop", "ALL"]
@@ -287,7 +312,18 @@ class LocalSandbox(HostFiles):
         if self.proxy is not None and not b.overlay:
             a += ["--ro-bind", str(self.dir / "proxy"), "/run/sparring"]
         shm = max(1, min(s.disk_mb, 64)) * 1024 * 1024
-        a += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev", "--size", str(shm), "--tmpfs", "/dev/shm"]
+        a += [
+            "--proc",
+            "/proc",
+            "--remount-ro",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--size",
+            str(shm),
+            "--tmpfs",
+            "/dev/shm",
+        ]
         a += ["--remount-ro", "/"]
         a += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--chdir", "/"]
         env = b.environment
@@ -310,7 +346,13 @@ class LocalSandbox(HostFiles):
             return
         rw, uid = self.rw, self.backend.agent_uid
         rw.mkdir(exist_ok=True)
-        mounts.mount("tmpfs", rw, "tmpfs", f"size={self.spec.disk_mb}m,mode=0755", flags=mounts.MS_NOSUID | mounts.MS_NODEV)
+        mounts.mount(
+            "tmpfs",
+            rw,
+            "tmpfs",
+            f"size={self.spec.disk_mb}m,mode=0755",
+            flags=mounts.MS_NOSUID | mounts.MS_NODEV,
+        )
         self._layer_mounts.append(rw)
         for d in ("upper", "work", "tmp", "home"):
             (rw / d).mkdir()
@@ -435,14 +477,18 @@ class LocalSandbox(HostFiles):
             try:
                 await asyncio.wait_for(job.done, self.kill_grace_s)
             except TimeoutError:
-                await self._break(f"the exec server did not stop a timed-out command within {self.kill_grace_s:g}s")
+                await self._break(
+                    f"the exec server did not stop a timed-out command within {self.kill_grace_s:g}s"
+                )
         except asyncio.CancelledError:
             with contextlib.suppress(SandboxError):
                 ch.kill_job(job.id)
             raise
         except SandboxError as e:
             if self.cg.oom_kills() > oom_before:
-                raise SandboxError(f"sandbox {self.id} died: the out-of-memory killer took its exec server") from None
+                raise SandboxError(
+                    f"sandbox {self.id} died: the out-of-memory killer took its exec server"
+                ) from None
             raise SandboxError(f"sandbox {self.id}: {e}") from None
         code, d_out, d_err, _killed = job.done.result()
         duration = (time.perf_counter() - t0) * 1000

@@ -132,7 +132,9 @@ class SandboxPool:
         return await self.acquire_spec(await self._spec(task))
 
     async def warm(self, workspace: Path | Task, n: int) -> None:
-        spec = await self._spec(workspace) if isinstance(workspace, Task) else SandboxSpec(workspace=workspace)
+        spec = (
+            await self._spec(workspace) if isinstance(workspace, Task) else SandboxSpec(workspace=workspace)
+        )
         await self.warm_spec(spec, n)
 
     async def warm_spec(self, spec: SandboxSpec, n: int) -> None:

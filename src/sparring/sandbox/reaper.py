@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from sparring.errors import SandboxError
 from sparring.sandbox import mounts
 from sparring.sandbox.layers import LayerStore
 
@@ -50,6 +51,18 @@ def _owner(d: Path) -> int:
         return int((d / "owner").read_text())
     except (OSError, ValueError):
         return -1
+
+
+# A sandbox directory is made, then its tmpfs mounted, then its owner written: for that moment it
+# has no owner file. Another process's reap must not take it for an orphan.
+UNOWNED_GRACE_S = 60.0
+
+
+def _unowned_and_young(d: Path) -> bool:
+    try:
+        return time.time() - d.stat().st_mtime < UNOWNED_GRACE_S
+    except OSError:
+        return False
 
 
 def remove_sandbox_dir(d: Path) -> None:
@@ -81,7 +94,14 @@ def remove_sandbox_dir(d: Path) -> None:
     shutil.rmtree(d, ignore_errors=True)
 
 
-RUN_DIR = Path(os.environ.get("SPARRING_SANDBOX_RUN", "/tmp/sparring-run"))
+def run_dir() -> Path:
+    """The world-traversable directory holding every backend's sandbox dirs: one per user, so a
+    directory root made first never locks other users out ($SPARRING_SANDBOX_RUN overrides)."""
+    env = os.environ.get("SPARRING_SANDBOX_RUN")
+    if env:
+        return Path(env)
+    uid = os.geteuid()
+    return Path("/tmp/sparring-run" if uid == 0 else f"/tmp/sparring-run-{uid}")
 
 
 def sandbox_home(root: Path) -> Path:
@@ -95,9 +115,17 @@ def sandbox_home(root: Path) -> Path:
     """
     import hashlib
 
-    home = RUN_DIR / hashlib.sha256(str(root.absolute()).encode()).hexdigest()[:16]
-    home.mkdir(parents=True, exist_ok=True)
-    for d in (RUN_DIR, home):
+    run = run_dir()
+    run.mkdir(parents=True, exist_ok=True, mode=0o711)
+    st = os.lstat(run)
+    if not os.path.isdir(run) or os.path.islink(run) or st.st_uid != os.geteuid():
+        raise SandboxError(
+            f"{run} is not a directory of this user (uid {os.geteuid()}): remove it, "
+            "or point SPARRING_SANDBOX_RUN at a directory of yours"
+        )
+    home = run / hashlib.sha256(str(root.absolute()).encode()).hexdigest()[:16]
+    home.mkdir(exist_ok=True)
+    for d in (run, home):
         os.chmod(d, 0o711)
     link = root / "sandboxes"
     if not link.is_symlink():
@@ -113,6 +141,8 @@ def reap(root: Path, owner: int | None = None) -> int:
         o = _owner(d)
         if (owner is not None and o != owner) or not orphaned(o):
             continue
+        if o == -1 and _unowned_and_young(d):
+            continue  # being created right now by some process
         remove_sandbox_dir(d)
         n += 1
     if (root / "layers").is_dir():

@@ -63,7 +63,12 @@ class RootPlan:
             elif p.is_dir():
                 dirs.append(name)
                 binds.append((p, f"/{name}"))
-        files = [("etc/passwd", PASSWD), ("etc/group", GROUP), ("etc/hostname", HOSTNAME + "\n"), ("etc/hosts", HOSTS)]
+        files = [
+            ("etc/passwd", PASSWD),
+            ("etc/group", GROUP),
+            ("etc/hostname", HOSTNAME + "\n"),
+            ("etc/hosts", HOSTS),
+        ]
         files.append((SERVER.lstrip("/"), ""))
         for etc in HOST_ETC:
             p = Path(etc)
