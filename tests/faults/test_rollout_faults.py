@@ -23,7 +23,10 @@ def run(backend, judge_backend, store, tasks, policy, group, run_id, **kw):
         pool = SandboxPool(backend, max_idle=2)
         try:
             sched = RolloutScheduler(pool, PytestJudge(judge_backend), store, **kw)
-            return await sched.run(tasks, policy, group, run_id=run_id)
+            summary = await sched.run(tasks, policy, group, run_id=run_id)
+            # whatever happened (kills, hangs, cancelled spares), no sandbox is left checked out
+            assert not pool._live, f"sandboxes still checked out: {pool._live}"
+            return summary
         finally:
             await pool.close()
 

@@ -23,6 +23,26 @@ For each task, ``group_size`` samples form one GRPO group. The scheduler:
   the CLI): nothing new starts, in-flight rollouts get ``drain_s`` to finish and
   are stored; what is still running then is cancelled and recorded as pending
   in the run's checkpoint, to be redone on resume.
+
+The rules for a failed rollout, in one place:
+
+=================  ==========================  ================================  ========
+what failed        status                      what happens                      reward
+=================  ==========================  ================================  ========
+sandbox (died,     retried on a fresh sandbox  ``infra_error`` once retries and  None
+hung, no start)    (from the last snapshot)    replay rounds are spent
+policy server      retried per request by the  ``policy_error``; the partial     None
+                   client (backoff)            conversation is kept
+judge              retried ``judge_retries``   ``judge_error``; rollout and      None
+                                               diff kept for re-judging
+step budget        -                           ``truncated``, judged             judged
+wall budget        -                           ``timeout``, judged               judged
+a bug              not retried                 ``infra_error`` with its cause    None
+=================  ==========================  ================================  ========
+
+Nothing is dropped: a sample that cannot be completed is stored with the
+status that says why, and only ``ok``/``truncated``/``timeout`` with a reward
+are trainable.
 """
 
 from __future__ import annotations
@@ -104,6 +124,10 @@ class SchedulerStats:
     resumed: int = 0
     cancelled: int = 0
     started_at: float = field(default_factory=time.monotonic)
+    sandbox_ms: float = 0.0
+    """Time spent acquiring and releasing agent sandboxes (all samples)."""
+    store_ms: float = 0.0
+    """Time spent writing finished samples to the store (all samples)."""
 
     @property
     def per_minute(self) -> float:
@@ -256,7 +280,9 @@ class RolloutScheduler:
             broken = True
             try:
                 from_step = ep.mark.step if ep.mark is not None else 0
+                ta = time.perf_counter()
                 sb = await asyncio.wait_for(self._sandbox(task, ep), c.limits.sandbox_start_s)
+                self.stats.sandbox_ms += (time.perf_counter() - ta) * 1000
                 await ep.play(sb)
                 traj = ep.trajectory(self.judge, group_id=s.group.gid, run_id=run_id, traj_id=s.traj_id)
                 tj = time.perf_counter()
@@ -288,7 +314,9 @@ class RolloutScheduler:
                 break
             finally:
                 if sb is not None:
+                    tr = time.perf_counter()
                     await asyncio.shield(self.pool.release(sb, broken=broken))
+                    self.stats.sandbox_ms += (time.perf_counter() - tr) * 1000
         traj = ep.trajectory(self.judge, group_id=s.group.gid, run_id=run_id, traj_id=s.traj_id)
         traj.status, traj.error, traj.reward = "infra_error", last, None
         traj.timings = {"total_ms": (time.perf_counter() - t0) * 1000}
@@ -315,7 +343,9 @@ class RolloutScheduler:
         traj.attempts = s.attempts
         traj.infra_errors = list(s.infra_errors)
         if self.store is not None:  # stored before it is reported, counted or handed on
+            ts = time.perf_counter()
             await asyncio.to_thread(self.store.put, traj)
+            self.stats.store_ms += (time.perf_counter() - ts) * 1000
         s.traj, s.state = traj, "done"
         self._account(s, traj)
         if self.sink is not None:
