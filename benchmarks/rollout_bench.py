@@ -7,10 +7,11 @@ For each concurrency C, ``max(--rollouts, C)`` oracle rollouts over
 ``--tasks`` generated tasks (real sandboxes, real store) and reports:
 
 * ``rollouts_per_min``;
-* ``sandbox_utilisation``: the share of the C rollout slots' wall time in which
-  a rollout held a sandbox (sum of rollout durations / (C x wall));
-* ``tool_share``: the share of rollout time spent inside tool calls (the
-  sandbox working, rather than the policy, judge or scheduler);
+* ``slot_utilisation``: the share of the C rollout slots' wall time in which
+  a rollout was running (sum of rollout durations / (C x wall));
+* ``sandbox_utilisation``: the share of rollout time in which the agent's
+  sandbox was executing a tool call (rather than waiting for the policy, the
+  judge, its own creation or the scheduler);
 * ``overhead_ms_per_tool_call``: the agent loop's and scheduler's own time per
   tool call, beyond the sandbox exec and the policy: (rollout time - tool
   time - policy time) / tool calls (snapshots, when enabled, count here).
@@ -85,8 +86,8 @@ async def one_level(
         "reward_mean": round(s.reward_mean, 3),
         "seconds": round(wall, 2),
         "rollouts_per_min": round(60 * len(trajs) / wall, 1),
-        "sandbox_utilisation": round(total / 1000 / (c * wall), 3),
-        "tool_share": round(tool / total, 3) if total else 0.0,
+        "slot_utilisation": round(total / 1000 / (c * wall), 3),
+        "sandbox_utilisation": round(tool / total, 3) if total else 0.0,
         "tool_calls": calls,
         "overhead_ms_per_tool_call": round(loop_overhead, 3),
         "overhead_ms_per_tool_call_median_rollout": round(statistics.median(per_call_loop), 3)

@@ -106,3 +106,26 @@ def test_slots_serve_eval_then_train_then_replay_and_survive_cancelled_waiters()
     assert order == ["eval", "train", "train", "replay"] and in_use == 0
     with pytest.raises(ConfigError, match="unknown priority"):
         priority_rank("urgent")
+
+
+def test_batch_writer_groups_commits_and_fails_only_the_bad_record(tmp_path):
+    from sparring.errors import StoreError
+    from sparring.rollout.writer import BatchWriter
+    from sparring.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "s.db")
+
+    async def go():
+        w = BatchWriter(store, max_batch=8)
+        bad = traj(99)
+        bad.components = {"x": object()}  # type: ignore[dict-item]
+        results = await asyncio.gather(
+            *(w.put(traj(i)) for i in range(20)), w.put(bad), return_exceptions=True
+        )
+        await w.close()
+        return w.batches, results
+
+    batches, results = asyncio.run(go())
+    assert results[:20] == [None] * 20 and isinstance(results[20], StoreError)
+    assert store.count() == 20 and batches < 20  # grouped, not one transaction per sample
+    store.close()

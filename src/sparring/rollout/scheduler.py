@@ -66,6 +66,7 @@ from sparring.rollout.buffer import ExperienceQueue
 from sparring.rollout.episode import Episode, StageLimits, judge_trajectory
 from sparring.rollout.slots import PrioritySlots, priority_rank
 from sparring.rollout.trajectory import Trajectory
+from sparring.rollout.writer import BatchWriter
 from sparring.sandbox.base import Sandbox
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.base import TrajectoryStore
@@ -344,7 +345,8 @@ class RolloutScheduler:
         traj.infra_errors = list(s.infra_errors)
         if self.store is not None:  # stored before it is reported, counted or handed on
             ts = time.perf_counter()
-            await asyncio.to_thread(self.store.put, traj)
+            assert self._writer is not None
+            await self._writer.put(traj)
             self.stats.store_ms += (time.perf_counter() - ts) * 1000
         s.traj, s.state = traj, "done"
         self._account(s, traj)
@@ -422,18 +424,23 @@ class RolloutScheduler:
         self._samples = [m for g in groups for m in g.members]
         if resume and self.store is not None and hasattr(self.store, "statuses"):
             self._load_stored(self._samples)
-        await self._round([s for s in self._samples if s.state == "waiting"], policy, seed, run_id, rank)
-        for _ in range(c.replay_rounds):
-            again = [s for s in self._samples if s.traj is not None and s.traj.status == "infra_error"]
-            again = [s for s in again if s.group.trainable < s.group.size]
-            if not again or self._stopping:
-                break
-            for s in again:
-                s.state, s.traj = "waiting", None
-                self.stats.done -= 1
-                self.stats.failed -= 1
-            self.stats.replayed += len(again)
-            await self._round(again, policy, seed, run_id, priority_rank("replay"))
+        self._writer = BatchWriter(self.store) if self.store is not None else None
+        try:
+            await self._round([s for s in self._samples if s.state == "waiting"], policy, seed, run_id, rank)
+            for _ in range(c.replay_rounds):
+                again = [s for s in self._samples if s.traj is not None and s.traj.status == "infra_error"]
+                again = [s for s in again if s.group.trainable < s.group.size]
+                if not again or self._stopping:
+                    break
+                for s in again:
+                    s.state, s.traj = "waiting", None
+                    self.stats.done -= 1
+                    self.stats.failed -= 1
+                self.stats.replayed += len(again)
+                await self._round(again, policy, seed, run_id, priority_rank("replay"))
+        finally:
+            if self._writer is not None:
+                await self._writer.close()
         return self._summary(groups, run_id, t0)
 
     async def _round(self, samples: list[_Sample], policy: Policy, seed: int, run_id: str, rank: int) -> None:
