@@ -9,9 +9,9 @@ For each concurrency C, ``max(--rollouts, C)`` oracle rollouts over
 * ``rollouts_per_min``;
 * ``slot_utilisation``: the share of the C rollout slots' wall time in which
   a rollout was running (sum of rollout durations / (C x wall));
-* ``sandbox_utilisation``: the share of rollout time in which the agent's
-  sandbox was executing a tool call (rather than waiting for the policy, the
-  judge, its own creation or the scheduler);
+* ``sandbox_utilisation``: the share of the time a rollout held a ready
+  sandbox in which that sandbox was executing a tool call (rather than
+  waiting for the policy, the judge or the scheduler);
 * ``overhead_ms_per_tool_call``: the agent loop's and scheduler's own time per
   tool call, beyond the sandbox exec and the policy: (rollout time - tool
   time - policy time) / tool calls (snapshots, when enabled, count here).
@@ -72,6 +72,7 @@ async def one_level(
     total = sum(t.timings.get("total_ms", 0.0) for t in trajs)
     play = sum(t.timings.get("rollout_ms", 0.0) for t in trajs)
     tool = sum(t.timings.get("tool_ms", 0.0) for t in trajs)
+    held = total - sum(t.timings.get("sandbox_acquire_ms", 0.0) for t in trajs)  # sandbox ready and held
     policy = sum(t.timings.get("policy_ms", 0.0) for t in trajs)
     loop_overhead = (play - tool - policy) / calls if calls else 0.0
     per_call_loop = [
@@ -87,7 +88,7 @@ async def one_level(
         "seconds": round(wall, 2),
         "rollouts_per_min": round(60 * len(trajs) / wall, 1),
         "slot_utilisation": round(total / 1000 / (c * wall), 3),
-        "sandbox_utilisation": round(tool / total, 3) if total else 0.0,
+        "sandbox_utilisation": round(tool / held, 3) if held > 0 else 0.0,
         "tool_calls": calls,
         "overhead_ms_per_tool_call": round(loop_overhead, 3),
         "overhead_ms_per_tool_call_median_rollout": round(statistics.median(per_call_loop), 3)

@@ -82,8 +82,8 @@ def test_stop_request_finishes_in_flight_work_and_checkpoints_the_rest(backend, 
         return s1, s2
 
     s1, s2 = asyncio.run(go())
-    # what was in flight when the stop came (at most one per slot, plus one handed a slot just before) finished
-    assert s1.interrupted and 1 <= s1.stored <= 3 and s1.stored + s1.pending == 6
+    # what was in flight when the stop came (playing in a slot, or being judged) finished; nothing new started
+    assert s1.interrupted and 1 <= s1.stored < 6 and s1.stored + s1.pending == 6
     assert set(s1.statuses) == {"ok"}
     run = store.get_run("S")
     assert run is not None and len(run["summary"]["pending_ids"]) == 0  # s2 finished the run

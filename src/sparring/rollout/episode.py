@@ -27,7 +27,7 @@ from sparring.errors import JudgeError, PolicyError, SandboxError
 from sparring.judge.base import Judge
 from sparring.policy.base import ActRequest, Policy
 from sparring.rollout.trajectory import Status, ToolStep, Trajectory
-from sparring.sandbox.base import Sandbox
+from sparring.sandbox.base import Sandbox, WorkspaceDiff
 from sparring.tasks.loader import Task
 
 SYSTEM_PROMPT = (
@@ -262,11 +262,20 @@ async def judge_trajectory(
     traj: Trajectory, task: Task, sandbox: Sandbox, judge: Judge, *, limits: StageLimits | None = None,
     judge_sem: asyncio.Semaphore | None = None, retries: int = 1,
 ) -> None:  # fmt: skip
-    """Take the final diff from ``sandbox`` and score it (in place). A judge that fails or
-    overruns its stage limit is retried, then the status is ``judge_error`` with reward None."""
+    """Take the final diff from ``sandbox`` and score it (in place)."""
     limits = limits or StageLimits()
     diff = await asyncio.wait_for(sandbox.diff(), limits.sandbox_start_s)
     traj.diff = diff.to_json()
+    await score_trajectory(traj, task, diff, judge, limits=limits, judge_sem=judge_sem, retries=retries)
+
+
+async def score_trajectory(
+    traj: Trajectory, task: Task, diff: WorkspaceDiff, judge: Judge, *, limits: StageLimits | None = None,
+    judge_sem: asyncio.Semaphore | None = None, retries: int = 1,
+) -> None:  # fmt: skip
+    """Score ``diff`` into ``traj`` (in place; no sandbox of the agent needed). A judge that fails
+    or overruns its stage limit is retried, then the status is ``judge_error`` with reward None."""
+    limits = limits or StageLimits()
     if traj.status == "policy_error":
         return
     last = ""

@@ -14,7 +14,7 @@ from sparring.rollout.scheduler import SchedulerStats
 
 def describe(s: SchedulerStats) -> str:
     return (
-        f"in flight {s.in_flight}  failed {s.failed}  retried {s.retried}  replayed {s.replayed}"
+        f"in flight {s.in_flight}  judging {s.judging}  failed {s.failed}  retried {s.retried}  replayed {s.replayed}"
         f"  resumed {s.resumed}  {s.per_minute:.1f}/min"
     )
 

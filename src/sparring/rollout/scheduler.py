@@ -63,7 +63,7 @@ from sparring.errors import ConfigError, SandboxError
 from sparring.judge.base import Judge
 from sparring.policy.base import Policy
 from sparring.rollout.buffer import ExperienceQueue
-from sparring.rollout.episode import Episode, StageLimits, judge_trajectory
+from sparring.rollout.episode import Episode, StageLimits, score_trajectory
 from sparring.rollout.slots import PrioritySlots, priority_rank
 from sparring.rollout.trajectory import Trajectory
 from sparring.rollout.writer import BatchWriter
@@ -118,6 +118,7 @@ class SchedulerStats:
 
     requested: int = 0
     in_flight: int = 0
+    judging: int = 0
     done: int = 0
     failed: int = 0
     retried: int = 0
@@ -268,12 +269,14 @@ class RolloutScheduler:
             snapshot_every=c.snapshot_every, model_sem=self._model_sem,
         )  # fmt: skip
 
-    async def _attempts(self, s: _Sample, policy: Policy, seed: int, run_id: str) -> Trajectory:
-        """Play and judge ``s``, retrying infrastructure faults; always returns a typed trajectory."""
+    async def _attempts(self, s: _Sample, policy: Policy, seed: int, run_id: str) -> tuple[Trajectory, Any]:
+        """Play ``s`` and take its final diff, retrying infrastructure faults. Returns the unjudged
+        trajectory and its diff, or an ``infra_error`` trajectory and None. The agent's sandbox is
+        released before judging: the judge needs only the diff."""
         c, task = self.config, s.group.task
         ep = self._episode(s, policy, seed)
         t0 = time.perf_counter()
-        judge_ms = 0.0
+        sandbox_ms = 0.0
         last = ""
         for k in range(c.max_retries + 1):
             s.attempts += 1
@@ -283,19 +286,19 @@ class RolloutScheduler:
                 from_step = ep.mark.step if ep.mark is not None else 0
                 ta = time.perf_counter()
                 sb = await asyncio.wait_for(self._sandbox(task, ep), c.limits.sandbox_start_s)
-                self.stats.sandbox_ms += (time.perf_counter() - ta) * 1000
+                dt = (time.perf_counter() - ta) * 1000
+                sandbox_ms += dt
+                self.stats.sandbox_ms += dt
                 await ep.play(sb)
+                diff = await asyncio.wait_for(sb.diff(), c.limits.sandbox_start_s)
                 traj = ep.trajectory(self.judge, group_id=s.group.gid, run_id=run_id, traj_id=s.traj_id)
-                tj = time.perf_counter()
-                await judge_trajectory(traj, task, sb, self.judge, limits=c.limits, judge_sem=self._judge_sem,
-                                       retries=c.judge_retries)  # fmt: skip
-                judge_ms = (time.perf_counter() - tj) * 1000
+                traj.diff = diff.to_json()
                 broken = False
                 traj.timings = {
                     "rollout_ms": ep.play_ms, "policy_ms": ep.policy_ms, "tool_ms": ep.tool_ms,
-                    "judge_ms": judge_ms, "total_ms": (time.perf_counter() - t0) * 1000,
+                    "sandbox_acquire_ms": sandbox_ms, "t0": t0,
                 }  # fmt: skip
-                return traj
+                return traj, diff
             except INFRA_FAULTS as e:
                 what = (
                     "sandbox start timed out" if isinstance(e, TimeoutError) and sb is None else _one_line(e)
@@ -321,7 +324,16 @@ class RolloutScheduler:
         traj = ep.trajectory(self.judge, group_id=s.group.gid, run_id=run_id, traj_id=s.traj_id)
         traj.status, traj.error, traj.reward = "infra_error", last, None
         traj.timings = {"total_ms": (time.perf_counter() - t0) * 1000}
-        return traj
+        return traj, None
+
+    async def _judge(self, traj: Trajectory, task: Task, diff: Any) -> None:
+        c = self.config
+        t0 = traj.timings.pop("t0", time.perf_counter())
+        tj = time.perf_counter()
+        await score_trajectory(traj, task, diff, self.judge, limits=c.limits, judge_sem=self._judge_sem,
+                               retries=c.judge_retries)  # fmt: skip
+        traj.timings["judge_ms"] = (time.perf_counter() - tj) * 1000
+        traj.timings["total_ms"] = (time.perf_counter() - t0) * 1000
 
     async def _run_sample(self, s: _Sample, policy: Policy, seed: int, run_id: str, rank: int) -> None:
         try:
@@ -331,9 +343,16 @@ class RolloutScheduler:
                 s.state = "running"
                 self.stats.in_flight += 1
                 try:
-                    traj = await self._attempts(s, policy, seed, run_id)
+                    traj, diff = await self._attempts(s, policy, seed, run_id)
                 finally:
                     self.stats.in_flight -= 1
+            # the rollout slot (and sandbox) is free for the next sample while this one is judged
+            if diff is not None:
+                self.stats.judging += 1
+                try:
+                    await self._judge(traj, s.group.task, diff)
+                finally:
+                    self.stats.judging -= 1
             await asyncio.shield(self._finish(s, traj))
         except asyncio.CancelledError:
             if s.state != "done":
