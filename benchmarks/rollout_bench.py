@@ -8,7 +8,8 @@ For each concurrency C, ``max(--rollouts, C)`` oracle rollouts over
 
 * ``rollouts_per_min``;
 * ``slot_utilisation``: the share of the C rollout slots' wall time in which
-  a rollout was running (sum of rollout durations / (C x wall));
+  a rollout was running in them (judging happens after a rollout gives its slot
+  and sandbox back, overlapped with the next rollout);
 * ``sandbox_utilisation``: the share of the time a rollout held a ready
   sandbox in which that sandbox was executing a tool call (rather than
   waiting for the policy, the judge or the scheduler);
@@ -72,7 +73,9 @@ async def one_level(
     total = sum(t.timings.get("total_ms", 0.0) for t in trajs)
     play = sum(t.timings.get("rollout_ms", 0.0) for t in trajs)
     tool = sum(t.timings.get("tool_ms", 0.0) for t in trajs)
-    held = total - sum(t.timings.get("sandbox_acquire_ms", 0.0) for t in trajs)  # sandbox ready and held
+    judging = sum(t.timings.get("judge_ms", 0.0) for t in trajs)
+    in_slot = total - judging  # the judge runs after the slot and sandbox are given back
+    held = in_slot - sum(t.timings.get("sandbox_acquire_ms", 0.0) for t in trajs)  # sandbox ready and held
     policy = sum(t.timings.get("policy_ms", 0.0) for t in trajs)
     loop_overhead = (play - tool - policy) / calls if calls else 0.0
     per_call_loop = [
@@ -87,7 +90,7 @@ async def one_level(
         "reward_mean": round(s.reward_mean, 3),
         "seconds": round(wall, 2),
         "rollouts_per_min": round(60 * len(trajs) / wall, 1),
-        "slot_utilisation": round(total / 1000 / (c * wall), 3),
+        "slot_utilisation": round(in_slot / 1000 / (c * wall), 3),
         "sandbox_utilisation": round(tool / held, 3) if held > 0 else 0.0,
         "tool_calls": calls,
         "overhead_ms_per_tool_call": round(loop_overhead, 3),

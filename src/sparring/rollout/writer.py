@@ -17,7 +17,7 @@ from sparring.store.base import TrajectoryStore
 
 
 class BatchWriter:
-    def __init__(self, store: TrajectoryStore, max_batch: int = 64) -> None:
+    def __init__(self, store: TrajectoryStore, max_batch: int = 16) -> None:
         self.store = store
         self.max_batch = max_batch
         self._pending: list[tuple[Trajectory, asyncio.Future[None]]] = []
