@@ -51,6 +51,7 @@ import asyncio
 import contextlib
 import hashlib
 import inspect
+import os
 import time
 import traceback
 import uuid
@@ -84,7 +85,8 @@ class SchedulerConfig:
     model_concurrency: int | None = None
     """Policy requests in flight at once (None: as many as rollouts)."""
     judge_concurrency: int | None = None
-    """Judge runs at once (None: as many as rollouts)."""
+    """Judge runs at once (None: as many as rollouts, at most 2 per CPU: a local judge runs the
+    tests on this machine's CPUs, and hundreds at once only thrash them)."""
     max_retries: int = 2
     """Fresh-sandbox retries of an infrastructure fault, per sample and round."""
     backoff_s: float = 0.05
@@ -436,7 +438,7 @@ class RolloutScheduler:
         t0 = time.perf_counter()
         self._slots = PrioritySlots(c.concurrency)
         self._model_sem = asyncio.Semaphore(c.model_concurrency or c.concurrency)
-        self._judge_sem = asyncio.Semaphore(c.judge_concurrency or c.concurrency)
+        self._judge_sem = asyncio.Semaphore(c.judge_concurrency or min(c.concurrency, 2 * (os.cpu_count() or 1)))
         self._stopping = False
         self.stats = SchedulerStats(requested=len(tasks) * group_size)
         groups = self._plan(tasks, group_size, run_id, seed, resume)
