@@ -62,31 +62,42 @@ def test_every_finished_sample_is_stored_then_handed_to_the_experience_queue(bac
     store.close()
 
 
+class StopOnFirstTurn(OraclePolicy):
+    """Asks the scheduler to stop at the first turn it plays (as a SIGTERM would, mid-run)."""
+
+    def __init__(self):
+        self.sched = None
+
+    async def act(self, request):
+        if self.sched is not None:
+            self.sched.request_stop()
+        return await super().act(request)
+
+
 def test_stop_request_finishes_in_flight_work_and_checkpoints_the_rest(backend, tmp_path):
     tasks = [make_clamp_task(tmp_path / f"t{i}", task_id=f"clamp-{i}") for i in range(3)]
     store = SQLiteStore(tmp_path / "s.db")
 
     async def go():
-        sched = None
-
-        def first_done(_t):
-            sched.request_stop()
-
-        sched = RolloutScheduler(
-            SandboxPool(backend), PytestJudge(backend), store, concurrency=2, on_done=first_done
-        )
-        s1 = await sched.run(tasks, OraclePolicy(), 2, run_id="S", resume=True)
+        pol = StopOnFirstTurn()
+        sched = pol.sched = RolloutScheduler(SandboxPool(backend), PytestJudge(backend), store, concurrency=2)
+        s1 = await sched.run(tasks, pol, 2, run_id="S", resume=True)
+        run1 = store.get_run("S")
         s2 = await _sched(backend, store, concurrency=2).run(
             tasks, OraclePolicy(), 2, run_id="S", resume=True
         )
-        return s1, s2
+        return s1, run1, s2
 
-    s1, s2 = asyncio.run(go())
-    # what was in flight when the stop came (playing in a slot, or being judged) finished; nothing new started
-    assert s1.interrupted and 1 <= s1.stored < 6 and s1.stored + s1.pending == 6
+    s1, run1, s2 = asyncio.run(go())
+    # the rollouts holding a slot when the stop came finished and were stored; nothing new started
+    assert s1.interrupted and 1 <= s1.stored <= 2 and s1.stored + s1.pending == 6
     assert set(s1.statuses) == {"ok"}
-    run = store.get_run("S")
-    assert run is not None and len(run["summary"]["pending_ids"]) == 0  # s2 finished the run
+    assert (
+        run1 is not None
+        and run1["summary"]["interrupted"]
+        and len(run1["summary"]["pending_ids"]) == s1.pending
+    )
     assert s2.resumed == s1.stored and s2.stored == 6 and not s2.interrupted
     assert store.search(TrajQuery(run_id="S"))[0] == 6
+    assert store.get_run("S")["summary"]["pending_ids"] == []
     store.close()
