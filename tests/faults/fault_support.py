@@ -110,7 +110,8 @@ class FaultyPolicyServer:
 
     ``mode``: ``ok``; ``hang`` (never answers a completion); ``garbage`` (200 with
     a body that is not JSON); ``drop`` (closes the connection without answering);
-    ``flaky`` (drops every other completion request, answers the rest).
+    ``flaky`` (drops every other completion request, answers the rest);
+    ``malformed_first`` (the first reply holds a malformed text tool call).
     """
 
     def __init__(self, task: Task, mode: str = "ok", model: str = "oracle-7b") -> None:
@@ -151,6 +152,12 @@ class FaultyPolicyServer:
                 if mode == "drop":
                     self.connection.shutdown(socket.SHUT_RDWR)
                     self.close_connection = True
+                    return
+                if mode == "malformed_first" and owner.completions == 1:
+                    bad = 'Reading it.\n<tool_call>{"name": "read_file", "arguments": {"path": </tool_call>'
+                    out = {"id": "x", "object": "chat.completion", "model": owner.model,
+                           "choices": [{"index": 0, "message": {"role": "assistant", "content": bad}}]}  # fmt: skip
+                    self._send(200, json.dumps(out).encode())
                     return
                 if mode == "garbage":
                     self._send(200, b"<html>502 upstream sad</html>", "text/html")

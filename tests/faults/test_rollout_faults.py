@@ -201,3 +201,16 @@ def test_exported_rows_carry_the_tools_each_trajectory_was_offered(backend, clam
         "reward"
     ] == 1.0
     store.close()
+
+
+def test_malformed_text_tool_call_from_a_real_server_is_answered_not_fatal(backend, clamp_task, tmp_path):
+    store = SQLiteStore(tmp_path / "s.db")
+    with FaultyPolicyServer(clamp_task, "malformed_first") as srv:
+        pol = OpenAIPolicy(srv.url, srv.model, timeout_s=5, max_retries=0)
+        s = run(backend, backend, store, [clamp_task], pol, 1, "malformed", concurrency=1)
+    (t,) = assert_accounted(store, "malformed", 1)
+    assert s.statuses == {"ok": 1} and t.reward == 1.0
+    hints = [m["content"] for m in t.messages if m["role"] == "user"][1:]
+    assert hints and hints[0].startswith("Your tool call could not be parsed")
+    assert all("parse_errors" not in m for m in t.messages)
+    store.close()

@@ -286,3 +286,11 @@ def test_one_policy_serves_concurrent_turns_over_a_pool(serve, task: Task) -> No
     actions = asyncio.run(go())
     assert len({a.message["content"] for a in actions}) == 16
     assert server.max_in_flight == 16  # all overlapped: none queued behind another on one connection
+
+
+def test_malformed_text_tool_call_comes_back_as_parse_errors(serve, task: Task) -> None:
+    text = 'Let me run it.\n<tool_call>{"name": "bash", "arguments": {"command": </tool_call>'
+    server = serve([Reply(body=completion({"role": "assistant", "content": text}))])
+    action = act(OpenAIPolicy(server.base_url, "m"), task)
+    assert action.message["content"] == text and "tool_calls" not in action.message
+    assert action.message["parse_errors"] and all(isinstance(e, str) for e in action.message["parse_errors"])

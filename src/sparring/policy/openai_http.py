@@ -214,10 +214,13 @@ class OpenAIPolicy:
         calls = [
             normalise_call(c, i) for i, c in enumerate(raw.get("tool_calls") or []) if isinstance(c, dict)
         ]
+        errors: list[str] = []
         if not calls and message["content"]:
-            calls = _text_tool_calls(message["content"], history)
+            calls, errors = _text_tool_calls(message["content"], history)
         if calls:
             message["tool_calls"] = calls
+        if errors:  # the rollout answers them as an observation (popped before the message is kept)
+            message["parse_errors"] = errors
         return message
 
     async def close(self) -> None:
@@ -252,18 +255,14 @@ def normalise_call(call: dict[str, Any], index: int) -> dict[str, Any]:
     }
 
 
-def _text_tool_calls(content: str, history: list[Message]) -> list[dict[str, Any]]:
-    """Tool calls written as text, via the chat_format parser if this install has it."""
-    try:  # written by another room; an install without it just gets no text calls
-        from sparring.policy.chat_format import parse_tool_calls, tool_call_count
-    except ImportError:
-        return []
+def _text_tool_calls(content: str, history: list[Message]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Tool calls written as text (``<tool_call>{json}</tool_call>``...) and one error per malformed one."""
+    from sparring.policy.chat_format import parse_tool_calls, tool_call_count
+
     offset = tool_call_count(history)  # keeps generated call ids unique in the conversation
     parsed = parse_tool_calls(content)
-    if not parsed.tool_calls:
-        return []
-    calls = parsed.to_message(id_offset=offset).get("tool_calls") or []
-    return [normalise_call(c, offset + i) for i, c in enumerate(calls)]
+    calls = parsed.to_message(id_offset=offset).get("tool_calls") or [] if parsed.tool_calls else []
+    return [normalise_call(c, offset + i) for i, c in enumerate(calls)], list(parsed.errors)
 
 
 def _token_id(entry: Mapping[str, Any]) -> int | None:

@@ -209,6 +209,14 @@ class Episode:
             if await self._call(executor, call):
                 self.submitted, self.status = True, "ok"
                 return True
+        if parse_errors:  # some calls ran, others were malformed: say which, do not drop them silently
+            self.messages.append(
+                {
+                    "role": "user",
+                    "content": "Some tool calls could not be parsed: "
+                    + "; ".join(map(str, parse_errors))[:500],
+                }
+            )
         if self.snapshot_every and self.step % self.snapshot_every == 0:
             sid = await asyncio.wait_for(sandbox.snapshot(), self.tool_limit)
             elapsed = self.play_ms + (time.perf_counter() - self._play_start) * 1000
