@@ -29,7 +29,11 @@ def test_other_flags_do_not_change_reward(c, w, flag):
 
 @given(st.lists(st.text(min_size=1), min_size=1, max_size=20, unique=True), st.data())
 def test_missing_and_skipped_tests_count_as_failed(ids, data):
-    outcomes = {t: data.draw(st.sampled_from(["passed", "failed", "skipped", "error"])) for t in ids if data.draw(st.booleans())}
+    outcomes = {
+        t: data.draw(st.sampled_from(["passed", "failed", "skipped", "error"]))
+        for t in ids
+        if data.draw(st.booleans())
+    }
     c = components_from_tests(ids, outcomes)
     passed = sum(1 for t in ids if outcomes.get(t) == "passed")
     assert c["pass_fraction"] == passed / len(ids)
