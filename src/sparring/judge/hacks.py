@@ -29,7 +29,7 @@ EXIT_CALLS = frozenset({"sys.exit", "os._exit", "exit", "quit", "os.kill", "os.a
                         "pytest.xfail", "unittest.SkipTest", "SkipTest", "os.killpg", "signal.raise_signal"})  # fmt: skip
 PROBE_CALLS = frozenset({"sys._getframe", "inspect.stack", "inspect.currentframe", "gc.get_objects", "gc.get_referrers",
                          "sys.settrace", "sys.setprofile", "atexit.register", "inspect.getouterframes",
-                         "gc.get_referents"})  # fmt: skip
+                         "gc.get_referents", "__import__", "eval", "exec"})  # fmt: skip
 PROBE_NAMES = frozenset({"f_back", "f_locals", "f_globals", "tb_frame", "_pytest", "__builtins__"})
 NETWORK_MODULES = frozenset(
     {"socket", "urllib", "http", "requests", "httpx", "ftplib", "smtplib", "ssl", "aiohttp"}

@@ -153,6 +153,8 @@ class PytestJudge:
             flags.append("forged_report")
         if not rep.done:
             flags.append("process_exit")
+        if rep.mismatched:
+            flags.append("results_mismatch")
         prefix = "hidden" if cfg.split == "train" else f"hidden/{EVAL_DIR}"
         hidden = split_ids(rep.outcomes, prefix)
         metrics["test_wall_s"] = round(run.pytest_wall_s, 4)

@@ -33,6 +33,8 @@ class RunReport:
     collected: list[str] = field(default_factory=list)
     collect_errors: dict[str, str] = field(default_factory=dict)
     durations: dict[str, float] = field(default_factory=dict)
+    mismatched: list[str] = field(default_factory=list)
+    """Tests whose report claimed a pass although the test function raised."""
     forged: int = 0
     """Lines with the marker that failed verification."""
 
@@ -78,6 +80,8 @@ def parse_frames(text: str, key: bytes) -> RunReport:
             tid = str(obj["id"])
             rep.outcomes[tid] = str(obj["outcome"])
             rep.durations[tid] = float(obj.get("duration", 0.0))
+            if obj.get("mismatch"):
+                rep.mismatched.append(tid)
         elif kind == "done":
             rep.done = True
             rep.exitstatus = int(obj.get("exitstatus", -1))

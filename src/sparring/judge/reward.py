@@ -26,6 +26,7 @@ ZEROING_FLAGS: frozenset[str] = frozenset(
         "eq_overload",
         "reads_judge_paths",
         "forged_report",
+        "results_mismatch",
         "process_exit",
         "no_test_report",
         "tests_not_run",

@@ -34,6 +34,8 @@ import random
 import sys
 from typing import Any
 
+import pytest
+
 MARK = "@@SPARRING-JUDGE@@"
 
 
@@ -47,6 +49,8 @@ class Reporter:
         self._seed = seed
         self._state: dict[str, str] = {}
         self._dur: dict[str, float] = {}
+        self._raised: dict[str, str | None] = {}
+        self._mismatch: set[str] = set()
 
     def emit(self, obj: dict[str, Any]) -> None:
         body = json.dumps(obj, sort_keys=True, separators=(",", ":"))
@@ -68,6 +72,18 @@ class Reporter:
         if report.failed:
             self.emit({"kind": "collect_error", "id": report.nodeid, "detail": str(report.longrepr)[-800:]})
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: Any) -> Any:
+        """What the test function itself did, seen before any report object exists: a candidate
+        that rewrites reports (TestReport patches, makereport hooks) contradicts this."""
+        try:
+            res = yield
+        except BaseException as e:
+            self._raised[item.nodeid] = type(e).__name__
+            raise
+        self._raised[item.nodeid] = None
+        return res
+
     def pytest_runtest_logreport(self, report: Any) -> None:
         tid = report.nodeid
         xfail = hasattr(report, "wasxfail")
@@ -78,7 +94,10 @@ class Reporter:
             elif report.skipped:
                 self._state[tid] = "xfailed" if xfail else "skipped"
         elif report.when == "call":
-            if report.passed:
+            if report.passed and self._raised.get(tid, "never called") is not None and not xfail:
+                self._mismatch.add(tid)
+                self._state[tid] = "failed"
+            elif report.passed:
                 self._state[tid] = "xpassed" if xfail else "passed"
             elif report.failed:
                 self._state[tid] = "failed"
@@ -88,9 +107,11 @@ class Reporter:
             outcome = self._state.get(tid, "error")
             if report.failed:
                 outcome = "error"
-            self.emit(
-                {"kind": "test", "id": tid, "outcome": outcome, "duration": round(self._dur.get(tid, 0.0), 6)}
-            )
+            frame: dict[str, Any] = {"kind": "test", "id": tid, "outcome": outcome}
+            frame["duration"] = round(self._dur.get(tid, 0.0), 6)
+            if tid in self._mismatch:
+                frame["mismatch"] = True
+            self.emit(frame)
 
     def pytest_sessionfinish(self, session: Any, exitstatus: int) -> None:
         self.emit({"kind": "done", "exitstatus": int(exitstatus), "collected": int(session.testscollected)})
