@@ -24,6 +24,7 @@ JUDGE_ERROR_REASONS = (
     "workspace_missing",
     "judge_timeout",
     "runner_crashed",
+    "tests_crashed",
     "reference_failed",
     "sandbox_failed",
     "bad_task",
