@@ -46,9 +46,13 @@ def _emit_error(reason: str, detail: str, version: str, json_out: bool) -> typer
 @app.command("score")
 def score(
     task: Path = typer.Option(..., "--task", help="Task directory."),
-    workspace: Path = typer.Option(..., "--workspace", help="The final workspace to score (diffed against the task's initial state)."),
+    workspace: Path = typer.Option(
+        ..., "--workspace", help="The final workspace to score (diffed against the task's initial state)."
+    ),
     split: str = SPLIT_OPT,
-    seed: int | None = typer.Option(None, "--seed", help="Pin the generated-test and test-order seeds (default: fresh)."),
+    seed: int | None = typer.Option(
+        None, "--seed", help="Pin the generated-test and test-order seeds (default: fresh)."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Apply WORKSPACE's diff to a pristine copy of the task, add the hidden tests, run them, print the reward.
@@ -71,7 +75,9 @@ def _score(task: Path, workspace: Path, split: str, seed: int | None, json_out: 
     except TaskError as e:
         raise _emit_error("task_unknown", str(e), j.version, json_out) from None
     if not workspace.is_dir():
-        raise _emit_error("workspace_missing", f"--workspace {workspace} is not a directory", j.version, json_out)
+        raise _emit_error(
+            "workspace_missing", f"--workspace {workspace} is not a directory", j.version, json_out
+        )
     links = symlinks_in(workspace)
     diff = tree_diff(t.workspace, workspace)
     try:
@@ -88,24 +94,34 @@ def _score(task: Path, workspace: Path, split: str, seed: int | None, json_out: 
     else:
         out_console.print(f"reward {res.reward:.3f}  flags {res.flags}  ({res.judge_version})")
         out_console.print(f"components {res.components}")
-        out_console.print(f"tests: {res.tests.passed} passed, {res.tests.failed} failed, {res.tests.errors} errors")
+        out_console.print(
+            f"tests: {res.tests.passed} passed, {res.tests.failed} failed, {res.tests.errors} errors"
+        )
 
 
 @app.command("batch")
 def batch(
     tasks: Path = typer.Option(..., "--tasks", help="A task directory or a directory of tasks."),
-    workspaces: Path | None = typer.Option(None, "--workspaces", help="DIR/<task id>/ is each task's final workspace."),
+    workspaces: Path | None = typer.Option(
+        None, "--workspaces", help="DIR/<task id>/ is each task's final workspace."
+    ),
     reference: bool = typer.Option(False, "--reference", help="Score each task's reference solution."),
     hack: str | None = typer.Option(None, "--hack", help="Score a red-team hack class on every task."),
     concurrency: int = typer.Option(2, "--concurrency", help="Workspaces judged at once."),
-    canary_rate: float = typer.Option(0.0, "--canary-rate", help="Share of tasks also judged as an impossible canary."),
-    review_db: Path | None = typer.Option(None, "--review-db", help="Queue high-risk results in this review queue."),
+    canary_rate: float = typer.Option(
+        0.0, "--canary-rate", help="Share of tasks also judged as an impossible canary."
+    ),
+    review_db: Path | None = typer.Option(
+        None, "--review-db", help="Queue high-risk results in this review queue."
+    ),
     split: str = SPLIT_OPT,
     seed: int = typer.Option(0, "--seed", help="Seed of the canary choice."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Judge many workspaces in parallel (initial states unless --workspaces/--reference/--hack)."""
-    guarded(_batch)(tasks, workspaces, reference, hack, concurrency, canary_rate, review_db, split, seed, json_out)
+    guarded(_batch)(
+        tasks, workspaces, reference, hack, concurrency, canary_rate, review_db, split, seed, json_out
+    )
 
 
 def _batch(tasks_dir: Path, workspaces: Path | None, reference: bool, hack: str | None, concurrency: int,
@@ -154,7 +170,11 @@ def _batch(tasks_dir: Path, workspaces: Path | None, reference: bool, hack: str 
             return {"task_id": t.id, "canary": is_canary(t), **r.to_json()}
 
         t0 = time.perf_counter()
-        results = run_async(asyncio.gather(*(one(t) for t in [*task_list, *canaries])))  # type: ignore[arg-type]
+
+        async def all_of() -> list[dict[str, Any]]:
+            return list(await asyncio.gather(*(one(t) for t in [*task_list, *canaries])))
+
+        results = run_async(all_of())
         secs = time.perf_counter() - t0
     finally:
         import shutil
@@ -178,14 +198,18 @@ def _batch(tasks_dir: Path, workspaces: Path | None, reference: bool, hack: str 
         "judged": len(results),
         "statuses": {s: sum(1 for r in results if r["status"] == s) for s in ("ok", "judge_error")},
         "reward_mean": sum(r["reward"] for r in real) / len(real) if real else 0.0,
-        "pass_rate": sum(r["components"].get("all_pass", 0.0) >= 1.0 for r in real) / len(real) if real else 0.0,
+        "pass_rate": sum(r["components"].get("all_pass", 0.0) >= 1.0 for r in real) / len(real)
+        if real
+        else 0.0,
         "flagged": sum(1 for r in real if r["flags"]),
         "canaries": len(canary_pass),
         "hack_rate": hack_rate(canary_pass),
         "queued_for_review": queued,
         "seconds": round(secs, 3),
         "per_minute": round(len(results) / secs * 60, 2) if secs > 0 else 0.0,
-        "results": [{k: r[k] for k in ("task_id", "canary", "status", "reason", "reward", "flags")} for r in results],
+        "results": [
+            {k: r[k] for k in ("task_id", "canary", "status", "reason", "reward", "flags")} for r in results
+        ],
     }
     if json_out:
         emit_json(summary)
@@ -195,8 +219,12 @@ def _batch(tasks_dir: Path, workspaces: Path | None, reference: bool, hack: str 
 
 @app.command("regress")
 def regress(
-    golden: Path | None = typer.Option(None, "--golden", help="Golden set file (default: the packaged judge/golden.json)."),
-    update: bool = typer.Option(False, "--update", help="Rewrite the golden set from this judge (after checking the change)."),
+    golden: Path | None = typer.Option(
+        None, "--golden", help="Golden set file (default: the packaged judge/golden.json)."
+    ),
+    update: bool = typer.Option(
+        False, "--update", help="Rewrite the golden set from this judge (after checking the change)."
+    ),
     concurrency: int = typer.Option(2, "--concurrency"),
     json_out: bool = JSON_OPT,
 ) -> None:
@@ -238,7 +266,9 @@ def _regress(golden: Path | None, update: bool, concurrency: int, json_out: bool
     if json_out:
         emit_json(out)
     else:
-        out_console.print(f"{rep.cases} cases, {len(rep.changed)} changed (judge {rep.judge_version}, golden {rep.golden_version})")
+        out_console.print(
+            f"{rep.cases} cases, {len(rep.changed)} changed (judge {rep.judge_version}, golden {rep.golden_version})"
+        )
         for c in rep.changed[:20]:
             out_console.print(c)
     if not rep.ok:

@@ -17,7 +17,9 @@ def _queue(db: Path):  # type: ignore[no-untyped-def]
     from sparring.judge.review import ReviewQueue
 
     if not db.is_file():
-        raise ConfigError(f"review queue {db} not found (it is created by `sparring judge batch --review-db`)")
+        raise ConfigError(
+            f"review queue {db} not found (it is created by `sparring judge batch --review-db`)"
+        )
     return ReviewQueue(db)
 
 
@@ -39,7 +41,9 @@ def list_items(
             emit_json({"total": len(items), "items": items})
         else:
             for i in items:
-                out_console.print(f"{i['id']:>5} {i['task_id']} reward={i['reward']:.2f} {i['flags']} {i['reasons']} {i['label'] or ''}")
+                out_console.print(
+                    f"{i['id']:>5} {i['task_id']} reward={i['reward']:.2f} {i['flags']} {i['reasons']} {i['label'] or ''}"
+                )
 
     guarded(go)()
 

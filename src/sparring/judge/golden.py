@@ -40,7 +40,10 @@ def golden_path() -> Path:
 
 
 def workspaces() -> dict[str, Callable[[Task], WorkspaceDiff]]:
-    out: dict[str, Callable[[Task], WorkspaceDiff]] = {"reference": solution_diff, "initial": lambda t: WorkspaceDiff()}
+    out: dict[str, Callable[[Task], WorkspaceDiff]] = {
+        "reference": solution_diff,
+        "initial": lambda t: WorkspaceDiff(),
+    }
     out.update({f"hack:{k}": v for k, v in sorted(HACKS.items())})
     return out
 
@@ -118,7 +121,9 @@ async def replay(backend: SandboxBackend, tasks: list[Task], golden: dict[str, A
             if want is None:
                 changed.append({"task": key[0], "workspace": key[1], "why": "case not in the golden set"})
             elif want["digest"] != r["digest"]:
-                changed.append({"task": key[0], "workspace": key[1], "why": "task bytes changed (digest differs)"})
+                changed.append(
+                    {"task": key[0], "workspace": key[1], "why": "task bytes changed (digest differs)"}
+                )
             elif want["verdict"] != r["verdict"]:
                 changed.append({"task": key[0], "workspace": key[1], "why": "verdict changed",
                                 "expected": want["verdict"], "got": r["verdict"]})  # fmt: skip

@@ -41,7 +41,9 @@ from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
 from sparring.tasks.loader import Task
 
 EVAL_DIR = "eval"
-EXPLAINS_EXIT = frozenset({"exit_trick", "runtime_probe", "startup_hook", "module_shadowing", "forged_report"})
+EXPLAINS_EXIT = frozenset(
+    {"exit_trick", "runtime_probe", "startup_hook", "module_shadowing", "forged_report"}
+)
 EVAL_IDS_FILE = "expected_tests.txt"
 
 
@@ -157,7 +159,9 @@ class PytestJudge:
                 # Nothing the agent visibly did ends a process: the suite itself crashed (or the sandbox
                 # ran out of memory). A typed judge error, never a zero the agent would be blamed for.
                 why = "out of memory" if r.oom_killed else f"exit {r.exit_code}"
-                raise JudgeRunError("tests_crashed", f"the test run ended before finishing ({why}): {log[-600:]}")
+                raise JudgeRunError(
+                    "tests_crashed", f"the test run ended before finishing ({why}): {log[-600:]}"
+                )
             flags.append("process_exit")
         if rep.mismatched:
             flags.append("results_mismatch")

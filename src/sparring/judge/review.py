@@ -103,13 +103,19 @@ class ReviewQueue:
         self.db.close()
 
     def history(self, task_id: str) -> list[bool]:
-        rows = self.db.execute("SELECT passed FROM task_history WHERE task_id=? ORDER BY at, rowid", (task_id,))
+        rows = self.db.execute(
+            "SELECT passed FROM task_history WHERE task_id=? ORDER BY at, rowid", (task_id,)
+        )
         return [bool(r[0]) for r in rows]
 
     def observe(self, key: str, task_id: str, result: dict[str, Any]) -> list[str]:
         """Record one judgement; queue it (idempotent by ``key``) if it is high-risk. Returns the reasons."""
-        passed = result.get("components", {}).get("all_pass", 0.0) >= 1.0 and result.get("status", "ok") == "ok"
-        reasons = risk_reasons(float(result.get("reward", 0.0)), result.get("flags", []), passed, self.history(task_id))
+        passed = (
+            result.get("components", {}).get("all_pass", 0.0) >= 1.0 and result.get("status", "ok") == "ok"
+        )
+        reasons = risk_reasons(
+            float(result.get("reward", 0.0)), result.get("flags", []), passed, self.history(task_id)
+        )
         with self.db:
             self.db.execute("INSERT INTO task_history VALUES (?, ?, ?)", (task_id, int(passed), time.time()))
             if reasons:
@@ -131,7 +137,10 @@ class ReviewQueue:
         where = {"open": "WHERE label IS NULL", "labelled": "WHERE label IS NOT NULL", "all": ""}.get(status)
         if where is None:
             raise ConfigError(f"unknown status {status!r} (open, labelled, all)")
-        return [self._item(r) for r in self.db.execute(f"SELECT {self.COLS} FROM review_items {where} ORDER BY id")]
+        return [
+            self._item(r)
+            for r in self.db.execute(f"SELECT {self.COLS} FROM review_items {where} ORDER BY id")
+        ]
 
     def get(self, item_id: int) -> ReviewItem:
         row = self.db.execute(f"SELECT {self.COLS} FROM review_items WHERE id=?", (item_id,)).fetchone()
@@ -152,6 +161,7 @@ class ReviewQueue:
         self.get(item_id)
         with self.db:
             self.db.execute(
-                "UPDATE review_items SET label=?, note=?, labelled_at=? WHERE id=?", (label, note, time.time(), item_id)
+                "UPDATE review_items SET label=?, note=?, labelled_at=? WHERE id=?",
+                (label, note, time.time(), item_id),
             )
         return self.get(item_id)
