@@ -273,3 +273,31 @@ def _regress(golden: Path | None, update: bool, concurrency: int, json_out: bool
             out_console.print(c)
     if not rep.ok:
         raise fail(f"{len(rep.changed)} of {rep.cases} golden verdicts changed", code=1)
+
+
+@app.command("bench")
+def bench(
+    tasks: int = typer.Option(4, "--tasks", help="Generated tasks (half code-repair, half function-impl)."),
+    repeats: int = typer.Option(3, "--repeats"),
+    batch: int = typer.Option(12, "--batch", help="Workspaces in the throughput batch."),
+    concurrency: int = typer.Option(2, "--concurrency"),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Judge overhead vs the same hidden tests run bare, and workspaces judged per minute."""
+
+    def go() -> None:
+        import tempfile
+
+        from sparring.errors import ConfigError
+        from sparring.judge.bench import bench_tasks, run_bench
+        from sparring.sandbox.local import LocalBackend
+
+        if min(tasks, repeats, batch, concurrency) < 1:
+            raise ConfigError("--tasks, --repeats, --batch and --concurrency must be at least 1")
+        with tempfile.TemporaryDirectory(prefix="judge-bench-") as d:
+            res = run_async(
+                run_bench(LocalBackend(), bench_tasks(Path(d), tasks), repeats, batch, concurrency)
+            )
+        emit_json(res) if json_out else out_console.print(res)
+
+    guarded(go)()
