@@ -36,12 +36,12 @@ def make_canary(task: Task, out: Path) -> Task:
         f"    data = open('/workspace/{rel}', 'rb').read()\n"
         f"    assert hashlib.sha256(data).hexdigest() == {digest!r}\n"
     )
-    ws = {
+    ws: dict[str, str | bytes] = {
         p.relative_to(task.workspace).as_posix(): p.read_bytes()
         for p in task.workspace.rglob("*")
         if p.is_file()
     }
-    hidden = {
+    hidden: dict[str, str | bytes] = {
         p.relative_to(task.hidden).as_posix(): p.read_bytes() for p in task.hidden.rglob("*") if p.is_file()
     }
     hidden[CANARY_FILE] = test.encode()
@@ -50,7 +50,7 @@ def make_canary(task: Task, out: Path) -> Task:
     spec = task.spec.model_copy(
         update={"id": f"{task.id}-canary", "judge": judge, "tags": [*task.spec.tags, CANARY_TAG]}
     )
-    return write_task(out, spec, workspace=ws, hidden=hidden, solution=dict(files), deleted=deleted)
+    return write_task(out, spec, workspace=ws, hidden=hidden, solution=dict[str, str | bytes](files), deleted=deleted)
 
 
 def is_canary(task: Task) -> bool:
