@@ -18,7 +18,9 @@ def run_sched(backend, store, tasks, policy, group, **kw):
     async def go():
         pool = SandboxPool(backend, max_idle=2)
         try:
-            return await RolloutScheduler(pool, PytestJudge(backend), store, concurrency=2, **kw).run(tasks, policy, group)
+            return await RolloutScheduler(pool, PytestJudge(backend), store, concurrency=2, **kw).run(
+                tasks, policy, group
+            )
         finally:
             await pool.close()
 
@@ -32,14 +34,18 @@ def test_oracle_solves_and_everything_is_stored(backend, clamp_task, tmp_path):
     total, trajs = store.search(TrajQuery(task_id=clamp_task.id))
     assert total == 2
     t = store.get(trajs[0].id)
-    assert t.task_digest == clamp_task.digest and t.judge_version == "pytest-judge/1"
+    assert t.task_digest == clamp_task.digest and t.judge_version.startswith("pytest-judge/")
     names = [st.name for st in t.steps]
     assert names == ["list_dir", "read_file", "str_replace", "run_tests", "submit"]
     assert "passed" in t.steps[3].output  # full tool output is kept
     roles = [m["role"] for m in t.messages]
     assert roles[:2] == ["system", "user"] and roles.count("tool") == 5
     assert t.diff["files"]["mathx/core.py"]["text"].count("return hi") == 1
-    assert t.steps[2].arguments == {"path": "mathx/core.py", "old": "    if x > hi:\n        return lo\n    return x\n", "new": "    if x > hi:\n        return hi\n    return x\n"}
+    assert t.steps[2].arguments == {
+        "path": "mathx/core.py",
+        "old": "    if x > hi:\n        return lo\n    return x\n",
+        "new": "    if x > hi:\n        return hi\n    return x\n",
+    }
     assert t.timings["judge_ms"] > 0 and t.group_id and t.steps[0].duration_ms >= 0
     assert len({t.group_id for t in trajs}) == 1
     store.close()
@@ -126,3 +132,15 @@ def test_random_policy_is_deterministic(backend, clamp_task):
     a = run_sched(backend, None, [clamp_task], RandomPolicy(), 1, max_steps=4)
     b = run_sched(backend, None, [clamp_task], RandomPolicy(), 1, max_steps=4)
     assert [s.name for s in a.trajectories[0].steps] == [s.name for s in b.trajectories[0].steps]
+
+
+def test_adversarial_policy_hacks_are_zeroed_through_the_loop(backend, clamp_task, tmp_path):
+    from sparring.policy.spec import make_policy
+
+    store = SQLiteStore(tmp_path / "s.db")
+    for cls in ("conftest_forces_pass", "os_exit_at_import", "eq_overload"):
+        s = run_sched(backend, store, [clamp_task], make_policy(f"adversarial:{cls}"), 1)
+        assert s.stored == 1 and s.reward_mean == 0.0, cls
+    _, trajs = store.search(TrajQuery(task_id=clamp_task.id))
+    assert all(t.flags for t in trajs) and len(trajs) == 3
+    store.close()
