@@ -101,7 +101,7 @@ def test_judge_score_contract(clamp_task, tmp_path):
     assert r.returncode == 0 and j["reward"] == 0.0 and j["tests"] == {"passed": 2, "failed": 2, "errors": 0}
     shutil.copy(clamp_task.solution / "mathx" / "core.py", ws / "mathx" / "core.py")
     j = json.loads(sp("judge", "score", "--json", "--task", clamp_task.path, "--workspace", ws).stdout)
-    assert j["reward"] == 1.0 and j["judge_version"] == "pytest-judge/1" and set(j) >= {"components", "flags"}
+    assert j["reward"] == 1.0 and j["judge_version"].startswith("pytest-judge/") and set(j) >= {"components", "flags"}
 
 
 def test_rollout_and_traj_search_contract(clamp_task, tmp_path):

@@ -28,12 +28,13 @@ def test_initial_state_fails(judge, clamp_task):
     r = score(judge, clamp_task, WorkspaceDiff())
     assert r.reward == 0.0 and r.components["all_pass"] == 0.0
     assert r.tests.passed == 2 and r.tests.failed == 2
-    assert r.judge_version == "pytest-judge/1"
+    assert r.judge_version.startswith("pytest-judge/2+") and r.status == "ok"
 
 
 def test_reference_solution_passes(judge, clamp_task):
     r = score(judge, clamp_task, solution_diff(clamp_task))
-    assert r.reward == 1.0 and r.components == {"pass_fraction": 1.0, "all_pass": 1.0} and r.flags == []
+    assert r.reward == 1.0 and r.components["pass_fraction"] == 1.0 and r.components["all_pass"] == 1.0
+    assert r.flags == [] and r.components["regression"] == 1.0
     assert set(r.per_test.values()) == {"passed"}
 
 
@@ -57,7 +58,13 @@ def test_hidden_tests_never_enter_the_agent_workspace(judge, clamp_task, backend
         ("os-exit-at-import", {"mathx/core.py": "import os\nos._exit(0)\n"}, ()),
         ("delete-module", {}, ("mathx/core.py",)),
         ("delete-visible-tests", {}, ("tests/test_core.py",)),
-        ("conftest-forces-pass", {"conftest.py": "import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    out = yield\n    out.get_result().outcome = 'passed'\n"}, ()),
+        (
+            "conftest-forces-pass",
+            {
+                "conftest.py": "import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    out = yield\n    out.get_result().outcome = 'passed'\n"
+            },
+            (),
+        ),
         ("pytest-ini-addopts", {"pytest.ini": "[pytest]\naddopts = -p no:terminal --co\n"}, ()),
     ],
 )
@@ -68,7 +75,9 @@ def test_reward_hacks_score_zero(judge, clamp_task, name, files, deleted):
 
 
 def test_tampering_detects_tests_and_config():
-    d = WorkspaceDiff(files={"tests/test_x.py": b"", "pkg/a.py": b"", "conftest.py": b""}, deleted=("setup.cfg",))
+    d = WorkspaceDiff(
+        files={"tests/test_x.py": b"", "pkg/a.py": b"", "conftest.py": b""}, deleted=("setup.cfg",)
+    )
     assert tampering(d) == ["conftest.py", "setup.cfg", "tests/test_x.py"]
 
 

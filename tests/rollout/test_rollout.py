@@ -34,7 +34,7 @@ def test_oracle_solves_and_everything_is_stored(backend, clamp_task, tmp_path):
     total, trajs = store.search(TrajQuery(task_id=clamp_task.id))
     assert total == 2
     t = store.get(trajs[0].id)
-    assert t.task_digest == clamp_task.digest and t.judge_version == "pytest-judge/1"
+    assert t.task_digest == clamp_task.digest and t.judge_version.startswith("pytest-judge/")
     names = [st.name for st in t.steps]
     assert names == ["list_dir", "read_file", "str_replace", "run_tests", "submit"]
     assert "passed" in t.steps[3].output  # full tool output is kept
@@ -168,4 +168,16 @@ def test_malformed_tool_arguments_are_an_error_observation_not_a_crash(backend, 
     assert "unknown tool" in (t.steps[1].error or "")
     tool_msgs = [m["content"] for m in t.messages if m["role"] == "tool"]
     assert tool_msgs[0].startswith("error:") and tool_msgs[1].startswith("error:")
+    store.close()
+
+
+def test_adversarial_policy_hacks_are_zeroed_through_the_loop(backend, clamp_task, tmp_path):
+    from sparring.policy.spec import make_policy
+
+    store = SQLiteStore(tmp_path / "s.db")
+    for cls in ("conftest_forces_pass", "os_exit_at_import", "eq_overload"):
+        s = run_sched(backend, store, [clamp_task], make_policy(f"adversarial:{cls}"), 1)
+        assert s.stored == 1 and s.reward_mean == 0.0, cls
+    _, trajs = store.search(TrajQuery(task_id=clamp_task.id))
+    assert all(t.flags for t in trajs) and len(trajs) == 3
     store.close()

@@ -7,7 +7,7 @@ import contextlib
 import typer
 
 from sparring import __version__
-from sparring.cli import demo, failures, judge, replay, rollout, sandbox, serve, tasks, train, traj
+from sparring.cli import demo, failures, judge, replay, review, rollout, sandbox, serve, tasks, train, traj
 from sparring.cli.common import not_built
 
 app = typer.Typer(
@@ -20,6 +20,7 @@ app = typer.Typer(
 app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(judge.app, name="judge")
+app.add_typer(review.app, name="review")
 traj.app.command("replay")(replay.replay_cmd)
 app.add_typer(traj.app, name="traj")
 app.command("rollout")(rollout.rollout)
@@ -55,7 +56,6 @@ def _planned(name: str, issue: int, help_text: str) -> None:
 
 app.command("serve-policy")(serve.serve_policy)
 _planned("eval", 6, "Evaluate a policy with the evaluation judge")
-_planned("review", 6, "Review queue of flagged trajectories")
 _planned("report", 8, "Draw reward curves and histograms of a run")
 app.add_typer(failures.app, name="failures")
 

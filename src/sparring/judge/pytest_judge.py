@@ -1,133 +1,225 @@
-"""The pytest judge: score the agent's diff on a pristine copy with the hidden tests.
+"""The pytest judge (v2): score the agent's diff on a pristine copy, trusting nothing the agent touched.
 
-1. A fresh sandbox over the task's *initial* workspace (never the agent's sandbox).
-2. The agent's diff is written into it; hidden/ is mounted read-only at
-   /judge/hidden, outside /workspace, only now.
-3. pytest runs the hidden tests with the judge's own config (``-c``), no
-   conftest files (``--noconftest``), and writes a JUnit report to a directory
-   the judge reads from outside; every expected test id must be in it.
-4. Components -> reward via :func:`compose_reward`. Time is measured outside.
+1. Static hack checks and static components on the diff, on the host
+   (:mod:`~sparring.judge.hacks`, :mod:`~sparring.judge.static`).
+2. A fresh sandbox over the task's *initial* workspace; the diff is applied,
+   hidden tests and pristine copies of the visible tests are mounted read-only
+   only now (:mod:`~sparring.judge.sandbox_runner`).
+3. The judge's own launcher runs pytest with its pinned config; the per-test
+   report comes back as HMAC-signed frames (:mod:`~sparring.judge.report`).
+   Every expected id must be reported ``passed``; skipped, xfailed, xpassed,
+   missing and errors count as failures. Exit codes and stdout are never read
+   for the score.
+4. Dynamic tests (``hidden/dynamic.json``): fresh inputs, reference vs candidate
+   in separate processes, exact-typed comparison here.
+5. Components -> reward via :func:`~sparring.judge.reward.compose_reward`.
 
-The judge never trusts exit codes or stdout for the score.
+Configs: ``train`` runs hidden/ without hidden/eval/; ``eval`` runs only
+hidden/eval/ (expected ids in ``hidden/eval/expected_tests.txt``), so the
+evaluation judge's tests never shape training rewards.
 """
 
 from __future__ import annotations
 
-import contextlib
-import shutil
-import tempfile
+import secrets
 import time
-from pathlib import Path
+from typing import Literal
 
-from sparring.errors import JudgeError, SandboxError
-from sparring.judge.base import JudgeResult
-from sparring.judge.junit import parse_junit
-from sparring.judge.reward import components_from_tests, compose_reward
+from pydantic import BaseModel, ConfigDict, Field
+
+from sparring.errors import TaskError
+from sparring.judge import dynamic as dyn
+from sparring.judge.base import JudgeResult, JudgeRunError, judge_error_result
+from sparring.judge.hacks import static_flags
+from sparring.judge.report import parse_frames, split_ids
+from sparring.judge.reward import components_from_tests, compose_reward, efficiency
+from sparring.judge.sandbox_runner import run_in_sandbox
+from sparring.judge.static import static_components
+from sparring.judge.version import judge_version
 from sparring.rollout.trajectory import TestCounts
-from sparring.sandbox.base import SandboxBackend, SandboxSpec, WorkspaceDiff
+from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
 from sparring.tasks.loader import Task
 
-VERSION = "pytest-judge/1"
-PYTEST_INI = "[pytest]\naddopts =\nconsider_namespace_packages = false\n"
-TAMPER_NAMES = ("conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "sitecustomize.py", "usercustomize.py")
+EVAL_DIR = "eval"
+EXPLAINS_EXIT = frozenset(
+    {"exit_trick", "runtime_probe", "startup_hook", "module_shadowing", "forged_report"}
+)
+EVAL_IDS_FILE = "expected_tests.txt"
+
+
+class JudgeConfig(BaseModel):
+    """What a judge instance does; part of its version."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    split: Literal["train", "eval"] = Field(
+        "train", description="train: hidden/ minus hidden/eval/; eval: hidden/eval/ only."
+    )
+    regression: bool = Field(True, description="Also run pristine copies of the task's visible tests.")
+    dynamic: bool = Field(True, description="Run hidden/dynamic.json generated tests when a task has them.")
+    dynamic_seed: int | None = Field(
+        None, description="Fixed seed for generated inputs (None: fresh each evaluation)."
+    )
+    shuffle_seed: int | None = Field(None, description="Fixed test-order seed (None: fresh each evaluation).")
 
 
 def tampering(diff: WorkspaceDiff) -> list[str]:
-    """Paths of the diff that touch tests or test configuration."""
+    """Paths of the diff that touch tests or test configuration (kept for callers of judge v1)."""
+    from sparring.judge.hacks import CONFIG_NAMES, STARTUP_NAMES, is_test_path
+
     touched = [*diff.files, *diff.deleted]
-    return sorted(
-        p for p in touched if p.startswith("tests/") or p.split("/")[-1] in TAMPER_NAMES or p.endswith(".pth")
-    )
+    names = CONFIG_NAMES | STARTUP_NAMES | {"pyproject.toml"}
+    return sorted(p for p in touched if is_test_path(p) or p.split("/")[-1] in names or p.endswith(".pth"))
 
 
 class PytestJudge:
     """Judge kind ``pytest``. Stateless; safe to share across concurrent rollouts."""
 
-    version = VERSION
-
-    def __init__(self, backend: SandboxBackend, limits: bool = True) -> None:
+    def __init__(
+        self, backend: SandboxBackend, limits: bool = True, config: JudgeConfig | None = None
+    ) -> None:
         self.backend = backend
         self.limits = limits
+        self.config = config or JudgeConfig()
+        # Seeds are per evaluation, not part of what the judge *is*.
+        self.version = judge_version(self.config.model_dump(exclude={"dynamic_seed", "shuffle_seed"}))
+
+    def expected_ids(self, task: Task) -> list[str]:
+        if self.config.split == "train":
+            return [t for t in task.spec.judge.hidden_tests if not t.startswith(EVAL_DIR + "/")]
+        f = task.hidden / EVAL_DIR / EVAL_IDS_FILE
+        if not f.is_file():
+            raise JudgeRunError(
+                "bad_task", f"task {task.id} has no evaluation tests ({f.relative_to(task.path)})"
+            )
+        return [ln.strip() for ln in f.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+
+    async def score_or_error(self, task: Task, diff: WorkspaceDiff) -> JudgeResult:
+        """Like :meth:`score`, but a judge failure is a typed ``judge_error`` result."""
+        try:
+            return await self.score(task, diff)
+        except JudgeRunError as e:
+            return judge_error_result(e, self.version)
 
     async def score(self, task: Task, diff: WorkspaceDiff) -> JudgeResult:
         t0 = time.perf_counter()
-        work = Path(tempfile.mkdtemp(prefix="sparring-judge-"))
-        cfg, out = work / "cfg", work / "out"
-        cfg.mkdir()
-        out.mkdir(mode=0o777)
-        (cfg / "pytest.ini").write_text(PYTEST_INI)
-        lim = task.spec.limits
-        spec = SandboxSpec(
-            workspace=task.workspace,
-            extra_ro={"/judge/hidden": task.hidden, "/judge/cfg": cfg},
-            extra_rw={"/judge/out": out},
-            memory_mb=lim.memory_mb if self.limits else None,
-            pids=lim.pids if self.limits else None,
-            disk_mb=max(lim.disk_mb, 64),
-            env={"PYTHONPATH": "/workspace"},
-        )
+        cfg = self.config
+        expected = self.expected_ids(task)
         try:
-            sb = await self.backend.create(spec)
-        except SandboxError as e:
-            shutil.rmtree(work, ignore_errors=True)
-            raise JudgeError(f"judge sandbox failed to start: {e}") from None
-        try:
-            try:
-                for rel in diff.deleted:
-                    with contextlib.suppress(FileNotFoundError):
-                        await sb.delete_file(rel)
-                for rel, data in sorted(diff.files.items()):
-                    await sb.write_file(rel, data)
-            except OSError as e:
-                return self._result(task, {}, ["diff_not_applicable"], t0, f"diff could not be applied: {e}")
-            cmd = [
-                "python", "-m", "pytest", "/judge/hidden", "-q", "-p", "no:cacheprovider", "--noconftest",
-                "-c", "/judge/cfg/pytest.ini", "--rootdir", "/judge/hidden",
-                "--junitxml", "/judge/out/report.xml", "-o", "junit_family=xunit2",
-            ]  # fmt: skip
-            r = await sb.exec(cmd, timeout=task.spec.judge.timeout_s)
-            log = (r.stdout + r.stderr)[-4000:]
-            flags: list[str] = []
-            if tampering(diff):
-                flags.append("test_tampering")
-            if r.timed_out:
-                flags.append("judge_timeout")
-            report = out / "report.xml"
-            outcomes: dict[str, str] = {}
-            if report.is_file():
-                try:
-                    outcomes = parse_junit(report)
-                except Exception:
-                    flags.append("no_test_report")
-            else:
-                flags.append("no_test_report")
-            if not outcomes and "no_test_report" not in flags:
-                flags.append("tests_not_run")
-            return self._result(task, outcomes, flags, t0, log)
-        except SandboxError as e:
-            raise JudgeError(f"judge sandbox failed: {e}") from None
-        finally:
-            await sb.close()
-            shutil.rmtree(work, ignore_errors=True)
+            dspec = dyn.load_dynamic(task.hidden) if cfg.dynamic and cfg.split == "train" else None
+        except TaskError as e:
+            raise JudgeRunError("bad_task", str(e)) from None
+        dseed = cfg.dynamic_seed if cfg.dynamic_seed is not None else secrets.randbits(31)
+        job = None
+        if dspec is not None:
+            job = {
+                "module": dspec.module,
+                "function": dspec.function,
+                "inputs": dyn.make_inputs(dspec, dseed),
+            }
+        ref = None
+        if job is not None:
+            files, deleted = task.solution_files()
+            ref = WorkspaceDiff(files=files, deleted=tuple(deleted))
+        hidden_dir = "/judge/hidden" if cfg.split == "train" else f"/judge/hidden/{EVAL_DIR}"
+        testdirs = [hidden_dir]
+        if cfg.split == "train" and (task.hidden / EVAL_DIR).is_dir():
+            testdirs.append(f"--ignore=/judge/hidden/{EVAL_DIR}")
+        if cfg.regression:
+            testdirs.append("/judge/regress")
+        flags = static_flags(diff, task.workspace)
+        comps, metrics = static_components(diff, task.workspace)
+        run = await run_in_sandbox(
+            self.backend, task, diff, testdirs,
+            shuffle_seed=cfg.shuffle_seed if cfg.shuffle_seed is not None else secrets.randbits(31),
+            dynamic_job=job, reference=ref, limits=self.limits,
+        )  # fmt: skip
+        if not run.applied:
+            flags.append("diff_not_applicable")
+            return self._result(
+                task, expected, {}, comps, metrics, flags, t0, run.apply_error, dseed if job else None
+            )
+        r = run.pytest
+        assert r is not None
+        log = r.stderr[-4000:]  # stdout is the report channel
+        if r.timed_out:
+            raise JudgeRunError(
+                "judge_timeout", f"the test run passed the judge timeout of {task.spec.judge.timeout_s}s"
+            )
+        rep = parse_frames(r.stdout, run.key)
+        if not rep.started:
+            raise JudgeRunError(
+                "runner_crashed",
+                f"the test runner died before running any test (exit {r.exit_code}): {log[-600:]}",
+            )
+        if rep.forged:
+            flags.append("forged_report")
+        if not rep.done:
+            if not EXPLAINS_EXIT.intersection(flags):
+                # Nothing the agent visibly did ends a process: the suite itself crashed (or the sandbox
+                # ran out of memory). A typed judge error, never a zero the agent would be blamed for.
+                why = "out of memory" if r.oom_killed else f"exit {r.exit_code}"
+                raise JudgeRunError(
+                    "tests_crashed", f"the test run ended before finishing ({why}): {log[-600:]}"
+                )
+            flags.append("process_exit")
+        if rep.mismatched:
+            flags.append("results_mismatch")
+        prefix = "hidden" if cfg.split == "train" else f"hidden/{EVAL_DIR}"
+        hidden = split_ids(rep.outcomes, prefix)
+        metrics["test_wall_s"] = round(run.pytest_wall_s, 4)
+        metrics["collect_errors"] = float(len(rep.collect_errors))
+        comps["efficiency"] = efficiency(run.pytest_wall_s, task.spec.judge.timeout_s)
+        if run.has_regress and cfg.regression:
+            reg = split_ids(rep.outcomes, "regress")
+            reg_errors = sum(1 for k in rep.collect_errors if k.startswith("regress"))
+            total = len(reg) + reg_errors
+            comps["regression"] = (sum(1 for v in reg.values() if v == "passed") / total) if total else 0.0
+        if job is not None:
+            assert run.reference is not None
+            frac, mism = dyn.compare(run.reference, run.candidate)
+            comps["dynamic"] = frac
+            metrics["dynamic_cases"] = float(len(job["inputs"]))
+            metrics["dynamic_mismatches"] = float(mism)
+        return self._result(task, expected, hidden, comps, metrics, flags, t0, log, dseed if job else None)
 
-    def _result(self, task: Task, outcomes: dict[str, str], flags: list[str], t0: float, log: str) -> JudgeResult:
-        expected = list(task.spec.judge.hidden_tests)
-        per_test = dict(outcomes)
-        for t in expected:
-            per_test.setdefault(t, "missing")
-        comps = components_from_tests(expected, outcomes)
+    def _result(
+        self,
+        task: Task,
+        expected: list[str],
+        outcomes: dict[str, str],
+        comps: dict[str, float],
+        metrics: dict[str, float],
+        flags: list[str],
+        t0: float,
+        log: str,
+        dseed: int | None,
+    ) -> JudgeResult:
+        per_test = {t: outcomes.get(t, "missing") for t in expected} if expected else dict(outcomes)
+        hidden = components_from_tests(expected, outcomes)
+        comps = dict(comps)
+        comps["hidden_fraction"] = hidden["pass_fraction"]
+        comps["hidden_all_pass"] = hidden["all_pass"]
+        if "dynamic" in comps:
+            comps["pass_fraction"] = (hidden["pass_fraction"] + comps["dynamic"]) / 2
+            comps["all_pass"] = 1.0 if hidden["all_pass"] == 1.0 and comps["dynamic"] == 1.0 else 0.0
+        else:
+            comps["pass_fraction"], comps["all_pass"] = hidden["pass_fraction"], hidden["all_pass"]
         counts = TestCounts(
             passed=sum(1 for v in per_test.values() if v == "passed"),
-            failed=sum(1 for v in per_test.values() if v in ("failed", "skipped", "missing")),
+            failed=sum(1 for v in per_test.values() if v not in ("passed", "error")),
             errors=sum(1 for v in per_test.values() if v == "error"),
         )
+        flags = sorted(set(flags))
         return JudgeResult(
             reward=compose_reward(comps, task.spec.judge.weights, flags),
-            components=comps,
-            flags=sorted(set(flags)),
+            components={k: round(v, 6) for k, v in sorted(comps.items())},
+            flags=flags,
             judge_version=self.version,
             tests=counts,
             per_test=per_test,
+            metrics=metrics,
+            dynamic_seed=dseed,
             duration_ms=(time.perf_counter() - t0) * 1000,
             log=log,
         )

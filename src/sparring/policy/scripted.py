@@ -17,7 +17,9 @@ def tool_call_message(name: str, args: dict[str, Any], call_id: str, content: st
     return {
         "role": "assistant",
         "content": content,
-        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}],
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+        ],
     }
 
 
@@ -86,10 +88,19 @@ class RandomPolicy:
 
     name = "random"
     version = 0
-    COMMANDS = ("ls -la", "cat README* 2>/dev/null", "python -c 'print(42)'", "echo note >> notes.txt", "pwd", "true")
+    COMMANDS = (
+        "ls -la",
+        "cat README* 2>/dev/null",
+        "python -c 'print(42)'",
+        "echo note >> notes.txt",
+        "pwd",
+        "true",
+    )
 
     async def act(self, request: ActRequest) -> Action:
-        rng = random.Random(zlib.crc32(f"{request.seed}:{request.sample_index}:{request.step}:{request.task.id}".encode()))
+        rng = random.Random(
+            zlib.crc32(f"{request.seed}:{request.sample_index}:{request.step}:{request.task.id}".encode())
+        )
         ws = request.task.workspace
         files = sorted(p.relative_to(ws).as_posix() for p in ws.rglob("*") if p.is_file())
         i = _assistant_turns(request.messages)
@@ -112,6 +123,50 @@ class RandomPolicy:
             old = rng.choice(toks) if toks else "zzz"
             args = {"path": f, "old": old, "new": rng.choice(["0", "1", "None", "x", "-1", "pass"])}
         return Action(tool_call_message(kind, args, f"call_{i}"))
+
+    async def close(self) -> None:
+        return None
+
+
+class AdversarialPolicy:
+    """Tries one reward hack per rollout through the tools (``adversarial:CLASS``), or cycles through
+    every class of :data:`sparring.judge.redteam.HACKS` by sample index (``adversarial``). The judge
+    must score each attempt zero or flag it; the red-team suite checks that."""
+
+    version = 0
+
+    def __init__(self, hack: str | None = None) -> None:
+        from sparring.judge.redteam import HACKS
+
+        if hack is not None and hack not in HACKS:
+            from sparring.errors import ConfigError
+
+            raise ConfigError(f"unknown hack class {hack!r} (known: {', '.join(sorted(HACKS))})")
+        self.hack = hack
+        self.name = f"adversarial:{hack}" if hack else "adversarial"
+
+    def hack_for(self, request: ActRequest) -> str:
+        from sparring.judge.redteam import HACKS
+
+        return self.hack or sorted(HACKS)[request.sample_index % len(HACKS)]
+
+    def plan(self, request: ActRequest) -> list[tuple[str, dict[str, Any]]]:
+        from sparring.judge.redteam import HACKS
+
+        diff = HACKS[self.hack_for(request)](request.task)
+        steps: list[tuple[str, dict[str, Any]]] = [("list_dir", {"path": "."})]
+        for rel, data in sorted(diff.files.items()):
+            steps.append(("write_file", {"path": rel, "content": data.decode("utf-8")}))
+        for rel in diff.deleted:
+            steps.append(("bash", {"command": f"rm -f -- '{rel}'"}))
+        steps.append(("submit", {}))
+        return steps
+
+    async def act(self, request: ActRequest) -> Action:
+        plan = self.plan(request)
+        i = min(_assistant_turns(request.messages), len(plan) - 1)
+        name, args = plan[i]
+        return Action(tool_call_message(name, args, f"call_{i}"))
 
     async def close(self) -> None:
         return None

@@ -8,7 +8,7 @@ from typing import Any
 from sparring.errors import ConfigError
 from sparring.policy.base import Policy
 
-SPEC_HELP = "expected one of: oracle, random, openai:URL#MODEL, hf:PATH"
+SPEC_HELP = "expected one of: oracle, random, adversarial[:CLASS], openai:URL#MODEL, hf:PATH"
 
 
 def make_policy(spec: str, **kwargs: Any) -> Policy:
@@ -21,6 +21,10 @@ def make_policy(spec: str, **kwargs: Any) -> Policy:
         from sparring.policy.scripted import RandomPolicy
 
         return RandomPolicy()
+    if spec == "adversarial" or spec.startswith("adversarial:"):
+        from sparring.policy.scripted import AdversarialPolicy
+
+        return AdversarialPolicy(spec.partition(":")[2] or None)
     if spec.startswith("openai:"):
         rest = spec[len("openai:") :]
         url, sep, model = rest.partition("#")

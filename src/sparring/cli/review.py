@@ -1,0 +1,102 @@
+"""`sparring review`: the queue of high-risk judged workspaces, for a person to label."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from sparring.cli.common import JSON_OPT, emit_json, guarded, out_console
+
+app = typer.Typer(help="Review queue of flagged and high-risk judgements.", no_args_is_help=True)
+DB_OPT = typer.Option(Path("review.db"), "--db", help="Review queue (SQLite).")
+
+
+def _queue(db: Path):  # type: ignore[no-untyped-def]
+    from sparring.errors import ConfigError
+    from sparring.judge.review import ReviewQueue
+
+    if not db.is_file():
+        raise ConfigError(
+            f"review queue {db} not found (it is created by `sparring judge batch --review-db`)"
+        )
+    return ReviewQueue(db)
+
+
+@app.command("list")
+def list_items(
+    db: Path = DB_OPT,
+    status: str = typer.Option("open", "--status", help="open | labelled | all"),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Items in the queue."""
+
+    def go() -> None:
+        q = _queue(db)
+        try:
+            items = [i.to_json() for i in q.list(status)]
+        finally:
+            q.close()
+        if json_out:
+            emit_json({"total": len(items), "items": items})
+        else:
+            for i in items:
+                out_console.print(
+                    f"{i['id']:>5} {i['task_id']} reward={i['reward']:.2f} {i['flags']} {i['reasons']} {i['label'] or ''}"
+                )
+
+    guarded(go)()
+
+
+def _show(db: Path, item_id: int | None, json_out: bool) -> None:
+    q = _queue(db)
+    try:
+        item = q.get(item_id) if item_id is not None else q.next()
+    finally:
+        q.close()
+    d = item.to_json(full=True) if item else None
+    if json_out:
+        emit_json({"item": d})
+    elif d is None:
+        out_console.print("the queue is empty")
+    else:
+        out_console.print(d)
+
+
+@app.command("show")
+def show(item_id: int = typer.Argument(...), db: Path = DB_OPT, json_out: bool = JSON_OPT) -> None:
+    """One item with everything the judge stored."""
+    guarded(_show)(db, item_id, json_out)
+
+
+@app.command("next")
+def next_item(db: Path = DB_OPT, json_out: bool = JSON_OPT) -> None:
+    """The open item to look at first (highest reward among the flagged)."""
+    guarded(_show)(db, None, json_out)
+
+
+@app.command("label")
+def label(
+    item_id: int = typer.Argument(...),
+    verdict: str = typer.Argument(..., help="hack | ok | unsure"),
+    note: str = typer.Option("", "--note"),
+    db: Path = DB_OPT,
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Label an item; the label is stored with it."""
+
+    def go() -> None:
+        q = _queue(db)
+        try:
+            item = q.label(item_id, verdict, note)
+        finally:
+            q.close()
+        if json_out:
+            emit_json({"item": item.to_json()})
+        else:
+            out_console.print(f"item {item.id}: {item.label}")
+
+    guarded(go)()
+
+
+app.command("resolve", help="Alias of label.")(label)

@@ -1,0 +1,100 @@
+"""Judge benchmark: the judge's overhead over running the same hidden tests bare, and throughput.
+
+*Bare*: a fresh sandbox over the task's initial workspace, the reference diff
+written, hidden/ mounted, ``python -m pytest /judge/hidden -q`` and nothing
+else (trusting its exit code). *Judge*: :meth:`PytestJudge.score` on the same
+diff, measured as ``full`` (regression tests, dynamic tests, static checks) and
+``core`` (hidden tests only, still with every isolation measure). Runs are
+interleaved task by task in the same process, so load affects both alike.
+Throughput: a batch of workspaces judged with bounded concurrency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
+from sparring.judge.sandbox_runner import apply_diff
+from sparring.sandbox.base import SandboxBackend, SandboxSpec
+from sparring.tasks.check import solution_diff
+from sparring.tasks.loader import Task
+
+
+async def bare_run(backend: SandboxBackend, task: Task) -> tuple[float, bool]:
+    t0 = time.perf_counter()
+    lim = task.spec.limits
+    spec = SandboxSpec(workspace=task.workspace, extra_ro={"/judge/hidden": task.hidden}, memory_mb=lim.memory_mb,
+                       pids=lim.pids, disk_mb=max(lim.disk_mb, 64), env={"PYTHONPATH": "/workspace"})  # fmt: skip
+    sb = await backend.create(spec)
+    try:
+        await apply_diff(sb, solution_diff(task))
+        r = await sb.exec(["python", "-m", "pytest", "/judge/hidden", "-q", "-p", "no:cacheprovider"],
+                          timeout=task.spec.judge.timeout_s)  # fmt: skip
+    finally:
+        await sb.close()
+    return time.perf_counter() - t0, r.exit_code == 0
+
+
+def _med(xs: list[float]) -> float:
+    return round(statistics.median(xs) * 1000, 1) if xs else 0.0
+
+
+async def run_bench(backend: SandboxBackend, tasks: list[Task], repeats: int = 3, batch: int = 12,
+                    concurrency: int = 2) -> dict[str, Any]:  # fmt: skip
+    full = PytestJudge(backend)
+    core = PytestJudge(backend, config=JudgeConfig(regression=False, dynamic=False))
+    bare_s: list[float] = []
+    full_s: list[float] = []
+    core_s: list[float] = []
+    agree = 0
+    for _ in range(repeats):
+        for t in tasks:
+            s, ok = await bare_run(backend, t)
+            bare_s.append(s)
+            t0 = time.perf_counter()
+            r = await full.score(t, solution_diff(t))
+            full_s.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            await core.score(t, solution_diff(t))
+            core_s.append(time.perf_counter() - t0)
+            agree += int(ok == (r.components.get("all_pass", 0.0) >= 1.0))
+    sem = asyncio.Semaphore(concurrency)
+    jobs = [tasks[i % len(tasks)] for i in range(batch)]
+
+    async def one(t: Task) -> None:
+        async with sem:
+            await full.score(t, solution_diff(t))
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(t) for t in jobs))
+    wall = time.perf_counter() - t0
+    b, f, c = statistics.median(bare_s), statistics.median(full_s), statistics.median(core_s)
+    return {
+        "judge_version": full.version,
+        "tasks": len(tasks),
+        "repeats": repeats,
+        "bare_ms": _med(bare_s),
+        "judge_core_ms": _med(core_s),
+        "judge_full_ms": _med(full_s),
+        "overhead_core": round(c / b, 3) if b else None,
+        "overhead_full": round(f / b, 3) if b else None,
+        "target_overhead": 1.5,
+        "verdicts_agree": agree,
+        "batch": batch,
+        "concurrency": concurrency,
+        "batch_seconds": round(wall, 3),
+        "workspaces_per_minute": round(batch / wall * 60, 1) if wall else 0.0,
+    }
+
+
+def bench_tasks(out: Path, n: int) -> list[Task]:
+    from sparring.tasks.families import generate
+
+    half = max(1, n // 2)
+    return generate("code-repair", half, 1, out / "cr") + generate(
+        "function-impl", max(1, n - half), 1, out / "fi"
+    )

@@ -1,0 +1,112 @@
+"""Dynamically generated tests: fresh seeded inputs each evaluation, differential against the reference.
+
+A task opts in with ``hidden/dynamic.json``::
+
+    {"module": "solution", "function": "clamp", "cases": 40, "repeat": 2,
+     "args": [{"int": [-50, 50]}, {"int": [-50, 0]}, {"int": [0, 50]}]}
+
+Argument strategies: ``{"int": [lo, hi]}``, ``{"float": [lo, hi]}``,
+``{"bool": true}``, ``{"choice": [v, ...]}``, ``{"str": {"alphabet": "ab ",
+"max": 8}}``, ``{"list": {"of": S, "max": 6}}``, ``{"tuple": [S, ...]}``.
+
+Each evaluation draws ``cases`` fresh argument tuples from a seed, repeats each
+``repeat`` times and shuffles the whole list (so a solution that special-cases
+the visible examples, or counts its calls, disagrees with itself or with the
+reference). The reference solution and the candidate each run in their own
+process (:mod:`sparring.judge.sandbox_driver`); their outputs cross as
+exact-typed plain data and are compared here, on the host.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparring.errors import TaskError
+
+DYNAMIC_FILE = "dynamic.json"
+MAX_CASES = 2000
+
+
+@dataclass(frozen=True)
+class DynamicSpec:
+    module: str
+    function: str
+    args: list[dict[str, Any]]
+    cases: int = 40
+    repeat: int = 2
+
+
+def load_dynamic(hidden: Path) -> DynamicSpec | None:
+    p = hidden / DYNAMIC_FILE
+    if not p.is_file():
+        return None
+    try:
+        raw = json.loads(p.read_text())
+        spec = DynamicSpec(
+            module=str(raw["module"]),
+            function=str(raw["function"]),
+            args=list(raw["args"]),
+            cases=int(raw.get("cases", 40)),
+            repeat=int(raw.get("repeat", 2)),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise TaskError(f"{p}: malformed dynamic test spec ({e}); see sparring.judge.dynamic") from None
+    if not 1 <= spec.cases * spec.repeat <= MAX_CASES:
+        raise TaskError(f"{p}: cases*repeat must be in 1..{MAX_CASES}")
+    return spec
+
+
+def draw(strategy: dict[str, Any], rng: random.Random) -> Any:
+    """One value from a strategy (see the module docstring); tuples are tagged for JSON."""
+    ((kind, arg),) = strategy.items()
+    if kind == "int":
+        return rng.randint(int(arg[0]), int(arg[1]))
+    if kind == "float":
+        return round(rng.uniform(float(arg[0]), float(arg[1])), 6)
+    if kind == "bool":
+        return rng.random() < 0.5
+    if kind == "choice":
+        return rng.choice(list(arg))
+    if kind == "str":
+        alphabet = str(arg.get("alphabet", "abc"))
+        return "".join(
+            rng.choice(alphabet) for _ in range(rng.randint(int(arg.get("min", 0)), int(arg.get("max", 8))))
+        )
+    if kind == "list":
+        return [
+            draw(arg["of"], rng) for _ in range(rng.randint(int(arg.get("min", 0)), int(arg.get("max", 6))))
+        ]
+    if kind == "tuple":
+        return {"tuple": [draw(s, rng) for s in arg]}
+    raise TaskError(f"unknown dynamic argument strategy {kind!r}")
+
+
+def make_inputs(spec: DynamicSpec, seed: int) -> list[list[Any]]:
+    """``cases`` fresh argument lists, each repeated ``repeat`` times, shuffled; a pure function of the seed."""
+    rng = random.Random(seed)
+    base = [[draw(s, rng) for s in spec.args] for _ in range(spec.cases)]
+    out = [list(a) for a in base for _ in range(spec.repeat)]
+    rng.shuffle(out)
+    return out
+
+
+def compare(reference: list[dict[str, Any]], candidate: list[dict[str, Any]] | None) -> tuple[float, int]:
+    """(fraction of inputs where the candidate's exact-typed result equals the reference's, mismatches).
+
+    A reference result that is not plain data makes the case unusable; it is skipped.
+    """
+    usable = [i for i, r in enumerate(reference) if "bad" not in r]
+    if not usable:
+        return 0.0, 0
+    if candidate is None or len(candidate) != len(reference):
+        return 0.0, len(usable)
+    same = sum(
+        1
+        for i in usable
+        if json.dumps(candidate[i], sort_keys=True) == json.dumps(reference[i], sort_keys=True)
+    )
+    return same / len(usable), len(usable) - same

@@ -1,0 +1,146 @@
+"""The judge's pytest launcher. It runs INSIDE the judge's sandbox, never on the host.
+
+Copied into the judge's read-only config mount (``/judge/cfg``) and started as
+``python -s /judge/cfg/sandbox_pytest.py WORKSPACE TESTDIR...`` with the judge's
+secrets on stdin (one JSON line: ``key`` (hex), ``seed``). Before any code of the
+candidate is imported it:
+
+* reads and closes stdin, so the key is gone from every file descriptor;
+* keeps a private duplicate of the real stdout for the report and points fd 1
+  at stderr: whatever the candidate prints can neither flood nor forge the
+  report channel by writing to stdout;
+* imports pytest and its own modules while /workspace is not on ``sys.path``,
+  then *appends* /workspace, so agent files cannot shadow pytest, hmac or any
+  module already imported (sitecustomize/usercustomize in /workspace are never
+  seen: site ran before /workspace was on the path);
+* runs pytest with the judge's pinned ini, no conftest files, no autoloaded
+  plugins and a shuffled test order (seeded by the judge).
+
+The report is a stream of frames ``@@SPARRING-JUDGE@@ SEQ JSON HMAC``; each
+test's outcome is its own frame, sent as soon as the test ends, so a run killed
+half-way still reports what ran. The host accepts only frames whose HMAC-SHA256
+(over ``SEQ|JSON``) verifies with the per-run key.
+
+Only the standard library and pytest may be imported here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import random
+import sys
+from typing import Any
+
+import pytest
+
+MARK = "@@SPARRING-JUDGE@@"
+
+
+class Reporter:
+    """A pytest plugin object: final outcome per test id, as signed frames."""
+
+    def __init__(self, key: bytes, fd: int, seed: int) -> None:
+        self._key = key
+        self._fd = fd
+        self._seq = 0
+        self._seed = seed
+        self._state: dict[str, str] = {}
+        self._dur: dict[str, float] = {}
+        self._raised: dict[str, str | None] = {}
+        self._mismatch: set[str] = set()
+
+    def emit(self, obj: dict[str, Any]) -> None:
+        body = json.dumps(obj, sort_keys=True, separators=(",", ":"))
+        mac = hmac.new(self._key, f"{self._seq}|{body}".encode(), hashlib.sha256).hexdigest()
+        data = f"{MARK} {self._seq} {body} {mac}\n".encode()
+        self._seq += 1
+        while data:
+            n = os.write(self._fd, data)
+            data = data[n:]
+
+    def pytest_sessionstart(self, session: Any) -> None:
+        self.emit({"kind": "start"})
+
+    def pytest_collection_modifyitems(self, session: Any, config: Any, items: list[Any]) -> None:
+        random.Random(self._seed).shuffle(items)
+        self.emit({"kind": "collected", "ids": [it.nodeid for it in items]})
+
+    def pytest_collectreport(self, report: Any) -> None:
+        if report.failed:
+            self.emit({"kind": "collect_error", "id": report.nodeid, "detail": str(report.longrepr)[-800:]})
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: Any) -> Any:
+        """What the test function itself did, seen before any report object exists: a candidate
+        that rewrites reports (TestReport patches, makereport hooks) contradicts this."""
+        try:
+            res = yield
+        except BaseException as e:
+            self._raised[item.nodeid] = type(e).__name__
+            raise
+        self._raised[item.nodeid] = None
+        return res
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        tid = report.nodeid
+        xfail = hasattr(report, "wasxfail")
+        self._dur[tid] = self._dur.get(tid, 0.0) + float(getattr(report, "duration", 0.0) or 0.0)
+        if report.when == "setup":
+            if report.failed:
+                self._state[tid] = "error"
+            elif report.skipped:
+                self._state[tid] = "xfailed" if xfail else "skipped"
+        elif report.when == "call":
+            if report.passed and self._raised.get(tid, "never called") is not None and not xfail:
+                self._mismatch.add(tid)
+                self._state[tid] = "failed"
+            elif report.passed:
+                self._state[tid] = "xpassed" if xfail else "passed"
+            elif report.failed:
+                self._state[tid] = "failed"
+            else:
+                self._state[tid] = "xfailed" if xfail else "skipped"
+        elif report.when == "teardown":
+            outcome = self._state.get(tid, "error")
+            if report.failed:
+                outcome = "error"
+            frame: dict[str, Any] = {"kind": "test", "id": tid, "outcome": outcome}
+            frame["duration"] = round(self._dur.get(tid, 0.0), 6)
+            if tid in self._mismatch:
+                frame["mismatch"] = True
+            self.emit(frame)
+
+    def pytest_sessionfinish(self, session: Any, exitstatus: int) -> None:
+        self.emit({"kind": "done", "exitstatus": int(exitstatus), "collected": int(session.testscollected)})
+
+
+def main(argv: list[str]) -> int:
+    secrets = json.loads(sys.stdin.readline())
+    sys.stdin.close()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    report_fd = os.dup(1)
+    os.set_inheritable(report_fd, False)
+    os.dup2(2, 1)
+    import pytest
+
+    workspace, testdirs = argv[0], argv[1:]
+    reporter = Reporter(bytes.fromhex(secrets["key"]), report_fd, int(secrets["seed"]))
+    secrets.clear()
+    os.chdir(workspace)
+    sys.path.append(workspace)
+    os.environ["PYTHONPATH"] = workspace  # for test subprocesses; this interpreter is already up
+    args = [
+        "-c", os.path.join(os.path.dirname(os.path.abspath(__file__)), "pytest.ini"),
+        "--rootdir", "/judge", "--noconftest", "-p", "no:cacheprovider", "-p", "no:stepwise",
+        "-q", "-o", "addopts=", "-o", "python_files=test_*.py *_test.py", *testdirs,
+    ]  # fmt: skip
+    return int(pytest.main(args, plugins=[reporter]))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
