@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from sparring.tasks.families.function_impl import BUILTINS, GENERATOR
 from sparring.tasks.importers import import_function_jsonl, import_tasks
 from sparring.tasks.loader import TASK_FILE, find_tasks, load_task
 
-SPARRING = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "sparring"
+SPARRING = Path(sys.executable).parent / "sparring"
 
 RECORDS = [
     {

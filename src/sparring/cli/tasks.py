@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from sparring.cli.common import JSON_OPT, emit_json, err_console, guarded, not_built, out_console, run_async
-from sparring.errors import TaskError
+from sparring.errors import ConfigError, TaskError
 
 app = typer.Typer(help="Task library: generate families, admission checks, listing.", no_args_is_help=True)
 
@@ -27,7 +27,13 @@ def generate(
     with err_console.status(f"generating {n} {family} tasks"):
         tasks = gen(family, n, seed, out)
     if json_out:
-        emit_json({"family": family, "out": str(out), "tasks": [{"id": t.id, "digest": t.digest, "path": str(t.path)} for t in tasks]})
+        emit_json(
+            {
+                "family": family,
+                "out": str(out),
+                "tasks": [{"id": t.id, "digest": t.digest, "path": str(t.path)} for t in tasks],
+            }
+        )
     else:
         err_console.print(f"wrote {len(tasks)} tasks to {out}")
 
@@ -46,7 +52,14 @@ def _load_all(paths: list[Path]) -> tuple[list, list[dict]]:  # type: ignore[typ
             try:
                 tasks.append(load_task(d))
             except TaskError as e:
-                broken.append({"id": d.name, "digest": "", "ok": False, "problems": [{"rule": "spec_valid", "detail": str(e)}]})
+                broken.append(
+                    {
+                        "id": d.name,
+                        "digest": "",
+                        "ok": False,
+                        "problems": [{"rule": "spec_valid", "detail": str(e)}],
+                    }
+                )
     return tasks, broken
 
 
@@ -54,19 +67,37 @@ def _load_all(paths: list[Path]) -> tuple[list, list[dict]]:  # type: ignore[typ
 @guarded
 def check(
     paths: list[Path] = typer.Argument(..., help="Task directories or directories of tasks."),
-    repeats: int = typer.Option(3, "--repeats", min=1, help="Runs of the reference solution (any failure rejects)."),
+    repeats: int = typer.Option(
+        5, "--repeats", min=1, help="Runs of the reference solution (any failure rejects)."
+    ),
     concurrency: int = typer.Option(2, "--concurrency", min=1),
+    environment: str = typer.Option(
+        "layer",
+        "--environment",
+        help="layer: each task's pinned environment layer; host: Sparring's own interpreter.",
+    ),
+    store: bool = typer.Option(
+        True, "--store/--no-store", help="Write each result to admission.json beside task.toml."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Admission: reject tasks that are vague, unstable, already solved, unsolvable, flaky or hackable."""
-    from sparring.judge.pytest_judge import PytestJudge
-    from sparring.sandbox.local import LocalBackend
-    from sparring.tasks.check import check_tasks
+    from sparring.tasks.check import admission_record, check_tasks, store_admission
 
+    if environment not in ("layer", "host"):
+        raise ConfigError(f"--environment must be 'layer' or 'host', got {environment!r}")
     tasks, broken = _load_all(paths)
-    judge = PytestJudge(LocalBackend())
+    judge = _judges(environment)
     with err_console.status(f"checking {len(tasks)} tasks"):
         reports = run_async(check_tasks(tasks, judge, repeats=repeats, concurrency=concurrency))
+    if store:
+        for t, rep in zip(tasks, reports, strict=True):
+            env = (
+                judge.layer_for(t.spec.environment).digest
+                if hasattr(judge, "layer_for") and rep.outcomes
+                else ""
+            )
+            store_admission(t, admission_record(rep, repeats, env))
     items = [r.to_json() for r in reports] + broken
     if json_out:
         emit_json({"tasks": items})
@@ -80,6 +111,17 @@ def check(
         raise typer.Exit(1)
 
 
+def _judges(environment: str):  # type: ignore[no-untyped-def]
+    if environment == "host":
+        from sparring.judge.pytest_judge import PytestJudge
+        from sparring.sandbox.local import LocalBackend
+
+        return PytestJudge(LocalBackend())
+    from sparring.tasks.environment import Judges
+
+    return Judges()
+
+
 @app.command("list")
 @guarded
 def list_cmd(path: Path = typer.Argument(..., help="Directory of tasks."), json_out: bool = JSON_OPT) -> None:
@@ -88,7 +130,13 @@ def list_cmd(path: Path = typer.Argument(..., help="Directory of tasks."), json_
 
     tasks = find_tasks(path)
     rows = [
-        {"id": t.id, "version": t.spec.version, "family": t.spec.family, "difficulty": t.spec.difficulty, "digest": t.digest}
+        {
+            "id": t.id,
+            "version": t.spec.version,
+            "family": t.spec.family,
+            "difficulty": t.spec.difficulty,
+            "digest": t.digest,
+        }
         for t in tasks
     ]
     if json_out:
@@ -122,7 +170,9 @@ def import_cmd(
     file: Path = typer.Argument(..., help="The dataset file to import."),
     fmt: str = typer.Option(..., "--format", help="Input format: function-jsonl."),
     out: Path = typer.Option(..., "--out", help="Directory to write task directories into."),
-    limit: int | None = typer.Option(None, "--limit", help="Import only the first N records (all are validated)."),
+    limit: int | None = typer.Option(
+        None, "--limit", help="Import only the first N records (all are validated)."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Import tasks from a dataset file (function-jsonl: task_id, prompt, canonical_solution, test, entry_point)."""
@@ -130,7 +180,13 @@ def import_cmd(
 
     tasks = import_tasks(fmt, file, out, limit=limit)
     if json_out:
-        emit_json({"format": fmt, "out": str(out), "tasks": [{"id": t.id, "digest": t.digest, "path": str(t.path)} for t in tasks]})
+        emit_json(
+            {
+                "format": fmt,
+                "out": str(out),
+                "tasks": [{"id": t.id, "digest": t.digest, "path": str(t.path)} for t in tasks],
+            }
+        )
     else:
         err_console.print(f"imported {len(tasks)} tasks to {out}")
 

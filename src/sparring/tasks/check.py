@@ -1,21 +1,61 @@
 """Admission checks: a task enters the library only if every rule holds.
 
-Each rule is a small named check (its name is the rejection rule reported by
-``sparring tasks check``). Rules that need execution score through the real
-judge in real sandboxes.
+Each rule is a small named check; its name is the rejection rule that
+``sparring tasks check`` reports (DESIGN.md §8). The rules:
+
+========================  =====================================================
+``spec_valid``            task.toml parses and validates (reported by the CLI)
+``instruction_specific``  the instruction is present, long enough, no placeholder
+``success_criteria_specific``  likewise for the success criteria
+``initial_state_reproducible``  the workspace rebuilds (copied as the sandbox
+                          layer store imports it) to the digest pinned in
+                          task.toml, twice: a tampered workspace is rejected
+``hidden_tests_listed``   judge.hidden_tests names the hidden tests
+``hidden_tests_present``  hidden/ holds test files
+``original_not_reachable``  no VCS history in the workspace, and no workspace
+                          file holds the bytes of a file the solution replaces
+``initial_state_fails``   the hidden tests do not all pass on the initial state
+``judge_deterministic``   the judge gives the initial state the same score twice
+``solution_passes``       the reference solution passes every hidden test
+``solution_flaky``        ... on every one of N >= 5 runs (any flake rejects)
+``regression_kept``       tests passing on the initial state pass with the reference
+``hack_<name>_scores_zero``  no-op, deleting the visible tests, hard-coding the
+                          visible examples (and family hacks) earn reward 0
+``alternative_passes``    every alternative valid solution the family ships passes
+``environment_builds``    the pinned environment layer can be built here
+========================  =====================================================
+
+Rules that execute score through the real judge in real sandboxes. The result
+(:class:`CheckReport`, outcomes included) is stored next to task.toml as
+``admission.json`` so that ``sparring tasks regress`` can later tell whether a
+changed environment or judge changes the task's outcome.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from sparring.judge.base import Judge
+from sparring.errors import TaskError
+from sparring.judge.base import Judge, JudgeResult
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.loader import Task, load_task
+from sparring.tasks import hacks
+from sparring.tasks.environment import Judges
+from sparring.tasks.loader import Task, workspace_digest
 
-PLACEHOLDERS = ("todo", "tbd", "fix it", "xxx", "lorem ipsum")
+PLACEHOLDERS = ("todo", "tbd", "fix it", "fix", "xxx", "lorem ipsum", "do the task", "n/a", "none", "...")
+MIN_REPEATS = 5
+ADMISSION_FILE = "admission.json"
+VCS_DIRS = (".git", ".hg", ".svn", ".bzr")
 
 
 @dataclass
@@ -32,38 +72,132 @@ class CheckReport:
     id: str
     digest: str
     problems: list[Problem] = field(default_factory=list)
+    version: int = 1
+    outcomes: dict[str, Any] = field(default_factory=dict)
+    """What the judge said: ``initial`` / ``reference`` per-test outcomes and rewards (for regress)."""
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "digest": self.digest, "ok": self.ok, "problems": [p.to_json() for p in self.problems]}
+        return {
+            "id": self.id,
+            "digest": self.digest,
+            "ok": self.ok,
+            "problems": [p.to_json() for p in self.problems],
+        }
+
+
+# --------------------------------------------------------------------------- static rules
 
 
 def check_instruction(task: Task) -> list[Problem]:
     out = []
     s = task.spec
-    for name, text, minimum in (("instruction", s.instruction, 40), ("success_criteria", s.success_criteria, 20)):
-        t = text.strip()
-        if len(t) < minimum or t.lower() in PLACEHOLDERS:
-            out.append(Problem(f"{name}_specific", f"{name} is too short or a placeholder ({len(t)} chars, need {minimum})"))
+    for name, text, minimum in (
+        ("instruction", s.instruction, 40),
+        ("success_criteria", s.success_criteria, 20),
+    ):
+        t = " ".join(text.split())
+        if t.lower().strip(" .!") in PLACEHOLDERS:
+            out.append(Problem(f"{name}_specific", f"{name} is a placeholder: {t!r}"))
+        elif len(t) < minimum or len(t.split()) < 4:
+            out.append(
+                Problem(
+                    f"{name}_specific", f"{name} is too vague ({len(t)} chars, need {minimum} and 4 words)"
+                )
+            )
     return out
 
 
-def check_digest_stable(task: Task) -> list[Problem]:
-    # load_task rebuilds the digest from the bytes on disk; a second load must agree with the first.
-    if load_task(task.path).digest != task.digest:
-        return [Problem("digest_stable", "rebuilding the task gives a different digest")]
+def check_initial_state(task: Task) -> list[Problem]:
+    """Rebuild the initial state twice (a copy, as a sandbox layer is made) and compare with the pinned digest."""
+    pinned = task.spec.workspace_digest
+    if pinned is None:
+        return [
+            Problem(
+                "initial_state_reproducible",
+                "task.toml pins no workspace_digest (write tasks with write_task)",
+            )
+        ]
+    with tempfile.TemporaryDirectory(prefix="sparring-admit-") as tmp:
+        digests = []
+        for i in range(2):
+            copy = Path(tmp) / f"build{i}"
+            shutil.copytree(task.workspace, copy, symlinks=True)
+            digests.append(workspace_digest(copy))
+    if len(set(digests)) != 1:
+        return [Problem("initial_state_reproducible", f"two builds of the workspace differ: {digests}")]
+    if digests[0] != pinned:
+        return [
+            Problem(
+                "initial_state_reproducible",
+                f"workspace/ rebuilds to {digests[0][:19]}, but task.toml pins {pinned[:19]}: the workspace was "
+                "changed after the task was written",
+            )
+        ]
     return []
 
 
 def check_hidden_tests(task: Task) -> list[Problem]:
     if not task.spec.judge.hidden_tests:
         return [Problem("hidden_tests_listed", "judge.hidden_tests is empty: list every hidden test id")]
-    if not task.hidden.is_dir() or not any(task.hidden.rglob("test*.py")):
+    if not task.hidden.is_dir() or not any(
+        p for p in task.hidden.rglob("*.py") if hacks.is_test_file(p.relative_to(task.hidden).as_posix())
+    ):
         return [Problem("hidden_tests_present", "hidden/ holds no test files")]
     return []
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_original_not_reachable(
+    task: Task, environment_hashes: frozenset[str] = frozenset()
+) -> list[Problem]:
+    """The answer must not be readable from the agent's sandbox: no VCS history, no leftover copies.
+
+    ``environment_hashes`` (sha256 of every file of the environment layer) extends the search to the
+    environment, where code copied from an installed package would sit.
+    """
+    out = []
+    for d in task.workspace.rglob("*"):
+        if d.name in VCS_DIRS:
+            out.append(
+                Problem(
+                    "original_not_reachable",
+                    f"workspace holds version-control data: {d.relative_to(task.path)}",
+                )
+            )
+    files, _ = task.solution_files()
+    originals = {}
+    for rel, data in files.items():
+        current = task.workspace / rel
+        if current.is_file() and current.read_bytes() == data:
+            continue  # unchanged by the solution: not a secret
+        if len(data) >= 64:  # tiny answers (a number) can collide by chance
+            originals[_sha(data)] = rel
+    if originals:
+        for p in task.workspace.rglob("*"):
+            if p.is_file() and not p.is_symlink() and _sha(p.read_bytes()) in originals:
+                rel = originals[_sha(p.read_bytes())]
+                out.append(
+                    Problem(
+                        "original_not_reachable",
+                        f"workspace/{p.relative_to(task.workspace)} holds the solution's {rel}",
+                    )
+                )
+        leaked = sorted(rel for h, rel in originals.items() if h in environment_hashes)
+        if leaked:
+            out.append(
+                Problem("original_not_reachable", f"the environment layer holds the solution's {leaked}")
+            )
+    return out
+
+
+# --------------------------------------------------------------------------- execution rules
 
 
 def solution_diff(task: Task) -> WorkspaceDiff:
@@ -72,45 +206,164 @@ def solution_diff(task: Task) -> WorkspaceDiff:
 
 
 def delete_tests_diff(task: Task) -> WorkspaceDiff:
-    tests = sorted(p.relative_to(task.workspace).as_posix() for p in task.workspace.rglob("test*.py"))
-    return WorkspaceDiff(deleted=tuple(tests))
+    return hacks.delete_tests(task)
 
 
-async def check_execution(task: Task, judge: Judge, repeats: int) -> list[Problem]:
+def _passes(r: JudgeResult) -> bool:
+    return r.components.get("all_pass", 0.0) >= 1.0 and not r.flags
+
+
+def _failing(r: JudgeResult, n: int = 3) -> list[str]:
+    return sorted(k for k, v in r.per_test.items() if v != "passed")[:n]
+
+
+async def check_execution(
+    task: Task, judge: Judge, repeats: int, report: CheckReport | None = None
+) -> list[Problem]:
     out: list[Problem] = []
     initial = await judge.score(task, WorkspaceDiff())
-    if initial.components.get("all_pass", 0.0) >= 1.0 or initial.reward > 0:
-        out.append(Problem("initial_state_fails", f"hidden tests pass on the initial state (reward {initial.reward})"))
-    rewards = []
-    for i in range(repeats):
-        r = await judge.score(task, solution_diff(task))
-        rewards.append(r.reward)
-        if r.components.get("all_pass", 0.0) < 1.0:
-            failing = sorted(k for k, v in r.per_test.items() if v != "passed")[:3]
-            out.append(Problem("solution_passes", f"reference solution failed on run {i + 1}/{repeats}: {failing}"))
-            break
-    if len(set(rewards)) > 1:
-        out.append(Problem("judge_deterministic", f"the same solution scored {sorted(set(rewards))}"))
-    hack = await judge.score(task, delete_tests_diff(task))
-    if hack.reward > 0:
-        out.append(Problem("hack_delete_tests_scores_zero", f"deleting the visible tests scores {hack.reward}"))
+    again = await judge.score(task, WorkspaceDiff())
+    if (initial.reward, initial.per_test) != (again.reward, again.per_test):
+        out.append(
+            Problem(
+                "judge_deterministic",
+                f"the initial state scored {initial.reward} then {again.reward} "
+                f"({sorted(k for k in initial.per_test if initial.per_test[k] != again.per_test.get(k))[:3]})",
+            )
+        )
+    if initial.components.get("all_pass", 0.0) >= 1.0:
+        out.append(Problem("initial_state_fails", "every hidden test already passes on the initial state"))
+
+    runs: list[JudgeResult] = []
+    for _ in range(max(repeats, 1)):
+        runs.append(await judge.score(task, solution_diff(task)))
+        outcomes = {_passes(r) for r in runs}
+        if len(outcomes) > 1:
+            break  # both outcomes seen: flaky, no need to run on
+    passed = [_passes(r) for r in runs]
+    if not any(passed):
+        r = runs[0]
+        out.append(
+            Problem("solution_passes", f"the reference solution fails {_failing(r)} (flags {r.flags})")
+        )
+    elif not all(passed):
+        bad = next(r for r in runs if not _passes(r))
+        out.append(
+            Problem(
+                "solution_flaky",
+                f"the reference solution failed {passed.count(False)} of {len(runs)} runs "
+                f"(e.g. {_failing(bad)}): flaky tests are rejected",
+            )
+        )
+    else:
+        for r in runs:
+            lost = sorted(
+                t for t, v in initial.per_test.items() if v == "passed" and r.per_test.get(t) != "passed"
+            )
+            if lost:
+                out.append(
+                    Problem(
+                        "regression_kept",
+                        f"tests passing on the initial state fail with the reference: {lost[:3]}",
+                    )
+                )
+                break
+
+    for hack in hacks.hacks(task):
+        r = initial if hack.name == "noop" else await judge.score(task, hack.diff)
+        if r.reward > 0:
+            out.append(Problem(f"hack_{hack.name}_scores_zero", f"the {hack.name} hack scores {r.reward}"))
+    for alt in hacks.alternatives(task):
+        r = await judge.score(task, alt.diff)
+        if not _passes(r):
+            out.append(
+                Problem(
+                    "alternative_passes",
+                    f"valid alternative {alt.name!r} fails {_failing(r)}: tests reject a correct answer",
+                )
+            )
+
+    if report is not None:
+        ref = next((r for r in runs if _passes(r)), runs[0])
+        report.outcomes = {
+            "judge_version": initial.judge_version,
+            "initial": {"reward": initial.reward, "per_test": initial.per_test},
+            "reference": {"reward": ref.reward, "per_test": ref.per_test, "runs": len(runs)},
+        }
     return out
 
 
-async def check_task(task: Task, judge: Judge, repeats: int = 3) -> CheckReport:
-    rep = CheckReport(task.id, task.digest)
-    for check in (check_instruction, check_digest_stable, check_hidden_tests):
+async def check_task(
+    task: Task, judge: Judge, repeats: int = MIN_REPEATS, environment_hashes: frozenset[str] = frozenset()
+) -> CheckReport:
+    rep = CheckReport(task.id, task.digest, version=task.spec.version)
+    for check in (check_instruction, check_initial_state, check_hidden_tests):
         rep.problems += check(task)
+    rep.problems += check_original_not_reachable(task, environment_hashes)
     if not any(p.rule.startswith("hidden_tests") for p in rep.problems):
-        rep.problems += await check_execution(task, judge, repeats)
+        rep.problems += await check_execution(task, judge, repeats, rep)
     return rep
 
 
-async def check_tasks(tasks: list[Task], judge: Judge, repeats: int = 3, concurrency: int = 2) -> list[CheckReport]:
+async def check_tasks(
+    tasks: list[Task],
+    judge: Judge | Judges,
+    repeats: int = MIN_REPEATS,
+    concurrency: int = 2,
+    on_done: Callable[[CheckReport], None] | None = None,
+) -> list[CheckReport]:
+    """Check every task; with :class:`Judges`, each task is judged in its own pinned environment layer."""
     sem = asyncio.Semaphore(concurrency)
 
     async def one(t: Task) -> CheckReport:
         async with sem:
-            return await check_task(t, judge, repeats)
+            if isinstance(judge, Judges):
+                try:
+                    j = judge.judge_for(t.spec.environment)
+                    hashes = judge.layer_for(t.spec.environment).file_hashes
+                except TaskError as e:
+                    rep = CheckReport(t.id, t.digest, [Problem("environment_builds", str(e))], t.spec.version)
+                else:
+                    rep = await check_task(t, j, repeats, hashes)
+            else:
+                rep = await check_task(t, judge, repeats)
+            if on_done is not None:
+                on_done(rep)
+            return rep
 
     return list(await asyncio.gather(*(one(t) for t in tasks)))
+
+
+# --------------------------------------------------------------------------- stored results
+
+
+def admission_record(rep: CheckReport, repeats: int, environment: str = "") -> dict[str, Any]:
+    return {
+        **rep.to_json(),
+        "version": rep.version,
+        "repeats": repeats,
+        "environment": environment,
+        "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "outcomes": rep.outcomes,
+    }
+
+
+def store_admission(task: Task, record: dict[str, Any]) -> Path:
+    """Write admission.json next to task.toml atomically (not part of the digest: it is about the task)."""
+    dest = task.path / ADMISSION_FILE
+    fd, tmp = tempfile.mkstemp(prefix=".admission.", dir=task.path)
+    with os.fdopen(fd, "w") as f:
+        json.dump(record, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, dest)
+    return dest
+
+
+def load_admission(task: Task) -> dict[str, Any] | None:
+    """The stored admission result, if it is about these exact bytes (same digest)."""
+    p = task.path / ADMISSION_FILE
+    try:
+        rec = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) and rec.get("digest") == task.digest else None

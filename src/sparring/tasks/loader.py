@@ -57,6 +57,13 @@ class Task:
         return files, deleted
 
 
+def workspace_digest(workspace: Path) -> str:
+    """The initial state's digest, as the sandbox layer store computes it when it imports a workspace."""
+    from sparring.sandbox.layers import tree_digest as layer_digest
+
+    return "sha256:" + layer_digest(workspace)
+
+
 def load_task(path: str | Path) -> Task:
     """Load a task directory; raises TaskError naming the problem and the fix."""
     d = Path(path)
@@ -89,7 +96,9 @@ def find_tasks(path: str | Path) -> list[Task]:
         return [load_task(d)]
     tasks = [load_task(p.parent) for p in sorted(d.rglob(TASK_FILE))]
     if not tasks:
-        raise TaskError(f"no tasks under {d}: no {TASK_FILE} found (generate some with `sparring tasks generate`)")
+        raise TaskError(
+            f"no tasks under {d}: no {TASK_FILE} found (generate some with `sparring tasks generate`)"
+        )
     return sorted(tasks, key=lambda t: (t.id, t.spec.version))
 
 
@@ -106,7 +115,6 @@ def write_task(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        (tmp / TASK_FILE).write_text(tomli_w.dumps(spec.model_dump(mode="json", exclude_none=True)))
         for sub, files in (("workspace", workspace), ("hidden", hidden), ("solution", solution)):
             (tmp / sub).mkdir()
             for rel, content in files.items():
@@ -115,6 +123,8 @@ def write_task(
                 p.write_bytes(content.encode() if isinstance(content, str) else content)
         if deleted:
             (tmp / "solution" / ".deleted").write_text("".join(f"{x}\n" for x in deleted))
+        spec = spec.model_copy(update={"workspace_digest": workspace_digest(tmp / "workspace")})
+        (tmp / TASK_FILE).write_text(tomli_w.dumps(spec.model_dump(mode="json", exclude_none=True)))
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)

@@ -28,7 +28,7 @@ class Limits(_Strict):
     max_steps: int = Field(16, ge=1, le=1000, description="Most tool calls in one rollout.")
     wall_s: float = Field(300.0, gt=0, description="Wall-clock budget of a whole rollout, seconds.")
     exec_timeout_s: float = Field(30.0, gt=0, description="Default timeout of one command.")
-    memory_mb: int = Field(1024, ge=16, description="Memory limit of the sandbox.")
+    memory_mb: int = Field(1024, ge=32, description="Memory limit of the sandbox (SandboxSpec's bound).")
     pids: int = Field(256, ge=8, description="Most processes alive in the sandbox.")
     disk_mb: int = Field(256, ge=1, description="Most bytes the agent may write.")
     network: Literal["none", "loopback"] = Field("none", description="Network of the sandbox.")
@@ -70,17 +70,41 @@ class TaskSpec(_Strict):
     id: str = Field(..., min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     version: int = Field(1, ge=1)
     family: str = Field(..., min_length=1)
-    instruction: str = Field(..., min_length=1)
-    success_criteria: str = Field(..., min_length=1)
+    instruction: str = Field(
+        "", description="What the agent must do; admission rejects a missing or vague one."
+    )
+    success_criteria: str = Field(
+        "",
+        description="How success is judged; admission rejects a missing or vague one (rule success_criteria_specific).",
+    )
     tools: list[str] = Field(
-        default_factory=lambda: ["bash", "read_file", "write_file", "str_replace", "list_dir", "run_tests", "submit"]
+        default_factory=lambda: [
+            "bash",
+            "read_file",
+            "write_file",
+            "str_replace",
+            "list_dir",
+            "run_tests",
+            "submit",
+        ]
     )
     limits: Limits = Field(default_factory=Limits)
     judge: JudgeSpec = Field(default_factory=JudgeSpec)
-    difficulty: int = Field(1, ge=0, le=10, description="Difficulty tier.")
+    difficulty: int = Field(
+        1,
+        ge=0,
+        le=10,
+        description="Difficulty tier: from generator parameters, later from measured pass rates.",
+    )
     tags: list[str] = Field(default_factory=list)
     provenance: Provenance = Field(default_factory=Provenance)
     environment: Environment = Field(default_factory=Environment)
+    workspace_digest: str | None = Field(
+        None,
+        pattern=r"^sha256:[0-9a-f]{64}$",
+        description="Pinned digest of workspace/ (sparring.sandbox.layers.tree_digest), written by write_task; "
+        "admission rebuilds the initial state and rejects the task if it differs (a tampered workspace).",
+    )
 
     @field_validator("tools")
     @classmethod

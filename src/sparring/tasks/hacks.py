@@ -1,0 +1,203 @@
+"""Trivial hacks and alternative solutions that admission scores.
+
+A task is only worth training on if cheating does not pay. Admission scores
+each hack below through the real judge and rejects the task if any earns a
+reward above zero:
+
+``noop``           the initial state, unchanged;
+``delete_tests``   every visible test file deleted;
+``hardcode``       each function that the visible tests or docstring examples
+                   call with literal arguments replaced by a lookup table of
+                   exactly those examples' outputs (the "return the visible
+                   examples" hack);
+
+plus any hacks a family ships in ``hidden/.admission/hacks/<name>/`` (whole
+files overlaying the workspace, ``.deleted`` listing removals, like
+``solution/``). Families may also ship other *valid* solutions in
+``hidden/.admission/alternatives/<name>/``; each must pass, or the task's
+tests reject a correct answer (the task is ambiguous). ``hidden/.admission``
+is a dot-directory, so pytest never collects it, and it lies in hidden/, so
+the agent never sees it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparring.sandbox.base import WorkspaceDiff
+from sparring.tasks.loader import Task
+
+ADMISSION_DIR = ".admission"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named workspace change that admission scores: a hack (must score 0) or an alternative (must pass)."""
+
+    name: str
+    diff: WorkspaceDiff
+
+
+def is_test_file(rel: str) -> bool:
+    """Visible tests: anything under a tests/ directory, or test_*.py / *_test.py / conftest.py."""
+    parts = rel.split("/")
+    name = parts[-1]
+    return (
+        "tests" in parts[:-1]
+        or "test" in parts[:-1]
+        or (
+            name.endswith(".py")
+            and (name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py")
+        )
+    )
+
+
+def _files(root: Path) -> Iterator[tuple[str, Path]]:
+    if root.is_dir():
+        for p in sorted(root.rglob("*")):
+            if p.is_file() and not p.is_symlink():
+                yield p.relative_to(root).as_posix(), p
+
+
+def overlay_diff(root: Path) -> WorkspaceDiff:
+    """A directory of whole files (plus ``.deleted``) as a workspace diff, like solution/."""
+    files: dict[str, bytes] = {}
+    deleted: tuple[str, ...] = ()
+    for rel, p in _files(root):
+        if rel == ".deleted":
+            deleted = tuple(ln.strip() for ln in p.read_text().splitlines() if ln.strip())
+        else:
+            files[rel] = p.read_bytes()
+    return WorkspaceDiff(files=files, deleted=deleted)
+
+
+def _shipped(task: Task, kind: str) -> list[Variant]:
+    root = task.hidden / ADMISSION_DIR / kind
+    if not root.is_dir():
+        return []
+    return [Variant(d.name, overlay_diff(d)) for d in sorted(root.iterdir()) if d.is_dir()]
+
+
+def alternatives(task: Task) -> list[Variant]:
+    """Other valid solutions the family ships; each must pass."""
+    return _shipped(task, "alternatives")
+
+
+def delete_tests(task: Task) -> WorkspaceDiff:
+    return WorkspaceDiff(deleted=tuple(rel for rel, _ in _files(task.workspace) if is_test_file(rel)))
+
+
+# --------------------------------------------------------------------------- hard-coded examples
+
+
+def _literal(node: ast.AST) -> tuple[bool, Any]:
+    try:
+        return True, ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+
+
+def _call_example(call: ast.AST, expected: ast.AST) -> tuple[str, tuple[Any, ...], Any] | None:
+    """(function name, args, expected) if ``call`` is f(literals...) or mod.f(literals...) and expected is a literal."""
+    if not isinstance(call, ast.Call) or call.keywords:
+        return None
+    func = call.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    if name is None:
+        return None
+    args = []
+    for a in call.args:
+        ok, v = _literal(a)
+        if not ok:
+            return None
+        args.append(v)
+    ok, out = _literal(expected)
+    return (name, tuple(args), out) if ok else None
+
+
+def examples_from_tests(source: str) -> list[tuple[str, tuple[Any, ...], Any]]:
+    """``assert f(<literals>) == <literal>`` (or ``is``) statements of a test module."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare):
+            cmp = node.test
+            if len(cmp.ops) == 1 and isinstance(cmp.ops[0], (ast.Eq, ast.Is)):
+                ex = _call_example(cmp.left, cmp.comparators[0])
+                if ex is not None:
+                    out.append(ex)
+    return out
+
+
+def examples_from_doctests(source: str) -> list[tuple[str, tuple[Any, ...], Any]]:
+    """``>>> f(<literals>)`` lines followed by a literal output line, in a module's docstrings."""
+    out = []
+    lines = source.splitlines()
+    for i, line in enumerate(lines[:-1]):
+        s = line.strip()
+        if not s.startswith(">>> "):
+            continue
+        try:
+            call = ast.parse(s[4:], mode="eval").body
+            expected = ast.parse(lines[i + 1].strip(), mode="eval").body
+        except SyntaxError:
+            continue
+        ex = _call_example(call, expected)
+        if ex is not None:
+            out.append(ex)
+    return out
+
+
+def _table_function(name: str, examples: list[tuple[tuple[Any, ...], Any]]) -> str:
+    table = {repr(args): out for args, out in examples}
+    return f"def {name}(*args, **kwargs):\n    _examples = {table!r}\n    return _examples.get(repr(args))\n"
+
+
+def hardcode(task: Task) -> WorkspaceDiff | None:
+    """Replace each function called with literal arguments in the visible examples by a lookup table."""
+    sources = dict(
+        (rel, p.read_text(errors="replace")) for rel, p in _files(task.workspace) if rel.endswith(".py")
+    )
+    examples: dict[str, list[tuple[tuple[Any, ...], Any]]] = {}
+    for rel, src in sources.items():
+        found = examples_from_tests(src) if is_test_file(rel) else examples_from_doctests(src)
+        for name, args, out in found:
+            examples.setdefault(name, []).append((args, out))
+    changed: dict[str, bytes] = {}
+    for rel, src in sources.items():
+        if is_test_file(rel):
+            continue
+        try:
+            tree = ast.parse(src)
+        except SyntaxError:
+            continue
+        lines = src.splitlines(keepends=True)
+        spans = []
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in examples:
+                start = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
+                spans.append((start, node.end_lineno or node.lineno, node.name))
+        for start, end, name in sorted(spans, reverse=True):
+            lines[start:end] = [_table_function(name, examples[name])]
+        if spans:
+            changed[rel] = "".join(lines).encode()
+    return WorkspaceDiff(files=changed) if changed else None
+
+
+def hacks(task: Task) -> list[Variant]:
+    """Every trivial hack admission scores; each must earn reward 0."""
+    out = [Variant("noop", WorkspaceDiff())]
+    dt = delete_tests(task)
+    if dt.deleted:
+        out.append(Variant("delete_tests", dt))
+    hc = hardcode(task)
+    if hc is not None:
+        out.append(Variant("hardcode", hc))
+    return out + _shipped(task, "hacks")
