@@ -195,7 +195,9 @@ class PytestJudge:
         log: str,
         dseed: int | None,
     ) -> JudgeResult:
-        per_test = {t: outcomes.get(t, "missing") for t in expected} if expected else dict(outcomes)
+        scored = {t: outcomes.get(t, "missing") for t in expected} if expected else dict(outcomes)
+        # Unlisted hidden tests are reported too (admission's regression rule reads them), never scored.
+        per_test = {**scored, **{t: v for t, v in sorted(outcomes.items()) if t not in scored}}
         hidden = components_from_tests(expected, outcomes)
         comps = dict(comps)
         comps["hidden_fraction"] = hidden["pass_fraction"]
@@ -206,9 +208,9 @@ class PytestJudge:
         else:
             comps["pass_fraction"], comps["all_pass"] = hidden["pass_fraction"], hidden["all_pass"]
         counts = TestCounts(
-            passed=sum(1 for v in per_test.values() if v == "passed"),
-            failed=sum(1 for v in per_test.values() if v not in ("passed", "error")),
-            errors=sum(1 for v in per_test.values() if v == "error"),
+            passed=sum(1 for v in scored.values() if v == "passed"),
+            failed=sum(1 for v in scored.values() if v not in ("passed", "error")),
+            errors=sum(1 for v in scored.values() if v == "error"),
         )
         flags = sorted(set(flags))
         return JudgeResult(
