@@ -394,7 +394,8 @@ class RolloutScheduler:
         nonce = "" if resume else uuid.uuid4().hex[:8]
         groups = []
         for ordinal, task in enumerate(tasks):
-            g = _Group(task, f"{run_id}:{ordinal}:{task.id}", group_size)
+            # a group id names one group of one call (a resumed call continues the same groups)
+            g = _Group(task, f"{run_id}:{nonce + ':' if nonce else ''}{ordinal}:{task.id}", group_size)
             for i in range(group_size + self.config.spares):
                 g.members.append(_Sample(g, i, sample_id(run_id, nonce, seed, ordinal, task, i)))
             groups.append(g)
