@@ -190,7 +190,7 @@ class _Sample:
     traj_id: str
     attempts: int = 0
     infra_errors: list[str] = field(default_factory=list)
-    state: str = "waiting"  # waiting | running | done | cancelled
+    state: str = "waiting"  # waiting | running | judging | finishing | done | cancelled
     traj: Trajectory | None = None
     handle: asyncio.Task[None] | None = None
 
@@ -244,7 +244,7 @@ class RolloutScheduler:
 
     def _cancel_running(self) -> None:
         for s in self._samples:
-            if s.state == "running" and s.handle is not None:
+            if s.state in ("running", "judging") and s.handle is not None:
                 s.handle.cancel()
 
     @property
@@ -338,6 +338,7 @@ class RolloutScheduler:
         traj.timings["total_ms"] = (time.perf_counter() - t0) * 1000
 
     async def _run_sample(self, s: _Sample, policy: Policy, seed: int, run_id: str, rank: int) -> None:
+        finishing: asyncio.Future[None] | None = None
         try:
             async with self._slots.slot(rank):
                 if self._stopping:
@@ -350,14 +351,19 @@ class RolloutScheduler:
                     self.stats.in_flight -= 1
             # the rollout slot (and sandbox) is free for the next sample while this one is judged
             if diff is not None:
+                s.state = "judging"
                 self.stats.judging += 1
                 try:
                     await self._judge(traj, s.group.task, diff)
                 finally:
                     self.stats.judging -= 1
-            await asyncio.shield(self._finish(s, traj))
+            s.state = "finishing"  # from here on nothing cancels it: it is stored, then reported
+            finishing = asyncio.ensure_future(self._finish(s, traj))
+            await asyncio.shield(finishing)
         except asyncio.CancelledError:
-            if s.state != "done":
+            if finishing is not None:
+                await finishing  # never half-reported: the write and the accounting complete
+            elif s.state != "done":
                 s.state = "cancelled"
                 self.stats.cancelled += 1
 
@@ -385,7 +391,7 @@ class RolloutScheduler:
             g.trainable += 1
             if g.trainable >= g.size:  # the group is complete: stragglers and spares are not needed
                 for m in g.members:
-                    if m.state in ("waiting", "running") and m.handle is not None and m is not s:
+                    if m.state in ("waiting", "running", "judging") and m.handle is not None and m is not s:
                         m.handle.cancel()
 
     # -- a run -----------------------------------------------------------------------------------
