@@ -101,3 +101,15 @@ def test_stop_request_finishes_in_flight_work_and_checkpoints_the_rest(backend, 
     assert store.search(TrajQuery(run_id="S"))[0] == 6
     assert store.get_run("S")["summary"]["pending_ids"] == []
     store.close()
+
+
+def test_without_keeping_trajectories_the_summary_still_counts_everything(backend, clamp_task, tmp_path):
+    store = SQLiteStore(tmp_path / "s.db")
+    s = asyncio.run(
+        _sched(backend, store, concurrency=2).run(
+            [clamp_task], OraclePolicy(), 3, run_id="K", keep_trajectories=False
+        )
+    )
+    assert s.trajectories == [] and s.stored == 3 and s.statuses == {"ok": 3} and s.reward_mean == 1.0
+    assert s.pass_rate == 1.0 and store.search(TrajQuery(run_id="K"))[0] == 3
+    store.close()

@@ -191,8 +191,22 @@ class _Sample:
     attempts: int = 0
     infra_errors: list[str] = field(default_factory=list)
     state: str = "waiting"  # waiting | running | judging | finishing | done | cancelled
-    traj: Trajectory | None = None
+    traj: Trajectory | None = None  # kept only with keep_trajectories (memory: thousands of rollouts)
+    outcome: _Outcome | None = None
     handle: asyncio.Task[None] | None = None
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What the summary needs of a finished sample, without its (possibly large) record."""
+
+    status: str
+    reward: float | None
+    passed: bool
+
+    @classmethod
+    def of(cls, t: Trajectory) -> _Outcome:
+        return cls(t.status, t.reward, t.passed)
 
 
 def sample_id(run_id: str, nonce: str, seed: int, ordinal: int, task: Task, index: int) -> str:
@@ -228,6 +242,7 @@ class RolloutScheduler:
         self.stats = SchedulerStats()
         self._stopping = False
         self._samples: list[_Sample] = []
+        self._keep = True
 
     # -- control ---------------------------------------------------------------------------------
 
@@ -375,7 +390,8 @@ class RolloutScheduler:
             assert self._writer is not None
             await self._writer.put(traj)
             self.stats.store_ms += (time.perf_counter() - ts) * 1000
-        s.traj, s.state = traj, "done"
+        s.outcome, s.state = _Outcome.of(traj), "done"
+        s.traj = traj if self._keep else None
         self._account(s, traj)
         if self.sink is not None:
             await self.sink.put(traj)
@@ -418,7 +434,8 @@ class RolloutScheduler:
             if traj.status == "infra_error":
                 s.attempts, s.infra_errors = traj.attempts, list(traj.infra_errors)
                 continue
-            s.traj, s.state = traj, "done"
+            s.outcome, s.state = _Outcome.of(traj), "done"
+            s.traj = traj if self._keep else None
             self.stats.resumed += 1
             self._account(s, traj)
 
@@ -432,15 +449,19 @@ class RolloutScheduler:
         seed: int = 0,
         priority: str = "train",
         resume: bool = False,
+        keep_trajectories: bool = True,
     ) -> RolloutSummary:
         """Roll out every task ``group_size`` times. ``resume=True`` makes sample ids a function of
-        (run_id, seed, tasks) and skips samples the store already holds for them."""
+        (run_id, seed, tasks) and skips samples the store already holds for them.
+        ``keep_trajectories=False`` keeps only counts in memory (``summary.trajectories`` is empty:
+        read them from the store), for runs of thousands of rollouts."""
         if group_size < 1:
             raise ConfigError("group_size must be at least 1")
         if resume and not run_id:
             raise ConfigError("resume needs the run id of the run to continue")
         rank = priority_rank(priority)
         c = self.config
+        self._keep = keep_trajectories
         run_id = run_id or uuid.uuid4().hex[:12]
         t0 = time.perf_counter()
         self._slots = PrioritySlots(c.concurrency)
@@ -456,12 +477,12 @@ class RolloutScheduler:
         try:
             await self._round([s for s in self._samples if s.state == "waiting"], policy, seed, run_id, rank)
             for _ in range(c.replay_rounds):
-                again = [s for s in self._samples if s.traj is not None and s.traj.status == "infra_error"]
+                again = [s for s in self._samples if s.outcome is not None and s.outcome.status == "infra_error"]
                 again = [s for s in again if s.group.trainable < s.group.size]
                 if not again or self._stopping:
                     break
                 for s in again:
-                    s.state, s.traj = "waiting", None
+                    s.state, s.traj, s.outcome = "waiting", None, None
                     self.stats.done -= 1
                     self.stats.failed -= 1
                 self.stats.replayed += len(again)
@@ -482,7 +503,8 @@ class RolloutScheduler:
                 raise h.exception()  # type: ignore[misc]  # a store failure: loud, never silent
 
     def _summary(self, groups: list[_Group], run_id: str, t0: float) -> RolloutSummary:
-        done = [s.traj for s in self._samples if s.state == "done" and s.traj is not None]
+        finished = [s for s in self._samples if s.state == "done" and s.outcome is not None]
+        done = [s.outcome for s in finished if s.outcome is not None]
         pending = [
             s for g in groups for s in g.members[: g.size] if s.state != "done" and g.trainable < g.size
         ]  # requested members of unfinished groups (spares are extra)
@@ -501,7 +523,7 @@ class RolloutScheduler:
             cancelled_spares=sum(1 for s in self._samples if s.state == "cancelled" and s.group.trainable >= s.group.size),
             interrupted=self._stopping,
             pending=len(pending) if self._stopping else 0,
-            trajectories=done,
+            trajectories=[s.traj for s in finished if s.traj is not None],
         )  # fmt: skip
         if self.store is not None:
             with contextlib.suppress(Exception):
