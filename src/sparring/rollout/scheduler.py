@@ -64,7 +64,8 @@ from sparring.errors import ConfigError, SandboxError
 from sparring.judge.base import Judge
 from sparring.policy.base import Policy
 from sparring.rollout.buffer import ExperienceQueue
-from sparring.rollout.episode import Episode, StageLimits, score_trajectory
+from sparring.rollout.episode import Episode, score_trajectory
+from sparring.rollout.run_records import RolloutSummary, SchedulerConfig, SchedulerStats
 from sparring.rollout.slots import PrioritySlots, priority_rank
 from sparring.rollout.trajectory import Trajectory
 from sparring.rollout.writer import BatchWriter
@@ -73,105 +74,9 @@ from sparring.sandbox.pool import SandboxPool
 from sparring.store.base import TrajectoryStore
 from sparring.tasks.loader import Task
 
+__all__ = ["INFRA_FAULTS", "RolloutScheduler", "RolloutSummary", "SchedulerConfig", "SchedulerStats", "sample_id"]
+
 INFRA_FAULTS: tuple[type[BaseException], ...] = (SandboxError, OSError, TimeoutError)
-
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    """How a rollout run uses its resources and treats faults."""
-
-    concurrency: int = 4
-    """Rollouts (and so agent sandboxes) in flight at once."""
-    model_concurrency: int | None = None
-    """Policy requests in flight at once (None: as many as rollouts)."""
-    judge_concurrency: int | None = None
-    """Judge runs at once (None: as many as rollouts, at most 2 per CPU: a local judge runs the
-    tests on this machine's CPUs, and hundreds at once only thrash them)."""
-    max_retries: int = 2
-    """Fresh-sandbox retries of an infrastructure fault, per sample and round."""
-    backoff_s: float = 0.05
-    """First retry delay; doubles per retry, capped by ``backoff_max_s``."""
-    backoff_max_s: float = 5.0
-    replay_rounds: int = 1
-    """Rounds of replay, after the run, of samples that ended in ``infra_error``."""
-    spares: int = 0
-    """Extra members started per group; the group is done at ``group_size`` trainable results."""
-    snapshot_every: int = 0
-    """Snapshot the sandbox every k steps so a retry continues from there (0: retries restart)."""
-    judge_retries: int = 1
-    max_steps: int | None = None
-    """Override the tasks' step budget."""
-    limits: StageLimits = field(default_factory=StageLimits)
-    drain_s: float = 30.0
-    """After a stop request, how long in-flight rollouts may take to finish before they are cancelled."""
-
-    def __post_init__(self) -> None:
-        for name in ("concurrency", "model_concurrency", "judge_concurrency"):
-            v = getattr(self, name)
-            if v is not None and v < 1:
-                raise ConfigError(f"{name} must be at least 1 (got {v})")
-        if self.max_retries < 0 or self.replay_rounds < 0 or self.spares < 0 or self.snapshot_every < 0:
-            raise ConfigError("max_retries, replay_rounds, spares and snapshot_every must be >= 0")
-
-
-@dataclass
-class SchedulerStats:
-    """Live counters (what the progress display shows)."""
-
-    requested: int = 0
-    in_flight: int = 0
-    judging: int = 0
-    done: int = 0
-    failed: int = 0
-    retried: int = 0
-    replayed: int = 0
-    resumed: int = 0
-    cancelled: int = 0
-    started_at: float = field(default_factory=time.monotonic)
-    sandbox_ms: float = 0.0
-    """Time spent acquiring and releasing agent sandboxes (all samples)."""
-    store_ms: float = 0.0
-    """Time spent writing finished samples to the store (all samples)."""
-
-    @property
-    def per_minute(self) -> float:
-        dt = time.monotonic() - self.started_at
-        return 60.0 * (self.done - self.resumed) / dt if dt > 0 else 0.0
-
-
-@dataclass
-class RolloutSummary:
-    requested: int = 0
-    stored: int = 0
-    statuses: dict[str, int] = field(default_factory=dict)
-    retried: int = 0
-    reward_mean: float = 0.0
-    pass_rate: float = 0.0
-    seconds: float = 0.0
-    run_id: str = ""
-    resumed: int = 0
-    replayed: int = 0
-    cancelled_spares: int = 0
-    interrupted: bool = False
-    pending: int = 0
-    trajectories: list[Trajectory] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "requested": self.requested,
-            "stored": self.stored,
-            "statuses": self.statuses,
-            "retried": self.retried,
-            "reward_mean": round(self.reward_mean, 6),
-            "pass_rate": round(self.pass_rate, 6),
-            "seconds": round(self.seconds, 3),
-            "run_id": self.run_id,
-            "resumed": self.resumed,
-            "replayed": self.replayed,
-            "cancelled_spares": self.cancelled_spares,
-            "interrupted": self.interrupted,
-            "pending": self.pending,
-        }
 
 
 @dataclass(eq=False)
@@ -466,7 +371,9 @@ class RolloutScheduler:
         t0 = time.perf_counter()
         self._slots = PrioritySlots(c.concurrency)
         self._model_sem = asyncio.Semaphore(c.model_concurrency or c.concurrency)
-        self._judge_sem = asyncio.Semaphore(c.judge_concurrency or min(c.concurrency, 2 * (os.cpu_count() or 1)))
+        self._judge_sem = asyncio.Semaphore(
+            c.judge_concurrency or min(c.concurrency, 2 * (os.cpu_count() or 1))
+        )
         self._stopping = False
         self.stats = SchedulerStats(requested=len(tasks) * group_size)
         groups = self._plan(tasks, group_size, run_id, seed, resume)
@@ -477,7 +384,9 @@ class RolloutScheduler:
         try:
             await self._round([s for s in self._samples if s.state == "waiting"], policy, seed, run_id, rank)
             for _ in range(c.replay_rounds):
-                again = [s for s in self._samples if s.outcome is not None and s.outcome.status == "infra_error"]
+                again = [
+                    s for s in self._samples if s.outcome is not None and s.outcome.status == "infra_error"
+                ]
                 again = [s for s in again if s.group.trainable < s.group.size]
                 if not again or self._stopping:
                     break
