@@ -20,6 +20,13 @@ For each concurrency C, ``max(--rollouts, C)`` oracle rollouts over
   loop are reported on their own: sandbox acquire + release (a pool hit is a
   reset; a miss is a cold create) and the store write.
 
+``per_call``: one rollout of ``--overhead-calls`` ``bash true`` calls against
+the same number of direct ``sandbox.exec("true")`` round trips (best of three
+each): the difference per call is everything the rollout loop adds to a tool
+call (policy turn of a scripted policy, argument parsing, output formatting,
+records) beyond the sandbox exec itself, in wall time and in this process's
+CPU time (the latter is robust to other load on the machine).
+
 ``--judge none`` scores every rollout 0 with a judge that does nothing, to
 measure the engine without the judge's own pytest runs (the judge is the
 largest cost per rollout on a small machine).
@@ -45,6 +52,66 @@ from sparring.sandbox.pool import SandboxPool
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.families import generate
 from sparring.tasks.loader import Task
+
+
+class BashLoop:
+    """Calls ``bash true`` ``n`` times, then submits: every turn is one tool call and nothing else."""
+
+    name = "bash-loop"
+    version = 0
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    async def act(self, request: Any) -> Any:
+        from sparring.policy.base import Action
+        from sparring.policy.scripted import tool_call_message
+
+        i = request.step
+        if i >= self.n:
+            return Action(tool_call_message("submit", {}, f"call_{i}"))
+        return Action(tool_call_message("bash", {"command": "true"}, f"call_{i}"))
+
+    async def close(self) -> None:
+        return None
+
+
+async def per_call_overhead(backend: LocalBackend, task: Task, n: int) -> dict[str, Any]:
+    """The full cost of a tool call through the rollout loop minus the same exec done directly."""
+    from sparring.rollout.episode import Episode, StageLimits
+    from sparring.sandbox.pool import spec_for_task
+
+    spec = spec_for_task(task)
+    direct: list[float] = []
+    looped: list[float] = []
+    direct_cpu: list[float] = []
+    looped_cpu: list[float] = []
+    for _ in range(3):  # alternate, best of three: the machine is shared
+        sb = await backend.create(spec)
+        try:
+            t, c = time.perf_counter(), time.process_time()
+            for _ in range(n):
+                await sb.exec("true", timeout=30)
+            direct.append((time.perf_counter() - t) * 1000)
+            direct_cpu.append((time.process_time() - c) * 1000)
+        finally:
+            await sb.close()
+        sb = await backend.create(spec)
+        try:
+            ep = Episode(task, BashLoop(n), max_steps=n + 1, limits=StageLimits(rollout_s=3600))
+            t, c = time.perf_counter(), time.process_time()
+            await ep.play(sb)
+            looped.append((time.perf_counter() - t) * 1000)
+            looped_cpu.append((time.process_time() - c) * 1000)
+            assert ep.status == "ok" and len(ep.steps) == n + 1, (ep.status, len(ep.steps))
+        finally:
+            await sb.close()
+    d, lp = min(direct), min(looped)
+    dc, lc = min(direct_cpu), min(looped_cpu)
+    return {"calls": n, "direct_exec_ms_per_call": round(d / n, 3), "loop_ms_per_call": round(lp / n, 3),
+            "overhead_ms_per_call_beyond_exec": round((lp - d) / n, 3),
+            # CPU time of this process only: what the loop itself costs, whatever the machine's load
+            "overhead_cpu_ms_per_call_beyond_exec": round((lc - dc) / n, 3)}  # fmt: skip
 
 
 class NoJudge:
@@ -110,6 +177,9 @@ async def main_async(a: argparse.Namespace) -> dict[str, Any]:
         tasks = generate(a.family, a.tasks, 0, Path(tmp) / "tasks")
         judge = PytestJudge(backend) if a.judge == "pytest" else NoJudge()
         store = SQLiteStore(Path(tmp) / "bench.db")
+        if a.overhead_calls:
+            out["per_call"] = await per_call_overhead(backend, tasks[0], a.overhead_calls)
+            print(json.dumps(out["per_call"]), flush=True, file=__import__("sys").stderr)
         try:
             for c in a.concurrency:
                 level = await one_level(backend, tasks, c, max(a.rollouts, c), judge, store)
@@ -129,6 +199,9 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=8)
     ap.add_argument("--family", default="function-impl")
     ap.add_argument("--judge", choices=["pytest", "none"], default="pytest")
+    ap.add_argument(
+        "--overhead-calls", type=int, default=200, help="Tool calls in the per-call overhead run (0: skip)."
+    )
     a = ap.parse_args()
     a.concurrency = [int(x) for x in str(a.concurrency).split(",") if x.strip()]
     print(json.dumps(asyncio.run(main_async(a))))

@@ -214,3 +214,32 @@ def test_malformed_text_tool_call_from_a_real_server_is_answered_not_fatal(backe
     assert hints and hints[0].startswith("Your tool call could not be parsed")
     assert all("parse_errors" not in m for m in t.messages)
     store.close()
+
+
+class _StragglerOracle(OraclePolicy):
+    """The oracle, except sample 0 of every group stalls for a minute on its second turn."""
+
+    async def act(self, request):
+        if request.sample_index == 0 and request.step == 1:
+            await asyncio.sleep(60)
+        return await super().act(request)
+
+
+def test_a_straggler_does_not_stall_its_group_when_spares_are_provisioned(backend, clamp_task, tmp_path):
+    import time
+
+    store = SQLiteStore(tmp_path / "s.db")
+    t0 = time.monotonic()
+    s = run(
+        backend, backend, store, [clamp_task], _StragglerOracle(), 2, "straggler", concurrency=3, spares=1
+    )
+    assert time.monotonic() - t0 < 45  # the group finished without waiting for its straggler
+    total, trajs = store.search(
+        __import__("sparring.store.base", fromlist=["TrajQuery"]).TrajQuery(run_id="straggler")
+    )
+    assert s.statuses == {"ok": 2} and s.cancelled_spares == 1 and total == s.stored == 2
+    assert sorted(t.sample_index for t in trajs) == [
+        1,
+        2,
+    ]  # the straggler (index 0) was cancelled, not stored
+    store.close()

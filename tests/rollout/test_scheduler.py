@@ -101,3 +101,45 @@ def test_stop_request_finishes_in_flight_work_and_checkpoints_the_rest(backend, 
     assert store.search(TrajQuery(run_id="S"))[0] == 6
     assert store.get_run("S")["summary"]["pending_ids"] == []
     store.close()
+
+
+def test_without_keeping_trajectories_the_summary_still_counts_everything(backend, clamp_task, tmp_path):
+    store = SQLiteStore(tmp_path / "s.db")
+    s = asyncio.run(
+        _sched(backend, store, concurrency=2).run(
+            [clamp_task], OraclePolicy(), 3, run_id="K", keep_trajectories=False
+        )
+    )
+    assert s.trajectories == [] and s.stored == 3 and s.statuses == {"ok": 3} and s.reward_mean == 1.0
+    assert s.pass_rate == 1.0 and store.search(TrajQuery(run_id="K"))[0] == 3
+    store.close()
+
+
+class _Logging(OraclePolicy):
+    def __init__(self, tag, log):
+        self.tag, self.log = tag, log
+
+    async def act(self, request):
+        if request.step == 0:
+            self.log.append(self.tag)
+        return await super().act(request)
+
+
+def test_concurrent_runs_share_the_slots_and_eval_goes_before_queued_training(backend, tmp_path):
+    tasks = [make_clamp_task(tmp_path / f"t{i}", task_id=f"clamp-{i}") for i in range(2)]
+    store = SQLiteStore(tmp_path / "s.db")
+    log: list[str] = []
+
+    async def go():
+        sched = _sched(backend, store, concurrency=1)
+        train = asyncio.ensure_future(sched.run(tasks, _Logging("train", log), 2, run_id="tr"))
+        while not log:  # the first training rollout holds the only slot; the other three queue
+            await asyncio.sleep(0.01)
+        ev = await sched.run(tasks[:1], _Logging("eval", log), 2, run_id="ev", priority="eval")
+        return await train, ev
+
+    tr, ev = asyncio.run(go())
+    assert tr.statuses == {"ok": 4} and ev.statuses == {"ok": 2}
+    assert log[:3] == ["train", "eval", "eval"] and log.count("train") == 4
+    assert store.search(TrajQuery(run_id="tr"))[0] == 4 and store.search(TrajQuery(run_id="ev"))[0] == 2
+    store.close()

@@ -138,7 +138,7 @@ def _rollout(
             try:
                 with RolloutProgress(lambda: sched.stats, err_console, transient=json_out):
                     return await sched.run(task_list, pol, group_size, run_id=run_id, seed=seed, priority=priority,
-                                           resume=True)  # fmt: skip
+                                           resume=True, keep_trajectories=False)  # fmt: skip
             finally:
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.remove_signal_handler(sig)

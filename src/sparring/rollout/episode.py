@@ -143,10 +143,12 @@ class Episode:
 
     async def _act(self, req: ActRequest, remaining: float) -> Any:
         limit = min(remaining, self.limits.policy_turn_s) if self.limits.policy_turn_s else remaining
+        # asyncio.timeout, not wait_for: no extra task per turn on the hot path
         if self.model_sem is None:
-            return await asyncio.wait_for(self.policy.act(req), limit)
-        async with self.model_sem:
-            return await asyncio.wait_for(self.policy.act(req), limit)
+            async with asyncio.timeout(limit):
+                return await self.policy.act(req)
+        async with self.model_sem, asyncio.timeout(limit):
+            return await self.policy.act(req)
 
     async def play(self, sandbox: Sandbox) -> None:
         """Run the agent loop on ``sandbox`` until a final status; SandboxError on an infra fault."""
@@ -231,7 +233,8 @@ class Episode:
         call_id = str(call.get("id", "")) if isinstance(call, dict) else ""
         tt = time.perf_counter()
         try:
-            outcome = await asyncio.wait_for(executor.run(name, raw), self.tool_limit)
+            async with asyncio.timeout(self.tool_limit):
+                outcome = await executor.run(name, raw)
         except TimeoutError:
             raise SandboxError(
                 f"tool call {name} outlived its {self.tool_limit:g}s stage limit (sandbox hung)"

@@ -13,10 +13,9 @@ from sparring.rollout.scheduler import SchedulerStats
 
 
 def describe(s: SchedulerStats) -> str:
-    return (
-        f"in flight {s.in_flight}  judging {s.judging}  failed {s.failed}  retried {s.retried}  replayed {s.replayed}"
-        f"  resumed {s.resumed}  {s.per_minute:.1f}/min"
-    )
+    parts = [f"in flight {s.in_flight}", f"judging {s.judging}", f"failed {s.failed}", f"retried {s.retried}"]
+    parts += [f"{k} {v}" for k, v in (("replayed", s.replayed), ("resumed", s.resumed)) if v]
+    return " · ".join(parts) + f" · {s.per_minute:.0f}/min"
 
 
 class RolloutProgress:
@@ -27,8 +26,8 @@ class RolloutProgress:
         self._stats = stats if callable(stats) else (lambda: stats)
         self.period = period
         self.progress = Progress(
-            TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-            TimeElapsedColumn(), console=console, transient=transient,
+            TextColumn("rollouts"), BarColumn(bar_width=16), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}"), console=console, transient=transient,
         )  # fmt: skip
         self._bar = self.progress.add_task("rollouts", total=None, info="")
         self._ticker: asyncio.Task[None] | None = None

@@ -64,7 +64,8 @@ from sparring.errors import ConfigError, SandboxError
 from sparring.judge.base import Judge
 from sparring.policy.base import Policy
 from sparring.rollout.buffer import ExperienceQueue
-from sparring.rollout.episode import Episode, StageLimits, score_trajectory
+from sparring.rollout.episode import Episode, score_trajectory
+from sparring.rollout.run_records import RolloutSummary, SchedulerConfig, SchedulerStats
 from sparring.rollout.slots import PrioritySlots, priority_rank
 from sparring.rollout.trajectory import Trajectory
 from sparring.rollout.writer import BatchWriter
@@ -73,105 +74,16 @@ from sparring.sandbox.pool import SandboxPool
 from sparring.store.base import TrajectoryStore
 from sparring.tasks.loader import Task
 
+__all__ = [
+    "INFRA_FAULTS",
+    "RolloutScheduler",
+    "RolloutSummary",
+    "SchedulerConfig",
+    "SchedulerStats",
+    "sample_id",
+]
+
 INFRA_FAULTS: tuple[type[BaseException], ...] = (SandboxError, OSError, TimeoutError)
-
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    """How a rollout run uses its resources and treats faults."""
-
-    concurrency: int = 4
-    """Rollouts (and so agent sandboxes) in flight at once."""
-    model_concurrency: int | None = None
-    """Policy requests in flight at once (None: as many as rollouts)."""
-    judge_concurrency: int | None = None
-    """Judge runs at once (None: as many as rollouts, at most 2 per CPU: a local judge runs the
-    tests on this machine's CPUs, and hundreds at once only thrash them)."""
-    max_retries: int = 2
-    """Fresh-sandbox retries of an infrastructure fault, per sample and round."""
-    backoff_s: float = 0.05
-    """First retry delay; doubles per retry, capped by ``backoff_max_s``."""
-    backoff_max_s: float = 5.0
-    replay_rounds: int = 1
-    """Rounds of replay, after the run, of samples that ended in ``infra_error``."""
-    spares: int = 0
-    """Extra members started per group; the group is done at ``group_size`` trainable results."""
-    snapshot_every: int = 0
-    """Snapshot the sandbox every k steps so a retry continues from there (0: retries restart)."""
-    judge_retries: int = 1
-    max_steps: int | None = None
-    """Override the tasks' step budget."""
-    limits: StageLimits = field(default_factory=StageLimits)
-    drain_s: float = 30.0
-    """After a stop request, how long in-flight rollouts may take to finish before they are cancelled."""
-
-    def __post_init__(self) -> None:
-        for name in ("concurrency", "model_concurrency", "judge_concurrency"):
-            v = getattr(self, name)
-            if v is not None and v < 1:
-                raise ConfigError(f"{name} must be at least 1 (got {v})")
-        if self.max_retries < 0 or self.replay_rounds < 0 or self.spares < 0 or self.snapshot_every < 0:
-            raise ConfigError("max_retries, replay_rounds, spares and snapshot_every must be >= 0")
-
-
-@dataclass
-class SchedulerStats:
-    """Live counters (what the progress display shows)."""
-
-    requested: int = 0
-    in_flight: int = 0
-    judging: int = 0
-    done: int = 0
-    failed: int = 0
-    retried: int = 0
-    replayed: int = 0
-    resumed: int = 0
-    cancelled: int = 0
-    started_at: float = field(default_factory=time.monotonic)
-    sandbox_ms: float = 0.0
-    """Time spent acquiring and releasing agent sandboxes (all samples)."""
-    store_ms: float = 0.0
-    """Time spent writing finished samples to the store (all samples)."""
-
-    @property
-    def per_minute(self) -> float:
-        dt = time.monotonic() - self.started_at
-        return 60.0 * (self.done - self.resumed) / dt if dt > 0 else 0.0
-
-
-@dataclass
-class RolloutSummary:
-    requested: int = 0
-    stored: int = 0
-    statuses: dict[str, int] = field(default_factory=dict)
-    retried: int = 0
-    reward_mean: float = 0.0
-    pass_rate: float = 0.0
-    seconds: float = 0.0
-    run_id: str = ""
-    resumed: int = 0
-    replayed: int = 0
-    cancelled_spares: int = 0
-    interrupted: bool = False
-    pending: int = 0
-    trajectories: list[Trajectory] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "requested": self.requested,
-            "stored": self.stored,
-            "statuses": self.statuses,
-            "retried": self.retried,
-            "reward_mean": round(self.reward_mean, 6),
-            "pass_rate": round(self.pass_rate, 6),
-            "seconds": round(self.seconds, 3),
-            "run_id": self.run_id,
-            "resumed": self.resumed,
-            "replayed": self.replayed,
-            "cancelled_spares": self.cancelled_spares,
-            "interrupted": self.interrupted,
-            "pending": self.pending,
-        }
 
 
 @dataclass(eq=False)
@@ -190,15 +102,43 @@ class _Sample:
     traj_id: str
     attempts: int = 0
     infra_errors: list[str] = field(default_factory=list)
-    state: str = "waiting"  # waiting | running | done | cancelled
-    traj: Trajectory | None = None
+    state: str = "waiting"  # waiting | running | judging | finishing | done | cancelled
+    traj: Trajectory | None = None  # kept only with keep_trajectories (memory: thousands of rollouts)
+    outcome: _Outcome | None = None
     handle: asyncio.Task[None] | None = None
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What the summary needs of a finished sample, without its (possibly large) record."""
+
+    status: str
+    reward: float | None
+    passed: bool
+
+    @classmethod
+    def of(cls, t: Trajectory) -> _Outcome:
+        return cls(t.status, t.reward, t.passed)
 
 
 def sample_id(run_id: str, nonce: str, seed: int, ordinal: int, task: Task, index: int) -> str:
     """A sample's trajectory id: the same on every resume of the same run, unique across runs."""
     key = f"{run_id}\x00{nonce}\x00{seed}\x00{ordinal}\x00{task.id}\x00{task.digest}\x00{index}"
     return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+@dataclass(eq=False)
+class _Run:
+    """The state of one ``run()`` call (several may share one scheduler and its resources)."""
+
+    run_id: str
+    policy: Policy
+    seed: int
+    keep: bool
+    stats: SchedulerStats
+    groups: list[_Group] = field(default_factory=list)
+    samples: list[_Sample] = field(default_factory=list)
+    writer: BatchWriter | None = None
 
 
 class RolloutScheduler:
@@ -227,7 +167,8 @@ class RolloutScheduler:
         self.sink = sink
         self.stats = SchedulerStats()
         self._stopping = False
-        self._samples: list[_Sample] = []
+        self._runs: set[_Run] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- control ---------------------------------------------------------------------------------
 
@@ -236,15 +177,32 @@ class RolloutScheduler:
         if self._stopping:
             return
         self._stopping = True
-        for s in self._samples:
+        for s in self._all_samples():
             if s.state == "waiting" and s.handle is not None:
                 s.handle.cancel()
         loop = asyncio.get_running_loop()
         loop.call_later(self.config.drain_s, self._cancel_running)
 
+    def _all_samples(self) -> list[_Sample]:
+        return [s for r in self._runs for s in r.samples]
+
+    def _resources(self) -> None:
+        """Slots and semaphores shared by every run of this scheduler on the running loop, so
+        concurrent runs (an eval run beside a training run) share the bounds and their priorities."""
+        loop = asyncio.get_running_loop()
+        if self._loop is loop:
+            return
+        c = self.config
+        self._loop = loop
+        self._slots = PrioritySlots(c.concurrency)
+        self._model_sem = asyncio.Semaphore(c.model_concurrency or c.concurrency)
+        self._judge_sem = asyncio.Semaphore(
+            c.judge_concurrency or min(c.concurrency, 2 * (os.cpu_count() or 1))
+        )
+
     def _cancel_running(self) -> None:
-        for s in self._samples:
-            if s.state == "running" and s.handle is not None:
+        for s in self._all_samples():
+            if s.state in ("running", "judging") and s.handle is not None:
                 s.handle.cancel()
 
     @property
@@ -271,12 +229,12 @@ class RolloutScheduler:
             snapshot_every=c.snapshot_every, model_sem=self._model_sem,
         )  # fmt: skip
 
-    async def _attempts(self, s: _Sample, policy: Policy, seed: int, run_id: str) -> tuple[Trajectory, Any]:
+    async def _attempts(self, r: _Run, s: _Sample) -> tuple[Trajectory, Any]:
         """Play ``s`` and take its final diff, retrying infrastructure faults. Returns the unjudged
         trajectory and its diff, or an ``infra_error`` trajectory and None. The agent's sandbox is
         released before judging: the judge needs only the diff."""
-        c, task = self.config, s.group.task
-        ep = self._episode(s, policy, seed)
+        c, task, run_id = self.config, s.group.task, r.run_id
+        ep = self._episode(s, r.policy, r.seed)
         t0 = time.perf_counter()
         sandbox_ms = 0.0
         last = ""
@@ -290,7 +248,7 @@ class RolloutScheduler:
                 sb = await asyncio.wait_for(self._sandbox(task, ep), c.limits.sandbox_start_s)
                 dt = (time.perf_counter() - ta) * 1000
                 sandbox_ms += dt
-                self.stats.sandbox_ms += dt
+                r.stats.sandbox_ms += dt
                 await ep.play(sb)
                 diff = await asyncio.wait_for(sb.diff(), c.limits.sandbox_start_s)
                 traj = ep.trajectory(self.judge, group_id=s.group.gid, run_id=run_id, traj_id=s.traj_id)
@@ -312,7 +270,7 @@ class RolloutScheduler:
                     ep.mark = None  # the snapshot itself is unusable: start over next time
                 ep.rewind()
                 if k < c.max_retries:
-                    self.stats.retried += 1
+                    r.stats.retried += 1
                     await asyncio.sleep(min(c.backoff_max_s, c.backoff_s * 2**k))
             except Exception as e:  # a bug must not lose the sample: store it, typed, with its cause
                 last = "unexpected " + "".join(traceback.format_exception_only(e)).strip()
@@ -322,7 +280,7 @@ class RolloutScheduler:
                 if sb is not None:
                     tr = time.perf_counter()
                     await asyncio.shield(self.pool.release(sb, broken=broken))
-                    self.stats.sandbox_ms += (time.perf_counter() - tr) * 1000
+                    r.stats.sandbox_ms += (time.perf_counter() - tr) * 1000
         traj = ep.trajectory(self.judge, group_id=s.group.gid, run_id=run_id, traj_id=s.traj_id)
         traj.status, traj.error, traj.reward = "infra_error", last, None
         traj.timings = {"total_ms": (time.perf_counter() - t0) * 1000}
@@ -337,55 +295,62 @@ class RolloutScheduler:
         traj.timings["judge_ms"] = (time.perf_counter() - tj) * 1000
         traj.timings["total_ms"] = (time.perf_counter() - t0) * 1000
 
-    async def _run_sample(self, s: _Sample, policy: Policy, seed: int, run_id: str, rank: int) -> None:
+    async def _run_sample(self, r: _Run, s: _Sample, rank: int) -> None:
+        finishing: asyncio.Future[None] | None = None
         try:
             async with self._slots.slot(rank):
                 if self._stopping:
                     return
                 s.state = "running"
-                self.stats.in_flight += 1
+                r.stats.in_flight += 1
                 try:
-                    traj, diff = await self._attempts(s, policy, seed, run_id)
+                    traj, diff = await self._attempts(r, s)
                 finally:
-                    self.stats.in_flight -= 1
+                    r.stats.in_flight -= 1
             # the rollout slot (and sandbox) is free for the next sample while this one is judged
             if diff is not None:
-                self.stats.judging += 1
+                s.state = "judging"
+                r.stats.judging += 1
                 try:
                     await self._judge(traj, s.group.task, diff)
                 finally:
-                    self.stats.judging -= 1
-            await asyncio.shield(self._finish(s, traj))
+                    r.stats.judging -= 1
+            s.state = "finishing"  # from here on nothing cancels it: it is stored, then reported
+            finishing = asyncio.ensure_future(self._finish(r, s, traj))
+            await asyncio.shield(finishing)
         except asyncio.CancelledError:
-            if s.state != "done":
+            if finishing is not None:
+                await finishing  # never half-reported: the write and the accounting complete
+            elif s.state != "done":
                 s.state = "cancelled"
-                self.stats.cancelled += 1
+                r.stats.cancelled += 1
 
-    async def _finish(self, s: _Sample, traj: Trajectory) -> None:
+    async def _finish(self, r: _Run, s: _Sample, traj: Trajectory) -> None:
         traj.attempts = s.attempts
         traj.infra_errors = list(s.infra_errors)
         if self.store is not None:  # stored before it is reported, counted or handed on
             ts = time.perf_counter()
-            assert self._writer is not None
-            await self._writer.put(traj)
-            self.stats.store_ms += (time.perf_counter() - ts) * 1000
-        s.traj, s.state = traj, "done"
-        self._account(s, traj)
+            assert r.writer is not None
+            await r.writer.put(traj)
+            r.stats.store_ms += (time.perf_counter() - ts) * 1000
+        s.outcome, s.state = _Outcome.of(traj), "done"
+        s.traj = traj if r.keep else None
+        self._account(r, s, traj)
         if self.sink is not None:
             await self.sink.put(traj)
         if self.on_done is not None:
             self.on_done(traj)
 
-    def _account(self, s: _Sample, traj: Trajectory) -> None:
-        self.stats.done += 1
+    def _account(self, r: _Run, s: _Sample, traj: Trajectory) -> None:
+        r.stats.done += 1
         if traj.status != "ok":
-            self.stats.failed += 1
+            r.stats.failed += 1
         g = s.group
         if traj.trainable:
             g.trainable += 1
             if g.trainable >= g.size:  # the group is complete: stragglers and spares are not needed
                 for m in g.members:
-                    if m.state in ("waiting", "running") and m.handle is not None and m is not s:
+                    if m.state in ("waiting", "running", "judging") and m.handle is not None and m is not s:
                         m.handle.cancel()
 
     # -- a run -----------------------------------------------------------------------------------
@@ -394,13 +359,14 @@ class RolloutScheduler:
         nonce = "" if resume else uuid.uuid4().hex[:8]
         groups = []
         for ordinal, task in enumerate(tasks):
-            g = _Group(task, f"{run_id}:{ordinal}:{task.id}", group_size)
+            # a group id names one group of one call (a resumed call continues the same groups)
+            g = _Group(task, f"{run_id}:{nonce + ':' if nonce else ''}{ordinal}:{task.id}", group_size)
             for i in range(group_size + self.config.spares):
                 g.members.append(_Sample(g, i, sample_id(run_id, nonce, seed, ordinal, task, i)))
             groups.append(g)
         return groups
 
-    def _load_stored(self, samples: list[_Sample]) -> None:
+    def _load_stored(self, r: _Run, samples: list[_Sample]) -> None:
         """Resume: samples already stored are done (an ``infra_error`` one is tried again)."""
         assert self.store is not None
         stored = self.store.statuses([s.traj_id for s in samples])  # type: ignore[attr-defined]
@@ -411,9 +377,10 @@ class RolloutScheduler:
             if traj.status == "infra_error":
                 s.attempts, s.infra_errors = traj.attempts, list(traj.infra_errors)
                 continue
-            s.traj, s.state = traj, "done"
-            self.stats.resumed += 1
-            self._account(s, traj)
+            s.outcome, s.state = _Outcome.of(traj), "done"
+            s.traj = traj if r.keep else None
+            r.stats.resumed += 1
+            self._account(r, s, traj)
 
     async def run(
         self,
@@ -425,9 +392,12 @@ class RolloutScheduler:
         seed: int = 0,
         priority: str = "train",
         resume: bool = False,
+        keep_trajectories: bool = True,
     ) -> RolloutSummary:
         """Roll out every task ``group_size`` times. ``resume=True`` makes sample ids a function of
-        (run_id, seed, tasks) and skips samples the store already holds for them."""
+        (run_id, seed, tasks) and skips samples the store already holds for them.
+        ``keep_trajectories=False`` keeps only counts in memory (``summary.trajectories`` is empty:
+        read them from the store), for runs of thousands of rollouts."""
         if group_size < 1:
             raise ConfigError("group_size must be at least 1")
         if resume and not run_id:
@@ -436,37 +406,39 @@ class RolloutScheduler:
         c = self.config
         run_id = run_id or uuid.uuid4().hex[:12]
         t0 = time.perf_counter()
-        self._slots = PrioritySlots(c.concurrency)
-        self._model_sem = asyncio.Semaphore(c.model_concurrency or c.concurrency)
-        self._judge_sem = asyncio.Semaphore(c.judge_concurrency or min(c.concurrency, 2 * (os.cpu_count() or 1)))
-        self._stopping = False
-        self.stats = SchedulerStats(requested=len(tasks) * group_size)
-        groups = self._plan(tasks, group_size, run_id, seed, resume)
-        self._samples = [m for g in groups for m in g.members]
+        self._resources()
+        if not self._runs:
+            self._stopping = False  # a stop ends the runs it found; a later run starts afresh
+        r = _Run(run_id, policy, seed, keep_trajectories, SchedulerStats(requested=len(tasks) * group_size))
+        self.stats = r.stats  # what a progress display follows (the latest run)
+        r.groups = self._plan(tasks, group_size, run_id, seed, resume)
+        r.samples = [m for g in r.groups for m in g.members]
+        self._runs.add(r)
         if resume and self.store is not None and hasattr(self.store, "statuses"):
-            self._load_stored(self._samples)
-        self._writer = BatchWriter(self.store) if self.store is not None else None
+            self._load_stored(r, r.samples)
+        r.writer = BatchWriter(self.store) if self.store is not None else None
         try:
-            await self._round([s for s in self._samples if s.state == "waiting"], policy, seed, run_id, rank)
+            await self._round(r, [s for s in r.samples if s.state == "waiting"], rank)
             for _ in range(c.replay_rounds):
-                again = [s for s in self._samples if s.traj is not None and s.traj.status == "infra_error"]
+                again = [s for s in r.samples if s.outcome is not None and s.outcome.status == "infra_error"]
                 again = [s for s in again if s.group.trainable < s.group.size]
                 if not again or self._stopping:
                     break
                 for s in again:
-                    s.state, s.traj = "waiting", None
-                    self.stats.done -= 1
-                    self.stats.failed -= 1
-                self.stats.replayed += len(again)
-                await self._round(again, policy, seed, run_id, priority_rank("replay"))
+                    s.state, s.traj, s.outcome = "waiting", None, None
+                    r.stats.done -= 1
+                    r.stats.failed -= 1
+                r.stats.replayed += len(again)
+                await self._round(r, again, priority_rank("replay"))
         finally:
-            if self._writer is not None:
-                await self._writer.close()
-        return self._summary(groups, run_id, t0)
+            self._runs.discard(r)
+            if r.writer is not None:
+                await r.writer.close()
+        return self._summary(r, t0)
 
-    async def _round(self, samples: list[_Sample], policy: Policy, seed: int, run_id: str, rank: int) -> None:
+    async def _round(self, r: _Run, samples: list[_Sample], rank: int) -> None:
         for s in samples:
-            s.handle = asyncio.ensure_future(self._run_sample(s, policy, seed, run_id, rank))
+            s.handle = asyncio.ensure_future(self._run_sample(r, s, rank))
         handles = [s.handle for s in samples if s.handle is not None]
         if handles:
             await asyncio.gather(*handles, return_exceptions=True)
@@ -474,33 +446,34 @@ class RolloutScheduler:
             if not h.cancelled() and h.exception() is not None:
                 raise h.exception()  # type: ignore[misc]  # a store failure: loud, never silent
 
-    def _summary(self, groups: list[_Group], run_id: str, t0: float) -> RolloutSummary:
-        done = [s.traj for s in self._samples if s.state == "done" and s.traj is not None]
+    def _summary(self, r: _Run, t0: float) -> RolloutSummary:
+        finished = [s for s in r.samples if s.state == "done" and s.outcome is not None]
+        done = [s.outcome for s in finished if s.outcome is not None]
         pending = [
-            s for g in groups for s in g.members[: g.size] if s.state != "done" and g.trainable < g.size
+            s for g in r.groups for s in g.members[: g.size] if s.state != "done" and g.trainable < g.size
         ]  # requested members of unfinished groups (spares are extra)
         judged = [t.reward for t in done if t.reward is not None]
         summary = RolloutSummary(
-            requested=self.stats.requested,
+            requested=r.stats.requested,
             stored=len(done) if self.store is not None else 0,
             statuses=dict(Counter(t.status for t in done)),
-            retried=self.stats.retried,
+            retried=r.stats.retried,
             reward_mean=sum(judged) / len(judged) if judged else 0.0,
             pass_rate=sum(1 for t in done if t.passed) / len(done) if done else 0.0,
             seconds=time.perf_counter() - t0,
-            run_id=run_id,
-            resumed=self.stats.resumed,
-            replayed=self.stats.replayed,
-            cancelled_spares=sum(1 for s in self._samples if s.state == "cancelled" and s.group.trainable >= s.group.size),
+            run_id=r.run_id,
+            resumed=r.stats.resumed,
+            replayed=r.stats.replayed,
+            cancelled_spares=sum(1 for s in r.samples if s.state == "cancelled" and s.group.trainable >= s.group.size),
             interrupted=self._stopping,
             pending=len(pending) if self._stopping else 0,
-            trajectories=done,
+            trajectories=[s.traj for s in finished if s.traj is not None],
         )  # fmt: skip
         if self.store is not None:
             with contextlib.suppress(Exception):
                 doc = summary.to_json()
                 doc["pending_ids"] = [s.traj_id for s in pending] if self._stopping else []
-                self.store.finish_run(run_id, doc)
+                self.store.finish_run(r.run_id, doc)
         return summary
 
 

@@ -46,105 +46,21 @@ from pydantic import ValidationError
 from sparring.errors import StoreError
 from sparring.rollout.trajectory import Trajectory
 from sparring.store.base import TrajQuery
-
-SCHEMA_VERSION = 2
-STORE_FORMAT = "sparring-trajectory-store"
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-_WALK_INDEX_ABOVE = 5000  # text matches above which a page walks the newest-first index
-_BATCH_MAX = 500  # below SQLITE_MAX_VARIABLE_NUMBER on old builds (999)
-
-_COLUMNS = (
-    "id",
-    "run_id",
-    "task_id",
-    "family",
-    "status",
-    "reward",
-    "policy",
-    "policy_version",
-    "judge_version",
-    "task_digest",
-    "created_at",
-    "attempts",
-    "flags",
-    "record",
-)
-_INDEXED = (
-    "run_id",
-    "task_id",
-    "family",
-    "status",
-    "reward",
-    "policy",
-    "judge_version",
-    "task_digest",
-    "created_at",
+from sparring.store.sqlite_schema import (
+    BATCH_MAX,
+    SCHEMA,
+    SCHEMA_VERSION,
+    SQLITE_MAGIC,
+    STORE_FORMAT,
+    UPSERT,
+    V2_SCHEMA,
+    WALK_INDEX_ABOVE,
+    like_pattern,
+    phrase,
+    searchable_text,
 )
 
-_FLAGS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS traj_records (seq INTEGER PRIMARY KEY, record TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS traj_flags (flag TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (flag, seq))
-    WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS ix_flags_seq ON traj_flags(seq);
-"""
-
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS schema_version (
-    version INTEGER NOT NULL, format TEXT NOT NULL, text_index TEXT NOT NULL, created_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY, config TEXT NOT NULL DEFAULT '{{}}', summary TEXT,
-    started_at REAL, finished_at REAL
-);
-CREATE TABLE IF NOT EXISTS trajectories (
-    seq INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
-    run_id TEXT NOT NULL, task_id TEXT NOT NULL, family TEXT NOT NULL, status TEXT NOT NULL,
-    reward REAL, policy TEXT NOT NULL, policy_version INTEGER NOT NULL, judge_version TEXT NOT NULL,
-    task_digest TEXT NOT NULL, created_at REAL NOT NULL, attempts INTEGER NOT NULL,
-    flags TEXT NOT NULL, record TEXT NOT NULL
-);
-{"".join(f"CREATE INDEX IF NOT EXISTS ix_traj_{c} ON trajectories({c});" for c in _INDEXED)}
-CREATE INDEX IF NOT EXISTS ix_traj_newest ON trajectories(created_at DESC, seq DESC);
-CREATE INDEX IF NOT EXISTS ix_traj_run_status ON trajectories(run_id, status);
-{_FLAGS_SCHEMA}
-"""
-
-_UPSERT = (
-    f"INSERT INTO trajectories({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
-    f"ON CONFLICT(id) DO UPDATE SET {', '.join(f'{c}=excluded.{c}' for c in _COLUMNS[1:])}"
-)
-
-
-def searchable_text(traj: Trajectory) -> str:
-    """What ``--text`` searches: message text, tool-call names/arguments, full tool outputs, errors."""
-    parts: list[str] = []
-    for m in traj.messages:
-        content = m.get("content")
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):
-            parts.extend(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-        for call in m.get("tool_calls") or ():
-            fn = call.get("function") if isinstance(call, dict) else None
-            if isinstance(fn, dict):
-                parts.extend(str(fn.get(k) or "") for k in ("name", "arguments"))
-    for step in traj.steps:
-        parts.extend((step.output, step.error or ""))
-    parts.append(traj.error or "")
-    # A tool message usually repeats (a truncation of) its step's full output: index each text once.
-    body = "\n".join(dict.fromkeys(p for p in parts if p))
-    # SQLite text must be valid UTF-8 and FTS stops at NUL; the record keeps the exact text.
-    return body.replace("\x00", " ").encode("utf-8", "replace").decode("utf-8")
-
-
-def _like_pattern(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
-def _phrase(text: str) -> str:
-    return '"' + text.replace('"', '""') + '"'
+__all__ = ["SCHEMA_VERSION", "STORE_FORMAT", "SQLiteStore", "searchable_text"]
 
 
 class SQLiteStore:
@@ -194,7 +110,7 @@ class SQLiteStore:
             conn = self._raw_connect(tmp, readonly=False)
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
-                conn.executescript(_SCHEMA)
+                conn.executescript(SCHEMA)
                 kind = self._create_text_index(conn)
                 conn.execute(
                     "INSERT INTO schema_version VALUES (?, ?, ?, ?)",
@@ -237,10 +153,10 @@ class SQLiteStore:
             raise StoreError(f"{p} is a directory, not a trajectory store")
         try:
             with open(p, "rb") as f:
-                head = f.read(len(_SQLITE_MAGIC))
+                head = f.read(len(SQLITE_MAGIC))
         except OSError as e:
             raise StoreError(f"cannot read {p}: {e.strerror}") from None
-        if head != _SQLITE_MAGIC:
+        if head != SQLITE_MAGIC:
             raise StoreError(f"{p} is not a Sparring trajectory store (not an SQLite database)")
         try:
             conn = self._raw_connect(p, readonly=True)
@@ -269,7 +185,7 @@ class SQLiteStore:
         try:
             (version,) = conn.execute("SELECT version FROM schema_version").fetchone()
             if int(version) < 2:
-                for stmt in filter(str.strip, _FLAGS_SCHEMA.split(";")):
+                for stmt in filter(str.strip, V2_SCHEMA.split(";")):
                     conn.execute(stmt)
                 conn.execute(
                     "CREATE INDEX IF NOT EXISTS ix_traj_newest ON trajectories(created_at DESC, seq DESC)"
@@ -366,7 +282,7 @@ class SQLiteStore:
     def _put_in(
         self, conn: sqlite3.Connection, traj: Trajectory, row: tuple[Any, ...], record: str, body: str
     ) -> None:
-        conn.execute(_UPSERT, row)
+        conn.execute(UPSERT, row)
         (seq,) = conn.execute("SELECT seq FROM trajectories WHERE id = ?", (traj.id,)).fetchone()
         conn.execute("INSERT OR REPLACE INTO traj_records(seq, record) VALUES (?, ?)", (seq, record))
         conn.execute("DELETE FROM traj_text WHERE rowid = ?", (seq,))
@@ -393,8 +309,8 @@ class SQLiteStore:
     def statuses(self, ids: list[str]) -> dict[str, tuple[str, int]]:
         """``{id: (status, attempts)}`` of those ``ids`` that are stored (for resuming a run)."""
         out: dict[str, tuple[str, int]] = {}
-        for i in range(0, len(ids), _BATCH_MAX):
-            chunk = ids[i : i + _BATCH_MAX]
+        for i in range(0, len(ids), BATCH_MAX):
+            chunk = ids[i : i + BATCH_MAX]
             with self._read() as conn:
                 for tid, status, attempts in conn.execute(
                     f"SELECT id, status, attempts FROM trajectories WHERE id IN ({', '.join('?' * len(chunk))})",
@@ -453,12 +369,12 @@ class SQLiteStore:
         """
         if self.text_index == "fts5-trigram" and len(text) >= 3:
             (joined,) = conn.execute(
-                "SELECT group_concat(rowid) FROM traj_text WHERE traj_text MATCH ?", (_phrase(text),)
+                "SELECT group_concat(rowid) FROM traj_text WHERE traj_text MATCH ?", (phrase(text),)
             ).fetchone()
             joined = joined or ""
             params.append(f"[{joined}]")
             return "t.seq IN (SELECT value FROM json_each(?))", (joined.count(",") + 1 if joined else 0)
-        params.append(_like_pattern(text))
+        params.append(like_pattern(text))
         return "t.seq IN (SELECT rowid FROM traj_text WHERE body LIKE ? ESCAPE '\\')", None
 
     def _page_seqs(
@@ -466,7 +382,7 @@ class SQLiteStore:
     ) -> list[int]:
         # Many text matches: walk the newest-first index and stop after the page, instead of
         # sorting every match (the planner cannot know how many ids the JSON array holds).
-        hint = " INDEXED BY ix_traj_newest" if n_text is not None and n_text > _WALK_INDEX_ABOVE else ""
+        hint = " INDEXED BY ix_traj_newest" if n_text is not None and n_text > WALK_INDEX_ABOVE else ""
         sql = (
             f"SELECT t.seq FROM trajectories AS t{hint}{where} "
             "ORDER BY t.created_at DESC, t.seq DESC LIMIT ? OFFSET ?"
@@ -481,8 +397,8 @@ class SQLiteStore:
     def _records(self, conn: sqlite3.Connection, seqs: list[int]) -> dict[int, str]:
         """Records by seq, fetched only for the rows asked for (never for every match)."""
         out: dict[int, str] = {}
-        for i in range(0, len(seqs), _BATCH_MAX):
-            chunk = seqs[i : i + _BATCH_MAX]
+        for i in range(0, len(seqs), BATCH_MAX):
+            chunk = seqs[i : i + BATCH_MAX]
             out.update(
                 conn.execute(
                     f"SELECT t.seq, {self._record} FROM trajectories AS t WHERE t.seq IN ({', '.join('?' * len(chunk))})",
@@ -512,7 +428,7 @@ class SQLiteStore:
         """Matches as of the call, in search order, loaded ``batch_size`` records at a time."""
         with self._read() as conn:
             seqs = self._matching_seqs(conn, query)
-        step = max(1, min(batch_size, _BATCH_MAX))
+        step = max(1, min(batch_size, BATCH_MAX))
         for i in range(0, len(seqs), step):
             chunk = seqs[i : i + step]
             with self._read() as conn:

@@ -1,0 +1,108 @@
+"""The records of a rollout run: its configuration, live counters and final summary."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from sparring.errors import ConfigError
+from sparring.rollout.episode import StageLimits
+from sparring.rollout.trajectory import Trajectory
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """How a rollout run uses its resources and treats faults."""
+
+    concurrency: int = 4
+    """Rollouts (and so agent sandboxes) in flight at once."""
+    model_concurrency: int | None = None
+    """Policy requests in flight at once (None: as many as rollouts)."""
+    judge_concurrency: int | None = None
+    """Judge runs at once (None: as many as rollouts, at most 2 per CPU: a local judge runs the
+    tests on this machine's CPUs, and hundreds at once only thrash them)."""
+    max_retries: int = 2
+    """Fresh-sandbox retries of an infrastructure fault, per sample and round."""
+    backoff_s: float = 0.05
+    """First retry delay; doubles per retry, capped by ``backoff_max_s``."""
+    backoff_max_s: float = 5.0
+    replay_rounds: int = 1
+    """Rounds of replay, after the run, of samples that ended in ``infra_error``."""
+    spares: int = 0
+    """Extra members started per group; the group is done at ``group_size`` trainable results."""
+    snapshot_every: int = 0
+    """Snapshot the sandbox every k steps so a retry continues from there (0: retries restart)."""
+    judge_retries: int = 1
+    max_steps: int | None = None
+    """Override the tasks' step budget."""
+    limits: StageLimits = field(default_factory=StageLimits)
+    drain_s: float = 30.0
+    """After a stop request, how long in-flight rollouts may take to finish before they are cancelled."""
+
+    def __post_init__(self) -> None:
+        for name in ("concurrency", "model_concurrency", "judge_concurrency"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ConfigError(f"{name} must be at least 1 (got {v})")
+        if self.max_retries < 0 or self.replay_rounds < 0 or self.spares < 0 or self.snapshot_every < 0:
+            raise ConfigError("max_retries, replay_rounds, spares and snapshot_every must be >= 0")
+
+
+@dataclass
+class SchedulerStats:
+    """Live counters (what the progress display shows)."""
+
+    requested: int = 0
+    in_flight: int = 0
+    judging: int = 0
+    done: int = 0
+    failed: int = 0
+    retried: int = 0
+    replayed: int = 0
+    resumed: int = 0
+    cancelled: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+    sandbox_ms: float = 0.0
+    """Time spent acquiring and releasing agent sandboxes (all samples)."""
+    store_ms: float = 0.0
+    """Time spent writing finished samples to the store (all samples)."""
+
+    @property
+    def per_minute(self) -> float:
+        dt = time.monotonic() - self.started_at
+        return 60.0 * (self.done - self.resumed) / dt if dt > 0 else 0.0
+
+
+@dataclass
+class RolloutSummary:
+    requested: int = 0
+    stored: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    retried: int = 0
+    reward_mean: float = 0.0
+    pass_rate: float = 0.0
+    seconds: float = 0.0
+    run_id: str = ""
+    resumed: int = 0
+    replayed: int = 0
+    cancelled_spares: int = 0
+    interrupted: bool = False
+    pending: int = 0
+    trajectories: list[Trajectory] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "requested": self.requested,
+            "stored": self.stored,
+            "statuses": self.statuses,
+            "retried": self.retried,
+            "reward_mean": round(self.reward_mean, 6),
+            "pass_rate": round(self.pass_rate, 6),
+            "seconds": round(self.seconds, 3),
+            "run_id": self.run_id,
+            "resumed": self.resumed,
+            "replayed": self.replayed,
+            "cancelled_spares": self.cancelled_spares,
+            "interrupted": self.interrupted,
+            "pending": self.pending,
+        }
