@@ -50,7 +50,9 @@ def make_canary(task: Task, out: Path) -> Task:
     spec = task.spec.model_copy(
         update={"id": f"{task.id}-canary", "judge": judge, "tags": [*task.spec.tags, CANARY_TAG]}
     )
-    return write_task(out, spec, workspace=ws, hidden=hidden, solution=dict[str, str | bytes](files), deleted=deleted)
+    return write_task(
+        out, spec, workspace=ws, hidden=hidden, solution=dict[str, str | bytes](files), deleted=deleted
+    )
 
 
 def is_canary(task: Task) -> bool:

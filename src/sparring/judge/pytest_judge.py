@@ -154,6 +154,7 @@ class PytestJudge:
             )
         if rep.forged:
             flags.append("forged_report")
+        flags += rep.audit_flags
         if not rep.done:
             if not EXPLAINS_EXIT.intersection(flags):
                 # Nothing the agent visibly did ends a process: the suite itself crashed (or the sandbox

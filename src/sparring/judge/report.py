@@ -35,6 +35,8 @@ class RunReport:
     durations: dict[str, float] = field(default_factory=dict)
     mismatched: list[str] = field(default_factory=list)
     """Tests whose report claimed a pass although the test function raised."""
+    audit_flags: list[str] = field(default_factory=list)
+    """Flags raised at runtime by the launcher's audit hook (what the candidate's code did)."""
     forged: int = 0
     """Lines with the marker that failed verification."""
 
@@ -82,6 +84,8 @@ def parse_frames(text: str, key: bytes) -> RunReport:
             rep.durations[tid] = float(obj.get("duration", 0.0))
             if obj.get("mismatch"):
                 rep.mismatched.append(tid)
+        elif kind == "audit":
+            rep.audit_flags.append(str(obj.get("flag")))
         elif kind == "done":
             rep.done = True
             rep.exitstatus = int(obj.get("exitstatus", -1))
