@@ -10,7 +10,6 @@ import pytest
 from sparring.tasks.loader import Task
 from tests_support import make_clamp_task
 
-
 @pytest.fixture(scope="session")
 def backend():
     if shutil.which("bwrap") is None:
