@@ -31,7 +31,7 @@ from sparring.errors import TaskError
 from sparring.judge import dynamic as dyn
 from sparring.judge.base import JudgeResult, JudgeRunError, judge_error_result
 from sparring.judge.hacks import static_flags
-from sparring.judge.report import parse_frames, split_ids
+from sparring.judge.report import asserting_tests, parse_frames, split_ids
 from sparring.judge.reward import components_from_tests, compose_reward, efficiency
 from sparring.judge.sandbox_runner import run_in_sandbox
 from sparring.judge.static import static_components
@@ -173,6 +173,16 @@ class PytestJudge:
             flags.append("results_mismatch")
         prefix = f"hidden/{EVAL_DIR}" if evaluating else "hidden"
         hidden = split_ids(rep.outcomes, prefix)
+        hidden_asserts = split_ids(rep.asserts, prefix)
+        must_assert = asserting_tests(task.hidden / EVAL_DIR if evaluating else task.hidden)
+        skipped = [t for t, v in hidden.items() if v == "passed" and t.split("[")[0] in must_assert
+                   and not hidden_asserts.get(t)]  # fmt: skip
+        if skipped:
+            # A test whose body asserts "passed" without running one assert: its code was swapped out.
+            flags.append("assertions_skipped")
+            for t in skipped:
+                hidden[t] = "failed"
+        metrics["asserts_passed"] = float(sum(hidden_asserts.values()))
         metrics["test_wall_s"] = round(run.pytest_wall_s, 4)
         if cfg.split == "eval":
             metrics["eval_split"] = 1.0 if evaluating else 0.0

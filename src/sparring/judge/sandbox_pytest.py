@@ -76,6 +76,7 @@ class Reporter:
         self._stdlib = os.path.dirname(os.__file__) + "/"
         self._in_hook = False
         self._audit_flags: set[str] = set()
+        self._asserts: dict[str, int] = {}
 
     def audit(self, event: str, args: tuple[Any, ...]) -> None:
         """An audit hook (it cannot be removed once added): flags what the candidate's code does at runtime."""
@@ -140,6 +141,9 @@ class Reporter:
         self._raised[item.nodeid] = None
         return res
 
+    def pytest_assertion_pass(self, item: Any, lineno: int, orig: str, expl: str) -> None:
+        self._asserts[item.nodeid] = self._asserts.get(item.nodeid, 0) + 1
+
     def pytest_runtest_logreport(self, report: Any) -> None:
         tid = report.nodeid
         xfail = hasattr(report, "wasxfail")
@@ -165,6 +169,7 @@ class Reporter:
                 outcome = "error"
             frame: dict[str, Any] = {"kind": "test", "id": tid, "outcome": outcome}
             frame["duration"] = round(self._dur.get(tid, 0.0), 6)
+            frame["asserts"] = self._asserts.get(tid, 0)
             if tid in self._mismatch:
                 frame["mismatch"] = True
             self.emit(frame)
