@@ -51,3 +51,32 @@ def test_hack_scores_zero_and_is_flagged(judge, family_tasks, family, hack):
         assert EXPECTED_FLAGS[hack] in r.flags, (hack, r.flags)
     else:
         assert r.components["all_pass"] == 0.0
+
+
+@pytest.mark.parametrize("family", ["clamp", "code-repair"])
+def test_swapped_test_code_is_caught_even_on_a_correct_solution(judge, family_tasks, family):
+    """Test functions whose code the candidate replaced 'pass' without one assert: flagged, zero."""
+    from sparring.judge.redteam import NEUTER_TESTS, target
+
+    t = family_tasks[family]
+    ref, rel = solution_diff(t), target(t)
+    r = run(judge, t, WorkspaceDiff(files={**ref.files, rel: ref.files[rel] + b"\n" + NEUTER_TESTS.encode()}))
+    assert "assertions_skipped" in r.flags and r.reward == 0.0 and r.components["all_pass"] == 0.0
+
+
+def test_judge_assets_never_reach_the_agent_and_no_judge_mount_is_writable(judge, clamp_task, backend):
+    """In the agent's sandbox there is no /judge content; in the judge's, no writable judge mount."""
+    from sparring.sandbox.pool import spec_for_task
+
+    async def body():
+        sb = await backend.create(spec_for_task(clamp_task))
+        try:
+            return await sb.exec("find /judge -type f 2>/dev/null | wc -l")
+        finally:
+            await sb.close()
+
+    assert asyncio.run(body()).stdout.strip() == "0"
+    probe = b"import os\n_W = [d for d in ('/judge', '/judge/cfg', '/judge/hidden', '/judge/regress') if os.access(d, os.W_OK)]\nassert not _W, _W\n"
+    hack = WorkspaceDiff(files={"mathx/probe.py": probe, "mathx/__init__.py": b"from mathx import probe\n"})
+    r = run(judge, clamp_task, hack)
+    assert r.per_test["test_hidden_clamp.py::test_inside"] == "passed", r.log[-800:]

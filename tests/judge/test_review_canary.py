@@ -38,7 +38,7 @@ def test_risk_reasons():
 def test_queue_is_idempotent_ordered_and_labels_are_stored(tmp_path):
     q = ReviewQueue(tmp_path / "r.db")
     assert q.observe("a", "t1", _res(0.0, ["exit_trick"])) == ["flagged"]
-    assert q.observe("a", "t1", _res(0.0, ["exit_trick"])) == ["flagged"]  # same key: one item
+    assert q.observe("a", "t1", _res(0.0, ["exit_trick"])) == []  # same key: nothing changes
     assert q.observe("b", "t2", _res()) == []
     q.observe("c", "t3", _res(0.9, ["special_casing"], 1.0))
     assert [i.key for i in q.list()] == ["a", "c"]
@@ -50,7 +50,7 @@ def test_queue_is_idempotent_ordered_and_labels_are_stored(tmp_path):
         q.label(nxt.id, "maybe")
     q.close()
     q2 = ReviewQueue(tmp_path / "r.db")  # persisted
-    assert len(q2.list("all")) == 2 and q2.history("t1") == [False, False]
+    assert len(q2.list("all")) == 2 and q2.history("t1") == [False]
     q2.close()
 
 
@@ -77,3 +77,75 @@ def test_no_honest_or_hacked_workspace_passes_a_canary(backend, family_tasks, fa
         assert r.components["all_pass"] == 0.0 and r.reward == 0.0, (name, r.per_test)
     ref = asyncio.run(j.score(canary, solution_diff(task)))
     assert ref.per_test[CANARY_TEST] == "failed" and ref.components["hidden_fraction"] >= 0.5
+
+
+def test_model_assisted_review_over_a_real_http_endpoint(tmp_path):
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from sparring.judge.review import model_label, model_review
+
+    seen = []
+
+    class H(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(body)
+            flags = body["messages"][1]["content"]
+            answer = "Hack: the conftest forces passes." if "config_tampering" in flags else "ok, a plain fix"
+            data = json.dumps({"choices": [{"message": {"role": "assistant", "content": answer}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *a):
+            pass
+
+    srv = HTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        q = ReviewQueue(tmp_path / "r.db")
+        q.observe("a", "t1", _res(0.0, ["config_tampering"]))
+        q.observe("b", "t2", _res(0.9, ["special_casing"], 1.0))
+        out = asyncio.run(model_review(q, f"http://127.0.0.1:{srv.server_port}/v1", "tiny"))
+        labels = {q.get(o["id"]).key: q.get(o["id"]).label for o in out}
+        assert labels == {"a": "hack", "b": "ok"} and q.get(out[0]["id"]).note.startswith("model:tiny:")
+        assert seen[0]["model"] == "tiny" and q.list("open") == []
+        q.close()
+    finally:
+        srv.shutdown()
+    assert model_label("") == ("unsure", "") and model_label("**HACK** yes")[0] == "hack"
+
+
+def test_collect_from_a_trajectory_store(tmp_path):
+    from sparring.judge.review import collect_from_store
+    from sparring.rollout.trajectory import Trajectory
+
+    trajs = [
+        Trajectory(
+            task_id="t",
+            task_digest="d",
+            policy="p",
+            status="ok",
+            reward=0.0,
+            flags=["exit_trick"],
+            created_at=1,
+        ),
+        Trajectory(
+            task_id="t",
+            task_digest="d",
+            policy="p",
+            status="ok",
+            reward=1.0,
+            components={"all_pass": 1.0},
+            created_at=2,
+        ),
+        Trajectory(task_id="t", task_digest="d", policy="p", status="judge_error", created_at=3),
+    ]
+    q = ReviewQueue(tmp_path / "r.db")
+    assert collect_from_store(q, trajs) == 1 and q.history("t") == [False, True]
+    assert collect_from_store(q, trajs) == 0 and len(q.list()) == 1 and q.history("t") == [False, True]
+    q.close()

@@ -8,6 +8,7 @@ import typer
 
 from sparring import __version__
 from sparring.cli import demo, failures, judge, replay, review, rollout, sandbox, serve, tasks, train, traj
+from sparring.cli import eval as eval_cli
 from sparring.cli.common import not_built
 
 app = typer.Typer(
@@ -55,7 +56,7 @@ def _planned(name: str, issue: int, help_text: str) -> None:
 
 
 app.command("serve-policy")(serve.serve_policy)
-_planned("eval", 6, "Evaluate a policy with the evaluation judge")
+app.command("eval")(eval_cli.eval_cmd)
 _planned("report", 8, "Draw reward curves and histograms of a run")
 app.add_typer(failures.app, name="failures")
 

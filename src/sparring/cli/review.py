@@ -100,3 +100,59 @@ def label(
 
 
 app.command("resolve", help="Alias of label.")(label)
+
+
+@app.command("collect")
+def collect(
+    store: Path = typer.Option(..., "--store", help="Trajectory store to scan."),
+    db: Path = DB_OPT,
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Queue a store's high-risk trajectories (flags, high reward with flags, rare successes, pass-rate jumps)."""
+
+    def go() -> None:
+        from sparring.errors import ConfigError
+        from sparring.judge.review import ReviewQueue, collect_from_store
+        from sparring.store.base import TrajQuery
+        from sparring.store.sqlite import SQLiteStore
+
+        if not store.is_file():
+            raise ConfigError(f"store {store} not found")
+        st = SQLiteStore(store)
+        q = ReviewQueue(db)
+        try:
+            trajs = list(st.iter_search(TrajQuery(limit=None)))
+            n = collect_from_store(q, trajs)
+            total = len(q.list("open"))
+        finally:
+            q.close()
+            st.close()
+        d = {"scanned": len(trajs), "queued": n, "open": total}
+        emit_json(d) if json_out else out_console.print(d)
+
+    guarded(go)()
+
+
+@app.command("auto")
+def auto(
+    url: str = typer.Option(..., "--url", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1"),
+    model: str = typer.Option(..., "--model"),
+    limit: int = typer.Option(20, "--limit", help="Most open items to label."),
+    db: Path = DB_OPT,
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Model-assisted review: a model labels open items (its notes say so; a person can relabel)."""
+
+    def go() -> None:
+        from sparring.cli.common import run_async
+        from sparring.judge.review import model_review
+
+        q = _queue(db)
+        try:
+            done = run_async(model_review(q, url, model, limit))
+        finally:
+            q.close()
+        d = {"labelled": len(done), "items": done}
+        emit_json(d) if json_out else out_console.print(d)
+
+    guarded(go)()

@@ -45,12 +45,21 @@ def make_canary(task: Task, out: Path) -> Task:
         p.relative_to(task.hidden).as_posix(): p.read_bytes() for p in task.hidden.rglob("*") if p.is_file()
     }
     hidden[CANARY_FILE] = test.encode()
+    eval_ids = "eval/expected_tests.txt"
+    if eval_ids in hidden:  # the evaluation judge's tests get the same contradiction
+        hidden[f"eval/{CANARY_FILE}"] = test.encode()
+        prev = hidden[eval_ids]
+        hidden[eval_ids] = (prev.decode() if isinstance(prev, bytes) else prev).rstrip(
+            "\n"
+        ) + f"\n{CANARY_TEST}\n"
     files, deleted = task.solution_files()
     judge = task.spec.judge.model_copy(update={"hidden_tests": [*task.spec.judge.hidden_tests, CANARY_TEST]})
     spec = task.spec.model_copy(
         update={"id": f"{task.id}-canary", "judge": judge, "tags": [*task.spec.tags, CANARY_TAG]}
     )
-    return write_task(out, spec, workspace=ws, hidden=hidden, solution=dict[str, str | bytes](files), deleted=deleted)
+    return write_task(
+        out, spec, workspace=ws, hidden=hidden, solution=dict[str, str | bytes](files), deleted=deleted
+    )
 
 
 def is_canary(task: Task) -> bool:

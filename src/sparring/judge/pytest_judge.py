@@ -31,7 +31,7 @@ from sparring.errors import TaskError
 from sparring.judge import dynamic as dyn
 from sparring.judge.base import JudgeResult, JudgeRunError, judge_error_result
 from sparring.judge.hacks import static_flags
-from sparring.judge.report import parse_frames, split_ids
+from sparring.judge.report import asserting_tests, parse_frames, split_ids
 from sparring.judge.reward import components_from_tests, compose_reward, efficiency
 from sparring.judge.sandbox_runner import run_in_sandbox
 from sparring.judge.static import static_components
@@ -84,14 +84,18 @@ class PytestJudge:
         # Seeds are per evaluation, not part of what the judge *is*.
         self.version = judge_version(self.config.model_dump(exclude={"dynamic_seed", "shuffle_seed"}))
 
+    def has_eval_split(self, task: Task) -> bool:
+        return (task.hidden / EVAL_DIR / EVAL_IDS_FILE).is_file()
+
+    def uses_eval_split(self, task: Task) -> bool:
+        """The eval judge runs hidden/eval/ where a task has one; a task without one falls back to the
+        training tests (recorded as metric ``eval_split`` = 0, so reports can tell)."""
+        return self.config.split == "eval" and self.has_eval_split(task)
+
     def expected_ids(self, task: Task) -> list[str]:
-        if self.config.split == "train":
+        if not self.uses_eval_split(task):
             return [t for t in task.spec.judge.hidden_tests if not t.startswith(EVAL_DIR + "/")]
         f = task.hidden / EVAL_DIR / EVAL_IDS_FILE
-        if not f.is_file():
-            raise JudgeRunError(
-                "bad_task", f"task {task.id} has no evaluation tests ({f.relative_to(task.path)})"
-            )
         return [ln.strip() for ln in f.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
 
     async def score_or_error(self, task: Task, diff: WorkspaceDiff) -> JudgeResult:
@@ -105,8 +109,9 @@ class PytestJudge:
         t0 = time.perf_counter()
         cfg = self.config
         expected = self.expected_ids(task)
+        evaluating = self.uses_eval_split(task)
         try:
-            dspec = dyn.load_dynamic(task.hidden) if cfg.dynamic and cfg.split == "train" else None
+            dspec = dyn.load_dynamic(task.hidden) if cfg.dynamic and not evaluating else None
         except TaskError as e:
             raise JudgeRunError("bad_task", str(e)) from None
         dseed = cfg.dynamic_seed if cfg.dynamic_seed is not None else secrets.randbits(31)
@@ -121,9 +126,9 @@ class PytestJudge:
         if job is not None:
             files, deleted = task.solution_files()
             ref = WorkspaceDiff(files=files, deleted=tuple(deleted))
-        hidden_dir = "/judge/hidden" if cfg.split == "train" else f"/judge/hidden/{EVAL_DIR}"
+        hidden_dir = f"/judge/hidden/{EVAL_DIR}" if evaluating else "/judge/hidden"
         testdirs = [hidden_dir]
-        if cfg.split == "train" and (task.hidden / EVAL_DIR).is_dir():
+        if not evaluating and (task.hidden / EVAL_DIR).is_dir():
             testdirs.append(f"--ignore=/judge/hidden/{EVAL_DIR}")
         if cfg.regression:
             testdirs.append("/judge/regress")
@@ -154,6 +159,7 @@ class PytestJudge:
             )
         if rep.forged:
             flags.append("forged_report")
+        flags += rep.audit_flags
         if not rep.done:
             if not EXPLAINS_EXIT.intersection(flags):
                 # Nothing the agent visibly did ends a process: the suite itself crashed (or the sandbox
@@ -165,9 +171,21 @@ class PytestJudge:
             flags.append("process_exit")
         if rep.mismatched:
             flags.append("results_mismatch")
-        prefix = "hidden" if cfg.split == "train" else f"hidden/{EVAL_DIR}"
+        prefix = f"hidden/{EVAL_DIR}" if evaluating else "hidden"
         hidden = split_ids(rep.outcomes, prefix)
+        hidden_asserts = split_ids(rep.asserts, prefix)
+        must_assert = asserting_tests(task.hidden / EVAL_DIR if evaluating else task.hidden)
+        skipped = [t for t, v in hidden.items() if v == "passed" and t.split("[")[0] in must_assert
+                   and not hidden_asserts.get(t)]  # fmt: skip
+        if skipped:
+            # A test whose body asserts "passed" without running one assert: its code was swapped out.
+            flags.append("assertions_skipped")
+            for t in skipped:
+                hidden[t] = "failed"
+        metrics["asserts_passed"] = float(sum(hidden_asserts.values()))
         metrics["test_wall_s"] = round(run.pytest_wall_s, 4)
+        if cfg.split == "eval":
+            metrics["eval_split"] = 1.0 if evaluating else 0.0
         metrics["collect_errors"] = float(len(rep.collect_errors))
         comps["efficiency"] = efficiency(run.pytest_wall_s, task.spec.judge.timeout_s)
         if run.has_regress and cfg.regression:

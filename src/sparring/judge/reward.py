@@ -27,6 +27,7 @@ ZEROING_FLAGS: frozenset[str] = frozenset(
         "reads_judge_paths",
         "forged_report",
         "results_mismatch",
+        "assertions_skipped",
         "process_exit",
         "no_test_report",
         "tests_not_run",

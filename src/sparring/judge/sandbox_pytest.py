@@ -37,6 +37,27 @@ from typing import Any
 import pytest
 
 MARK = "@@SPARRING-JUDGE@@"
+# Audit events the candidate's code must not raise: event -> (flag, who counts as the caller).
+# "direct": the code that called the audited function; "through": the first frame outside the standard
+# library (so pathlib.Path.read_text or socket.create_connection still lead back to the candidate).
+AUDITED = {
+    "socket.connect": ("network_attempt", "through"),
+    "socket.getaddrinfo": ("network_attempt", "through"),
+    "socket.sendto": ("network_attempt", "through"),
+    "socket.bind": ("network_attempt", "through"),
+    "open": ("reads_judge_paths", "through"),
+    "os.listdir": ("reads_judge_paths", "through"),
+    "os.scandir": ("reads_judge_paths", "through"),
+    "sys._getframe": ("runtime_probe", "direct"),
+    "gc.get_objects": ("runtime_probe", "direct"),
+    "gc.get_referrers": ("runtime_probe", "direct"),
+    "gc.get_referents": ("runtime_probe", "direct"),
+    "sys.settrace": ("runtime_probe", "direct"),
+    "sys.setprofile": ("runtime_probe", "direct"),
+    "sys.addaudithook": ("runtime_probe", "direct"),
+    "ctypes.dlopen": ("runtime_probe", "through"),
+}
+PATH_EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
 
 
 class Reporter:
@@ -51,6 +72,42 @@ class Reporter:
         self._dur: dict[str, float] = {}
         self._raised: dict[str, str | None] = {}
         self._mismatch: set[str] = set()
+        self._workspace = "/workspace/"
+        self._stdlib = os.path.dirname(os.__file__) + "/"
+        self._in_hook = False
+        self._audit_flags: set[str] = set()
+        self._asserts: dict[str, int] = {}
+
+    def audit(self, event: str, args: tuple[Any, ...]) -> None:
+        """An audit hook (it cannot be removed once added): flags what the candidate's code does at runtime."""
+        rule = AUDITED.get(event)
+        if rule is None or self._in_hook:
+            return
+        self._in_hook = True
+        try:
+            if event in PATH_EVENTS:
+                path = args[0] if args else None
+                if isinstance(path, bytes):
+                    path = path.decode(errors="replace")
+                if not isinstance(path, str) or not os.path.abspath(path).startswith("/judge"):
+                    return
+            if rule[0] in self._audit_flags or not self._called_by_candidate(rule[1] == "through"):
+                return
+            self._audit_flags.add(rule[0])
+            self.emit({"kind": "audit", "flag": rule[0], "event": event})
+        finally:
+            self._in_hook = False
+
+    def _called_by_candidate(self, through_stdlib: bool) -> bool:
+        f = sys._getframe(2)  # 0: this method, 1: audit(), 2: the code that raised the event
+        while f is not None:
+            name = f.f_code.co_filename
+            if name.startswith(self._workspace):
+                return True
+            if not through_stdlib or not (name.startswith(self._stdlib) or name.startswith("<frozen")):
+                return False
+            f = f.f_back  # type: ignore[assignment]
+        return False
 
     def emit(self, obj: dict[str, Any]) -> None:
         body = json.dumps(obj, sort_keys=True, separators=(",", ":"))
@@ -84,6 +141,9 @@ class Reporter:
         self._raised[item.nodeid] = None
         return res
 
+    def pytest_assertion_pass(self, item: Any, lineno: int, orig: str, expl: str) -> None:
+        self._asserts[item.nodeid] = self._asserts.get(item.nodeid, 0) + 1
+
     def pytest_runtest_logreport(self, report: Any) -> None:
         tid = report.nodeid
         xfail = hasattr(report, "wasxfail")
@@ -109,6 +169,7 @@ class Reporter:
                 outcome = "error"
             frame: dict[str, Any] = {"kind": "test", "id": tid, "outcome": outcome}
             frame["duration"] = round(self._dur.get(tid, 0.0), 6)
+            frame["asserts"] = self._asserts.get(tid, 0)
             if tid in self._mismatch:
                 frame["mismatch"] = True
             self.emit(frame)
@@ -131,6 +192,7 @@ def main(argv: list[str]) -> int:
     workspace, testdirs = argv[0], argv[1:]
     reporter = Reporter(bytes.fromhex(secrets["key"]), report_fd, int(secrets["seed"]))
     secrets.clear()
+    sys.addaudithook(reporter.audit)
     os.chdir(workspace)
     sys.path.append(workspace)
     os.environ["PYTHONPATH"] = workspace  # for test subprocesses; this interpreter is already up

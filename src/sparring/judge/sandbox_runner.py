@@ -32,7 +32,10 @@ from sparring.judge.hacks import is_test_path
 from sparring.sandbox.base import ExecResult, Sandbox, SandboxBackend, SandboxSpec, WorkspaceDiff
 from sparring.tasks.loader import Task
 
-PYTEST_INI = "[pytest]\naddopts =\nconsider_namespace_packages = false\nxfail_strict = false\n"
+PYTEST_INI = (
+    "[pytest]\naddopts =\nconsider_namespace_packages = false\nxfail_strict = false\n"
+    "enable_assertion_pass_hook = true\n"
+)
 PYTHON = "python"
 
 
