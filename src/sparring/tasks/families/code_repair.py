@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from sparring.errors import ConfigError, TaskError
+from sparring.tasks.environment import pinned_requirements
 from sparring.tasks.families.code_repair_sources import BaseSource, load_bases
 from sparring.tasks.families.code_repair_sources.mutations import (
     DIFFICULTY,
@@ -46,7 +47,7 @@ from sparring.tasks.families.code_repair_sources.mutations import (
     normalise,
 )
 from sparring.tasks.loader import Task, write_task
-from sparring.tasks.spec import JudgeSpec, Provenance, TaskSpec
+from sparring.tasks.spec import Environment, JudgeSpec, Provenance, TaskSpec
 
 VERSION = "1"
 GENERATOR = f"{FAMILY}/{VERSION}"
@@ -467,6 +468,7 @@ def _spec(c: Candidate, test_ids: tuple[str, ...], sub_seed: int) -> TaskSpec:
             "difficulty": DIFFICULTY[m.kind],
             "tags": [m.kind, src.name],
             "provenance": Provenance(generator=GENERATOR, seed=sub_seed, source=src.name),
+            "environment": Environment(requirements=pinned_requirements()),
         }
     )
 
