@@ -257,6 +257,32 @@ def import_cmd(
         err_console.print(f"imported {len(tasks)} tasks to {out}")
 
 
+@app.command("bench")
+@guarded
+def bench(
+    n: int = typer.Option(12, "--n", min=1, help="Tasks to generate and check."),
+    families: str = typer.Option(
+        "data-analysis,function-impl,code-repair", "--families", help="Comma-separated."
+    ),
+    concurrency: int = typer.Option(2, "--concurrency", min=1),
+    repeats: int = typer.Option(5, "--repeats", min=1),
+    seed: int = typer.Option(0, "--seed"),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Benchmark admission throughput (tasks checked per minute) on a generated mixed sample."""
+    from sparring.tasks.bench import run_admission_bench
+
+    fams = [f.strip() for f in families.split(",") if f.strip()]
+    if not fams:
+        raise ConfigError("--families names no family")
+    with err_console.status(f"generating and checking {n} tasks"):
+        res = run_async(run_admission_bench(n, fams, concurrency, repeats, seed))
+    if json_out:
+        emit_json(res)
+    else:
+        out_console.print_json(data=res)
+
+
 @app.command("regress")
 @guarded
 def regress_cmd(
