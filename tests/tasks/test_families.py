@@ -86,3 +86,23 @@ def test_library_of_a_thousand_distinct_tasks_is_cheap_to_generate(tmp_path: Pat
     # The full >= 1,000 admitted count is a command (see the README); here: distinct digests at scale.
     tasks = generate("data-analysis", 400, 0, tmp_path / "da")
     assert len({t.digest for t in tasks}) == 400 == len(find_tasks(tmp_path / "da"))
+
+
+def test_code_repair_validation_runs_inside_a_sandbox(tmp_path: Path) -> None:
+    from sparring.tasks.families.code_repair import SuiteJob, run_suites
+
+    marker = tmp_path / "touched"
+    tests = (
+        "import os\n\n\n"
+        f"def test_writes_host_file():\n    open({str(marker)!r}, 'w').write('x')\n\n\n"
+        f"def test_host_dir_invisible():\n    assert not os.path.exists({str(tmp_path)!r})\n\n\n"
+        "def test_sparring_not_importable():\n    import importlib.util\n"
+        "    assert importlib.util.find_spec('sparring') is None\n"
+    )
+    (out,) = run_suites([SuiteJob({"pkg/__init__.py": ""}, "test_x.py", tests)])
+    assert out == {
+        "test_x.py::test_writes_host_file": "failed",
+        "test_x.py::test_host_dir_invisible": "passed",
+        "test_x.py::test_sparring_not_importable": "passed",
+    }
+    assert not marker.exists()
