@@ -89,3 +89,54 @@ def test_executable_bit_is_part_of_the_digest(clamp_task, tmp_path):
     d = _copy(clamp_task.path, tmp_path / "x")
     (d / "workspace" / "mathx" / "core.py").chmod(0o755)
     assert load_task(d).digest != clamp_task.digest
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
+_IDS = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,30}", fullmatch=True)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    task_id=_IDS,
+    version=st.integers(1, 10**6),
+    instruction=_TEXT,
+    success=_TEXT,
+    difficulty=st.integers(0, 10),
+    tags=st.lists(_TEXT, max_size=4),
+    memory=st.integers(32, 1 << 16),
+    files=st.dictionaries(
+        st.from_regex(r"[a-z]{1,8}(/[a-z]{1,8})?\.py", fullmatch=True), st.binary(max_size=64), max_size=4
+    ),
+)
+def test_written_specs_load_back_identically_and_digests_are_stable(
+    tmp_path_factory, task_id, version, instruction, success, difficulty, tags, memory, files
+):
+    from sparring.tasks.loader import write_task
+    from sparring.tasks.spec import Limits, TaskSpec
+
+    spec = TaskSpec(id=task_id, version=version, family="f", instruction=instruction, success_criteria=success,
+                    difficulty=difficulty, tags=tags, limits=Limits(memory_mb=memory))  # fmt: skip
+    files = {
+        k: v
+        for k, v in files.items()
+        if not any(o != k and o.startswith(k.removesuffix(".py") + "/") for o in files)
+    }
+    root = tmp_path_factory.mktemp("h")
+    a = write_task(root / "a", spec, dict(files), {}, {})
+    b = write_task(root / "b", spec, dict(files), {}, {})
+    assert a.spec == load_task(a.path).spec and a.spec.model_dump(
+        exclude={"workspace_digest"}
+    ) == spec.model_dump(exclude={"workspace_digest"})
+    assert a.digest == b.digest == load_task(a.path).digest
+
+
+@settings(max_examples=60, deadline=None)
+@given(content=st.text(max_size=300))
+def test_any_task_toml_either_loads_or_raises_task_error(tmp_path_factory, content):
+    d = tmp_path_factory.mktemp("g")
+    (d / "workspace").mkdir()
+    (d / "task.toml").write_text(content)
+    try:
+        load_task(d)
+    except TaskError as e:
+        assert "\n" not in str(e).strip()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from sparring.cli.common import JSON_OPT, emit_json, err_console, guarded, not_built, out_console, run_async
+from sparring.cli.common import JSON_OPT, emit_json, err_console, guarded, out_console, run_async
 from sparring.errors import ConfigError, TaskError
 
 app = typer.Typer(help="Task library: generate families, admission checks, listing.", no_args_is_help=True)
@@ -122,46 +122,112 @@ def _judges(environment: str):  # type: ignore[no-untyped-def]
     return Judges()
 
 
+LIBRARY_OPT = typer.Option(
+    None, "--library", help="Task library directory (default: $SPARRING_TASK_LIBRARY or ./task-library)."
+)
+
+
+def _row(t) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    from sparring.tasks.check import load_admission
+
+    adm = load_admission(t)
+    return {
+        "id": t.id,
+        "version": t.spec.version,
+        "family": t.spec.family,
+        "difficulty": t.spec.difficulty,
+        "digest": t.digest,
+        "admitted": None if adm is None else bool(adm.get("ok")),
+        "path": str(t.path),
+    }
+
+
 @app.command("list")
 @guarded
-def list_cmd(path: Path = typer.Argument(..., help="Directory of tasks."), json_out: bool = JSON_OPT) -> None:
-    """List the tasks under PATH."""
+def list_cmd(
+    path: Path | None = typer.Argument(None, help="A directory of tasks (default: the task library)."),
+    library: Path | None = LIBRARY_OPT,
+    json_out: bool = JSON_OPT,
+) -> None:
+    """List tasks (every version side by side) with their digest, difficulty and admission status."""
     from sparring.tasks.loader import find_tasks
+    from sparring.tasks.registry import Registry, default_library
 
-    tasks = find_tasks(path)
-    rows = [
-        {
-            "id": t.id,
-            "version": t.spec.version,
-            "family": t.spec.family,
-            "difficulty": t.spec.difficulty,
-            "digest": t.digest,
-        }
-        for t in tasks
-    ]
+    if path is not None:
+        tasks = find_tasks(path)
+    else:
+        reg = Registry(library or default_library())
+        if not reg.root.is_dir():
+            raise TaskError(f"task library {reg.root} does not exist (add tasks with `sparring tasks add`)")
+        tasks = reg.tasks()
+    rows = [_row(t) for t in tasks]
     if json_out:
         emit_json({"total": len(rows), "tasks": rows})
     else:
         from rich.table import Table
 
-        tb = Table("id", "version", "family", "difficulty", "digest")
+        tb = Table("id", "version", "family", "difficulty", "admitted", "digest")
         for r in rows:
-            tb.add_row(r["id"], str(r["version"]), r["family"], str(r["difficulty"]), r["digest"][:19])
+            adm = {None: "-", True: "yes", False: "no"}[r["admitted"]]
+            tb.add_row(r["id"], str(r["version"]), r["family"], str(r["difficulty"]), adm, r["digest"][:19])
         out_console.print(tb)
 
 
 @app.command("show")
 @guarded
-def show(path: Path = typer.Argument(..., help="A task directory."), json_out: bool = JSON_OPT) -> None:
-    """Show one task's spec and digest."""
-    from sparring.tasks.loader import load_task
+def show(
+    ref: str = typer.Argument(
+        ..., help="A task directory, or id, id@version, digest or digest prefix in the library."
+    ),
+    library: Path | None = LIBRARY_OPT,
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Show one task: spec, digest, admission result and the versions the library holds."""
+    from sparring.tasks.check import load_admission
+    from sparring.tasks.loader import TASK_FILE, load_task
+    from sparring.tasks.registry import Registry, default_library
 
-    t = load_task(path)
-    d = {"digest": t.digest, "path": str(t.path), **t.spec.model_dump(mode="json")}
+    reg = Registry(library or default_library())
+    t = load_task(ref) if (Path(ref) / TASK_FILE).is_file() else reg.resolve(ref)
+    versions = (
+        [{"version": v.spec.version, "digest": v.digest} for v in reg.versions(t.id)]
+        if reg.root.is_dir()
+        else []
+    )
+    d = {
+        "digest": t.digest,
+        "path": str(t.path),
+        **t.spec.model_dump(mode="json"),
+        "admission": load_admission(t),
+        "versions": versions,
+    }
     if json_out:
         emit_json(d)
     else:
         out_console.print_json(data=d)
+
+
+@app.command("add")
+@guarded
+def add(
+    paths: list[Path] = typer.Argument(..., help="Task directories or directories of tasks."),
+    library: Path | None = LIBRARY_OPT,
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Add tasks to the library as new versions (a version's bytes never change; re-adding is a no-op)."""
+    from sparring.tasks.loader import find_tasks
+    from sparring.tasks.registry import Registry, default_library
+
+    tasks = []
+    for p in paths:
+        tasks += find_tasks(p)  # every task loads before anything is written
+    reg = Registry(library or default_library())
+    added, same = reg.add(tasks)
+    brief = [{"id": t.id, "version": t.spec.version, "digest": t.digest, "path": str(t.path)} for t in added]
+    if json_out:
+        emit_json({"library": str(reg.root), "added": brief, "unchanged": len(same)})
+    else:
+        err_console.print(f"added {len(added)} task versions to {reg.root} ({len(same)} already there)")
 
 
 @app.command("import")
@@ -191,8 +257,68 @@ def import_cmd(
         err_console.print(f"imported {len(tasks)} tasks to {out}")
 
 
-@app.command("regress", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command("bench")
 @guarded
-def regress() -> None:
-    """Re-run admitted tasks against the current environment and judge. Planned."""
-    not_built("tasks regress", 5)
+def bench(
+    n: int = typer.Option(12, "--n", min=1, help="Tasks to generate and check."),
+    families: str = typer.Option(
+        "data-analysis,function-impl,code-repair", "--families", help="Comma-separated."
+    ),
+    concurrency: int = typer.Option(2, "--concurrency", min=1),
+    repeats: int = typer.Option(5, "--repeats", min=1),
+    seed: int = typer.Option(0, "--seed"),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Benchmark admission throughput (tasks checked per minute) on a generated mixed sample."""
+    from sparring.tasks.bench import run_admission_bench
+
+    fams = [f.strip() for f in families.split(",") if f.strip()]
+    if not fams:
+        raise ConfigError("--families names no family")
+    with err_console.status(f"generating and checking {n} tasks"):
+        res = run_async(run_admission_bench(n, fams, concurrency, repeats, seed))
+    if json_out:
+        emit_json(res)
+    else:
+        out_console.print_json(data=res)
+
+
+@app.command("regress")
+@guarded
+def regress_cmd(
+    paths: list[Path] = typer.Argument(
+        None, help="Task directories or directories of tasks (default: the library)."
+    ),
+    library: Path | None = LIBRARY_OPT,
+    concurrency: int = typer.Option(2, "--concurrency", min=1),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Re-run every admitted task's reference and initial state; report tasks whose outcome changed (drift)."""
+    from sparring.tasks.environment import Judges
+    from sparring.tasks.loader import find_tasks
+    from sparring.tasks.registry import Registry, default_library
+    from sparring.tasks.regress import regress
+
+    if paths:
+        tasks = [t for p in paths for t in find_tasks(p)]
+    else:
+        reg = Registry(library or default_library())
+        if not reg.root.is_dir():
+            raise TaskError(f"task library {reg.root} does not exist (add tasks with `sparring tasks add`)")
+        tasks = reg.tasks()
+    with err_console.status(f"re-running {len(tasks)} tasks"):
+        drifts, skipped = run_async(regress(tasks, Judges(), concurrency=concurrency))
+    changed = [d.to_json() for d in drifts if d.changes]
+    if json_out:
+        emit_json({"checked": len(drifts), "changed": changed, "unchanged": len(drifts) - len(changed),
+                   "skipped": [t.id for t in skipped]})  # fmt: skip
+    else:
+        for c in changed:
+            out_console.print(f"[red]changed[/] {c['id']}@{c['version']}")
+            for line in c["changes"][:10]:
+                out_console.print(f"    {line}")
+        err_console.print(
+            f"{len(drifts)} admitted tasks re-run: {len(changed)} changed; {len(skipped)} skipped (not admitted)"
+        )
+    if changed:
+        raise typer.Exit(1)

@@ -96,7 +96,12 @@ def resolve(env: Environment) -> tuple[str, ...]:
 
 def pinned_requirements(names: tuple[str, ...] = ("pytest",)) -> list[str]:
     """Exact pins (with the dependency closure) of the installed versions: what generators write."""
-    return list(resolve(Environment(requirements=list(names))))
+    return list(_pinned(names))
+
+
+@functools.lru_cache(maxsize=16)
+def _pinned(names: tuple[str, ...]) -> tuple[str, ...]:
+    return resolve(Environment(requirements=list(names)))
 
 
 @dataclass(frozen=True)

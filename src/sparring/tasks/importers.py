@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparring.errors import ConfigError, TaskError
+from sparring.tasks.environment import pinned_requirements
 from sparring.tasks.loader import Task, write_task
-from sparring.tasks.spec import JudgeSpec, Provenance, TaskSpec
+from sparring.tasks.spec import Environment, JudgeSpec, Provenance, TaskSpec
 
 FAMILY = "function-impl"
 IMPORTER = "import/function-jsonl"
@@ -197,6 +198,7 @@ def function_task(
             "difficulty": difficulty,
             "tags": [FAMILY, *tags],
             "provenance": provenance,
+            "environment": Environment(requirements=pinned_requirements()),
         }
     )
     workspace: dict[str, str | bytes] = {

@@ -20,14 +20,13 @@ seed-defined order, and validity depends only on the candidate.
 from __future__ import annotations
 
 import ast
+import asyncio
 import hashlib
 import json
 import os
 import random
-import subprocess
-import sys
 import tempfile
-import xml.etree.ElementTree as ET
+import threading
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -36,6 +35,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from sparring.errors import ConfigError, TaskError
+from sparring.sandbox.base import WORKSPACE, SandboxSpec
+from sparring.sandbox.local import LocalBackend
+from sparring.tasks.environment import build_layer, pinned_requirements
 from sparring.tasks.families.code_repair_sources import BaseSource, load_bases
 from sparring.tasks.families.code_repair_sources.mutations import (
     DIFFICULTY,
@@ -46,7 +48,7 @@ from sparring.tasks.families.code_repair_sources.mutations import (
     normalise,
 )
 from sparring.tasks.loader import Task, write_task
-from sparring.tasks.spec import JudgeSpec, Provenance, TaskSpec
+from sparring.tasks.spec import Environment, JudgeSpec, Provenance, TaskSpec
 
 VERSION = "1"
 GENERATOR = f"{FAMILY}/{VERSION}"
@@ -126,9 +128,24 @@ def _run(job):
         time.sleep(0.005)
 
 
+def _outcomes(job, code):
+    import xml.etree.ElementTree as ET
+
+    if code not in (0, 1) or not os.path.isfile(job["junit"]):
+        return None
+    out = {}
+    for case in ET.parse(job["junit"]).getroot().iter("testcase"):
+        tags = {child.tag for child in case}
+        outcome = "failed" if tags & {"failure", "error"} else "skipped" if "skipped" in tags else "passed"
+        node_id = job["test_file"] + "::" + case.get("name")
+        if out.get(node_id, "passed") == "passed":
+            out[node_id] = outcome
+    return out
+
+
 with open(sys.argv[1]) as f:
     jobs = json.load(f)
-print(json.dumps([_run(job) for job in jobs]))
+print(json.dumps([_outcomes(job, _run(job)) for job in jobs]))
 """
 
 
@@ -179,38 +196,65 @@ def _write_tree(root: Path, files: dict[str, str]) -> None:
         p.write_text(text)
 
 
-def _junit_outcomes(path: Path, test_file: str) -> dict[str, str]:
-    """Test node id -> passed / failed / skipped, from a junit XML report."""
-    outcomes: dict[str, str] = {}
-    for case in ET.parse(path).getroot().iter("testcase"):
-        tags = {child.tag for child in case}
-        outcome = "failed" if tags & {"failure", "error"} else "skipped" if "skipped" in tags else "passed"
-        node_id = f"{test_file}::{case.get('name')}"
-        if outcomes.get(node_id, "passed") == "passed":
-            outcomes[node_id] = outcome
-    return outcomes
-
-
 def _job_dir(root: Path, i: int, job: SuiteJob, timeout_s: float) -> dict[str, object]:
-    d = root / f"job{i}"
-    _write_tree(d / "workspace", job.files)
+    """Write job i under root (the sandbox's /workspace); its description in sandbox paths."""
+    _write_tree(root / f"job{i}" / "workspace", job.files)
     hidden = {job.test_file: job.tests, "conftest.py": _GUARD_CONFTEST, "pytest.ini": "[pytest]\n"}
-    _write_tree(d / "hidden", hidden)
+    _write_tree(root / f"job{i}" / "hidden", hidden)
+    d = f"{WORKSPACE}/job{i}"
+    junit = f"/tmp/junit{i}.xml"
     args = [
         "-q",
         "-p",
         "no:cacheprovider",
         "--assert=plain",
-        f"--junitxml={d / 'junit.xml'}",
-        str(d / "hidden" / job.test_file),
+        f"--junitxml={junit}",
+        f"{d}/hidden/{job.test_file}",
     ]
-    return {"cwd": str(d / "workspace"), "args": args, "timeout": timeout_s}
+    return {
+        "cwd": f"{d}/workspace",
+        "args": args,
+        "timeout": timeout_s,
+        "junit": junit,
+        "test_file": job.test_file,
+    }
+
+
+_BACKENDS: dict[int, LocalBackend] = {}
+_BACKENDS_LOCK = threading.Lock()
+
+
+def _backend() -> LocalBackend:
+    """One sandbox backend per thread, over the family's pinned environment layer (no Sparring in it)."""
+    key = threading.get_ident()
+    with _BACKENDS_LOCK:
+        if key not in _BACKENDS:
+            layer = build_layer(Environment(requirements=pinned_requirements()))
+            _BACKENDS[key] = LocalBackend(environment=layer.sandbox_environment())
+        return _BACKENDS[key]
+
+
+async def _run_in_sandbox(root: Path, limit_s: float) -> str:
+    spec = SandboxSpec(workspace=root, network="none", memory_mb=2048, pids=256, disk_mb=256)
+    sb = await _backend().create(spec)
+    try:
+        env = {"PYTHONHASHSEED": "0", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+        r = await sb.exec(["python", "-c", _DRIVER, f"{WORKSPACE}/jobs.json"], timeout=limit_s, env=env)
+    finally:
+        await sb.close()
+    if r.exit_code != 0:
+        raise TaskError(
+            f"code-repair: the pytest runner failed in its sandbox (exit {r.exit_code}): {r.stderr[-300:]}"
+        )
+    return r.stdout
 
 
 def run_suites(jobs: Sequence[SuiteJob], timeout_s: float = 30.0) -> list[dict[str, str] | None]:
     """Run each job's tests as the judge would (cwd and PYTHONPATH = the workspace); per-test outcomes.
 
-    An entry is None when that run did not finish normally (timeout, crash,
+    The runs happen inside a sandbox (no network, memory and process limits,
+    the family's environment layer): mutant code never runs on the host. An
+    entry is None when that run did not finish normally (timeout, crash,
     collection error). Raises TaskError if the runner itself cannot work.
     """
     if not jobs:
@@ -220,35 +264,29 @@ def run_suites(jobs: Sequence[SuiteJob], timeout_s: float = 30.0) -> list[dict[s
         (root / "jobs.json").write_text(
             json.dumps([_job_dir(root, i, j, timeout_s) for i, j in enumerate(jobs)])
         )
-        env = {
-            **os.environ,
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONHASHSEED": "0",
-            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-        }
-        cmd = [sys.executable, "-c", _DRIVER, str(root / "jobs.json")]
+        stdout = asyncio.run(_run_in_sandbox(root, timeout_s * len(jobs) + 30))
         try:
-            proc = subprocess.run(
-                cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout_s * len(jobs) + 30
-            )
-            codes = json.loads(proc.stdout.strip().splitlines()[-1])
-        except (subprocess.TimeoutExpired, ValueError, IndexError) as e:
-            raise TaskError(
-                f"code-repair: the pytest runner failed ({e}); is pytest installed for {sys.executable}?"
-            ) from None
-        results: list[dict[str, str] | None] = []
-        for i, (job, code) in enumerate(zip(jobs, codes, strict=True)):
-            junit = root / f"job{i}" / "junit.xml"
-            ok = code in (0, 1) and junit.is_file()
-            results.append(_junit_outcomes(junit, job.test_file) if ok else None)
+            results = json.loads(stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError) as e:
+            raise TaskError(f"code-repair: the pytest runner's output was not readable ({e})") from None
+        if not isinstance(results, list) or len(results) != len(jobs):
+            raise TaskError("code-repair: the pytest runner reported the wrong number of runs")
         return results
 
 
-def baseline_tests(base: PreparedBase, outcomes: dict[str, str] | None) -> tuple[str, ...]:
-    """The suite's test ids, after checking that all of them passed on the original."""
-    if not outcomes or any(v != "passed" for v in outcomes.values()):
-        raise TaskError(f"code-repair base {base.name!r}: its suite does not pass on the original code")
-    return tuple(outcomes)
+BASE_PASS_RATE = 0.8
+
+
+def baseline_tests(base: PreparedBase, outcomes: dict[str, str] | None) -> tuple[str, ...] | None:
+    """The suite's tests that pass on the original code, or None if the base is unusable.
+
+    As in SWE-smith, a base is kept only if more than 80 % of its tests pass before
+    mutation; the ones that fail there are left out of the task's hidden test list.
+    """
+    if not outcomes:
+        return None
+    passing = tuple(t for t, v in outcomes.items() if v == "passed")
+    return passing if len(passing) > BASE_PASS_RATE * len(outcomes) else None
 
 
 # --------------------------------------------------------------------------- validation
@@ -297,7 +335,7 @@ def validate_batch(
     for (base, m), f in zip(items, files, strict=True):
         outcomes = next(runs) if f else None
         ids = test_ids[base.name]
-        if f is None or outcomes is None or set(outcomes) != set(ids):
+        if f is None or outcomes is None or not set(ids) <= set(outcomes):
             out.append(None)
             continue
         failing = tuple(t for t in ids if outcomes[t] != "passed")
@@ -467,6 +505,7 @@ def _spec(c: Candidate, test_ids: tuple[str, ...], sub_seed: int) -> TaskSpec:
             "difficulty": DIFFICULTY[m.kind],
             "tags": [m.kind, src.name],
             "provenance": Provenance(generator=GENERATOR, seed=sub_seed, source=src.name),
+            "environment": Environment(requirements=pinned_requirements()),
         }
     )
 
@@ -516,6 +555,9 @@ class CodeRepairGenerator:
         workers = self.workers or max(2, min(8, 2 * (os.cpu_count() or 1)))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="code-repair") as pool:
             test_ids = self._baselines(bases, pool, workers)
+            bases = [b for b in bases if b.name in test_ids]
+            if not bases:
+                raise TaskError("code-repair: no base passes more than 80 % of its own tests")
             chosen = select(bases, test_ids, n, seed, pool, workers, self.timeout_s)
         return [write_candidate(c, test_ids[c.base.name], i, seed, Path(out)) for i, c in enumerate(chosen)]
 
@@ -526,8 +568,10 @@ class CodeRepairGenerator:
         chunks = [bases[i::workers] for i in range(workers) if bases[i::workers]]
         jobs = [[SuiteJob(b.files, b.hidden_name, b.source.tests) for b in chunk] for chunk in chunks]
         runs = pool.map(lambda js: run_suites(js, self.timeout_s), jobs)
-        return {
-            b.name: baseline_tests(b, outcomes)
-            for chunk, results in zip(chunks, runs, strict=True)
-            for b, outcomes in zip(chunk, results, strict=True)
-        }
+        out: dict[str, tuple[str, ...]] = {}
+        for chunk, results in zip(chunks, runs, strict=True):
+            for b, outcomes in zip(chunk, results, strict=True):
+                ids = baseline_tests(b, outcomes)
+                if ids is not None:
+                    out[b.name] = ids
+        return out
