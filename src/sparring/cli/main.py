@@ -7,7 +7,7 @@ import contextlib
 import typer
 
 from sparring import __version__
-from sparring.cli import demo, judge, replay, rollout, sandbox, serve, tasks, train, traj
+from sparring.cli import demo, judge, replay, report, rollout, sandbox, serve, tasks, train, traj
 from sparring.cli.common import not_built
 
 app = typer.Typer(
@@ -56,7 +56,7 @@ def _planned(name: str, issue: int, help_text: str) -> None:
 app.command("serve-policy")(serve.serve_policy)
 _planned("eval", 6, "Evaluate a policy with the evaluation judge")
 _planned("review", 6, "Review queue of flagged trajectories")
-_planned("report", 8, "Draw reward curves and histograms of a run")
+app.command("report")(report.report)
 _planned("failures", 7, "Failure-case library: cluster and promote failures")
 
 

@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 from sparring.errors import ConfigError
 from sparring.tasks.families.code_repair import CodeRepairGenerator, check_n
 from sparring.tasks.families.function_impl import FunctionImplGenerator
+from sparring.tasks.families.shell_ops import ShellOpsGenerator
 from sparring.tasks.loader import Task
 
 
@@ -39,6 +40,7 @@ class FamilyGenerator(Protocol):
 FAMILIES: dict[str, FamilyGenerator] = {
     CodeRepairGenerator.name: CodeRepairGenerator(),
     FunctionImplGenerator.name: FunctionImplGenerator(),
+    ShellOpsGenerator.name: ShellOpsGenerator(),
 }
 
 
