@@ -7,9 +7,21 @@ import contextlib
 import typer
 
 from sparring import __version__
-from sparring.cli import demo, failures, judge, replay, review, rollout, sandbox, serve, tasks, train, traj
+from sparring.cli import (
+    demo,
+    failures,
+    judge,
+    replay,
+    report,
+    review,
+    rollout,
+    sandbox,
+    serve,
+    tasks,
+    train,
+    traj,
+)
 from sparring.cli import eval as eval_cli
-from sparring.cli.common import not_built
 
 app = typer.Typer(
     name="sparring",
@@ -40,24 +52,10 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """Sparring."""
 
 
-def _planned(name: str, issue: int, help_text: str) -> None:
-    @app.command(
-        name,
-        help=f"{help_text} (planned: issue {issue})",
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    )
-    def _cmd() -> None:
-        from sparring.cli.common import fail
-
-        try:
-            not_built(name, issue)
-        except Exception as e:
-            raise fail(f"not built yet: {e}", code=3) from None
-
 
 app.command("serve-policy")(serve.serve_policy)
 app.command("eval")(eval_cli.eval_cmd)
-_planned("report", 8, "Draw reward curves and histograms of a run")
+app.command("report")(report.report)
 app.add_typer(failures.app, name="failures")
 
 

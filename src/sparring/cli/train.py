@@ -31,7 +31,7 @@ def print_iteration_table(rows: list[dict[str, Any]], heldout: dict[str, float] 
         err_console.print(h)
 
 
-def run_recipe(cfg: Any, json_out: bool) -> dict[str, Any]:
+def run_recipe(cfg: Any, json_out: bool, resume: bool = False) -> dict[str, Any]:
     from sparring.train.recipe import run_rl
 
     rows: list[dict[str, Any]] = []
@@ -44,7 +44,7 @@ def run_recipe(cfg: Any, json_out: bool) -> dict[str, Any]:
         )
 
     with err_console.status("running") as status:
-        res = run_async(run_rl(cfg, log=lambda s: status.update(s), on_iteration=on_it))
+        res = run_async(run_rl(cfg, log=lambda s: _log(status, s), on_iteration=on_it, resume=resume))
     d = res.to_json()
     print_iteration_table(res.iterations, res.heldout)
     err_console.print(f"store: {res.store}   model: {res.model}   {res.seconds:.1f}s")
@@ -53,19 +53,26 @@ def run_recipe(cfg: Any, json_out: bool) -> dict[str, Any]:
     return d
 
 
+def _log(status: Any, s: str) -> None:
+    if s.startswith("ALERT"):
+        err_console.print(f"[bold yellow]{s}[/]")
+    status.update(s)
+
+
 def train(
     config: Path = typer.Option(..., "--config", help="YAML or TOML RLConfig."),
     set_: list[str] = typer.Option([], "--set", help="Override a field: --set grpo.lr=1e-3 (repeatable)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the newest checkpoint in the workdir."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object on stdout; logs go to stderr."),
 ) -> None:
-    """Run the RL recipe from a config file."""
-    guarded(_train)(config, set_, json_out)
+    """Run the RL recipe from a config file (the config is fully checked before any work starts)."""
+    guarded(_train)(config, set_, resume, json_out)
 
 
-def _train(config: Path, overrides: list[str], json_out: bool) -> None:
+def _train(config: Path, overrides: list[str], resume: bool, json_out: bool) -> None:
     from sparring.train.config import load_config
 
     cfg = load_config(config, overrides)
-    run_recipe(cfg, json_out)
+    run_recipe(cfg, json_out, resume)
     if not json_out:
         out_console.print("done")

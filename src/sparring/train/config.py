@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sparring.errors import ConfigError
 from sparring.train.grpo import GRPOConfig
@@ -30,6 +30,46 @@ class ModelConfig(BaseModel):
     temperature: float = Field(1.0, description="Sampling temperature of rollouts.")
 
 
+class WarmStartConfig(BaseModel):
+    """SFT warm start: behaviour cloning of a scripted teacher's stored trajectories."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    teacher: Literal["oracle", "noisy"] = Field(
+        "oracle",
+        description="oracle: the reference solution through the tools; noisy: the family's demonstrator "
+        "with systematic mistakes (shell-ops), so the warm-started model has a partial pass rate.",
+    )
+    epsilon: float = Field(0.5, ge=0, le=1, description="noisy teacher: probability of its systematic mistake.")
+    samples: int = Field(1, ge=1, description="Teacher rollouts per training task.")
+    passed_only: bool = Field(True, description="Train only on teacher trajectories the judge passed.")
+
+
+class CurriculumConfig(BaseModel):
+    """The Beta curriculum (sparring.curriculum.sampler)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    solved: float = Field(0.95, gt=0, le=1, description="Park a task whose posterior mean pass rate reaches this.")
+    impossible: float = Field(0.05, ge=0, lt=1, description="Park a task whose posterior mean falls to this.")
+    min_obs: int = Field(8, ge=1, description="Observations before a task may be parked.")
+    retest_p: float = Field(0.05, ge=0, le=1, description="Chance per draw that a parked task is re-tested.")
+    decay: float = Field(1.0, gt=0, le=1, description="Discount of old evidence per update (1: none).")
+    balance: bool = Field(True, description="Deal batch slots round-robin over (family, tier) strata.")
+
+
+class MonitorConfig(BaseModel):
+    """Exporters and drift detection."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    exporters: list[str] = Field(
+        default_factory=lambda: ["tensorboard"], description="tensorboard, wandb, mlflow (JSONL is always written)."
+    )
+    drift_reference: int = Field(128, ge=8, description="Rewards per key in the drift reference window.")
+    drift_window: int = Field(128, ge=8, description="Rewards per key in the current (sliding) window.")
+
+
 class RLConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -42,6 +82,7 @@ class RLConfig(BaseModel):
     sft_steps: int = Field(8, ge=0, description="Warm-start SFT steps on oracle trajectories (0 = none).")
     sft_batch: int = Field(4, ge=1, description="Examples (assistant turns) per SFT step.")
     sft_lr: float = Field(3e-3, gt=0, description="Learning rate of the SFT warm start.")
+    warm_start: WarmStartConfig = Field(default_factory=WarmStartConfig)
     rl: bool = Field(True, description="Run GRPO updates (False: the control run).")
     iterations: int = Field(3, ge=0, description="RL iterations.")
     tasks_per_iteration: int = Field(4, ge=1, description="Tasks sampled per iteration by the curriculum.")
@@ -49,8 +90,39 @@ class RLConfig(BaseModel):
     max_steps: int = Field(6, ge=1, description="Tool calls per rollout.")
     concurrency: int = Field(2, ge=1, description="Rollouts in flight at once.")
     heldout_max_steps: int = Field(6, ge=1, description="Tool calls per held-out rollout.")
+    heldout_samples: int = Field(1, ge=1, description="Rollouts per held-out task (pass rate averages them).")
     sandbox_limits: bool = Field(True, description="Apply the tasks' memory/pids limits (needs cgroups).")
+    resample_rounds: int = Field(
+        1, ge=0, description="Rounds of replacing zero-variance groups by fresh tasks per iteration."
+    )
+    checkpoint_every: int = Field(1, ge=0, description="Checkpoint every N iterations (0: never).")
     grpo: GRPOConfig = Field(default_factory=GRPOConfig)
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
+    monitor: MonitorConfig = Field(default_factory=MonitorConfig)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RLConfig:
+        """Impossible combinations fail here, before any task, model or sandbox is made."""
+        if self.tasks_per_iteration > self.n_train:
+            raise ValueError(
+                f"tasks_per_iteration={self.tasks_per_iteration} exceeds n_train={self.n_train}: "
+                "a batch cannot hold more distinct tasks than the pool"
+            )
+        if self.grpo.minibatches > self.tasks_per_iteration * self.group_size:
+            raise ValueError(
+                f"grpo.minibatches={self.grpo.minibatches} exceeds the {self.tasks_per_iteration * self.group_size} "
+                "rollouts of a batch (tasks_per_iteration x group_size)"
+            )
+        if self.grpo.staleness >= max(self.iterations, 1) and self.rl and self.iterations:
+            raise ValueError(f"grpo.staleness={self.grpo.staleness} >= iterations={self.iterations}: no update would run")
+        if self.model.path is not None and not (self.model.path / "config.json").is_file():
+            raise ValueError(f"model.path {self.model.path} is not a model directory (no config.json there)")
+        if self.model.path is None and self.model.hidden % self.model.heads:
+            raise ValueError(f"model.hidden={self.model.hidden} is not a multiple of model.heads={self.model.heads}")
+        for name in self.monitor.exporters:
+            if name not in ("tensorboard", "wandb", "mlflow"):
+                raise ValueError(f"monitor.exporters: unknown exporter {name!r} (choose tensorboard, wandb, mlflow)")
+        return self
 
 
 def _set_dotted(d: dict[str, Any], key: str, value: Any) -> None:
@@ -86,4 +158,18 @@ def load_config(path: Path | None, overrides: list[str] | None = None, base: dic
     except ValidationError as e:
         first = e.errors()[0]
         loc = ".".join(str(x) for x in first["loc"])
-        raise ConfigError(f"invalid config: {loc}: {first['msg']}") from None
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden":
+            msg = f"unknown key (allowed here: {_allowed(first['loc'])})"
+        raise ConfigError(f"invalid config: {loc + ': ' if loc else ''}{msg}") from None
+
+
+def _allowed(loc: tuple[Any, ...]) -> str:
+    """The field names of the section an unknown key was found in."""
+    model: Any = RLConfig
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part)) if hasattr(model, "model_fields") else None
+        if field is None or not hasattr(field.annotation, "model_fields"):
+            return "see the config reference"
+        model = field.annotation
+    return ", ".join(sorted(model.model_fields))

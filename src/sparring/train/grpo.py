@@ -26,6 +26,7 @@ zero advantage and are left out; a batch with no signal returns metrics with
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -71,6 +72,11 @@ class GRPOConfig(BaseModel):
     max_completion_tokens: int | None = Field(
         None, ge=1, description="dr_grpo's constant normaliser; None: the policy's max_new_tokens."
     )
+    staleness: int = Field(
+        0, ge=0, description="Bound k: a batch is trained on up to k updates after it was sampled (0: synchronous)."
+    )
+    epochs: int = Field(1, ge=1, description="Passes over each batch (GRPO's mu); >1 makes the clip matter.")
+    minibatches: int = Field(1, ge=1, description="Optimiser steps per pass: the batch's turns split this many ways.")
 
     def eps_high(self) -> float:
         if self.clip_eps_high is not None:
@@ -187,11 +193,19 @@ class GRPOTrainer:
         return seqs, used, missing
 
     def step(self, trajectories: list[Trajectory]) -> dict[str, float]:
-        """One optimiser step on a batch of judged trajectories (any mix of groups and statuses)."""
-        import torch
+        """GRPO updates on a batch of judged trajectories (any mix of groups and statuses).
 
+        ``epochs`` x ``minibatches`` optimiser steps (one by default), all against the
+        stored sampling logprobs; the policy version is bumped once per batch."""
         cfg = self.cfg
         trainable = [t for t in trajectories if t.status in TRAINABLE_STATUSES and t.reward is not None]
+        # The staleness bound: samples more than k updates old are dropped; younger ones are corrected
+        # by the importance ratio pi_theta / pi_behaviour (their stored logprobs), clipped as in PPO.
+        lags = [self.policy.version - t.policy_version for t in trainable]
+        fresh = [t for t, lag in zip(trainable, lags, strict=True) if lag <= cfg.staleness]
+        dropped_stale = len(trainable) - len(fresh)
+        staleness_mean = sum(lags) / len(lags) if lags else 0.0
+        trainable = fresh
         keys = [t.group_id or t.id for t in trainable]
         rewards = [float(t.reward or 0.0) for t in trainable]  # None was filtered above
         advs = grouped_advantages(keys, rewards, normalize_std=cfg.normalize_std)
@@ -215,62 +229,82 @@ class GRPOTrainer:
             "train/reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
             "train/adv_abs_mean": sum(abs(a) for a in advs) / len(advs) if advs else 0.0,
             "train/skipped": 0.0,
+            "train/dropped_stale": float(dropped_stale),
+            "train/staleness_mean": float(staleness_mean),
         }
         if not seqs:
             metrics["train/skipped"] = 1.0
             metrics["train/policy_version"] = float(self.policy.version)
             return metrics
-        policy, model = self.policy, self.policy.model
-        pad_id = policy.tokenizer.pad_token_id or 0
-        max_tokens = cfg.max_completion_tokens or policy.max_new_tokens
-        total_w = loss_sum = clip_sum = kl_sum = 0.0
-        tokens = 0
+        policy = self.policy
+        totals = {"loss": 0.0, "w": 0.0, "clip": 0.0, "kl": 0.0, "tokens": 0.0, "norm": 0.0, "updates": 0.0}
+        order = list(range(len(seqs)))
+        rng = random.Random(policy.version)  # the same batch splits the same way on a rerun
         with policy.lock:
-            model.train()
-            try:
-                self.optimizer.zero_grad(set_to_none=True)
-                for mb in _micro_batches(seqs, cfg.micro_batch_tokens):
-                    new, mask = completion_logprobs(model, mb, pad_id, policy.device)
-                    old = new.detach().clone()  # a turn without stored logprobs is on-policy: ratio 1
-                    for b, s in enumerate(mb):
-                        if s.old_logprobs is not None:
-                            old[b, : len(s.old_logprobs)] = torch.tensor(s.old_logprobs, dtype=old.dtype)
-                    ref = None
-                    if self.ref_model is not None:
-                        with torch.no_grad():
-                            ref, _ = completion_logprobs(self.ref_model, mb, pad_id, policy.device)
-                    adv = torch.tensor([s.advantage for s in mb], dtype=torch.float32, device=new.device)
-                    out = self.loss_fn(
-                        new,
-                        old,
-                        adv,
-                        mask,
-                        eps_low=cfg.clip_eps,
-                        eps_high=cfg.eps_high(),
-                        ref_logprobs=ref,
-                        kl_coef=cfg.kl_coef,
-                        max_tokens=max_tokens,
-                    )
-                    (out.loss * out.weight).backward()
-                    total_w += out.weight
-                    loss_sum += float(out.loss.detach()) * out.weight
-                    clip_sum += out.clip_frac * out.tokens
-                    kl_sum += out.kl * out.tokens
-                    tokens += out.tokens
-                metrics["train/grad_norm"] = _finish_step(model, self.optimizer, total_w, cfg.max_grad_norm)
-            finally:
-                model.eval()
+            for _ in range(cfg.epochs):
+                rng.shuffle(order)
+                k = min(cfg.minibatches, len(seqs))
+                for j in range(k):
+                    part = [seqs[i] for i in order[j::k]]
+                    self._update(part, totals)
             policy.bump_version()
         metrics.update(
             {
-                "train/loss": loss_sum / total_w,
-                "train/tokens": float(tokens),
-                "train/clip_frac": clip_sum / max(tokens, 1),
-                "train/kl": kl_sum / max(tokens, 1),
+                "train/loss": totals["loss"] / max(totals["w"], 1e-12),
+                "train/tokens": totals["tokens"] / cfg.epochs,
+                "train/clip_frac": totals["clip"] / max(totals["tokens"], 1),
+                "train/kl": totals["kl"] / max(totals["tokens"], 1),
+                "train/grad_norm": totals["norm"] / max(totals["updates"], 1),
+                "train/updates": totals["updates"],
                 "train/policy_version": float(policy.version),
             }
         )
         return metrics
+
+    def _update(self, seqs: list[_Seq], totals: dict[str, float]) -> None:
+        """One optimiser step over ``seqs`` (gradient accumulated over micro-batches); adds to ``totals``."""
+        import torch
+
+        cfg, policy, model = self.cfg, self.policy, self.policy.model
+        pad_id = policy.tokenizer.pad_token_id or 0
+        max_tokens = cfg.max_completion_tokens or policy.max_new_tokens
+        total_w = 0.0
+        model.train()
+        try:
+            self.optimizer.zero_grad(set_to_none=True)
+            for mb in _micro_batches(seqs, cfg.micro_batch_tokens):
+                new, mask = completion_logprobs(model, mb, pad_id, policy.device)
+                old = new.detach().clone()  # a turn without stored logprobs is on-policy: ratio 1
+                for b, s in enumerate(mb):
+                    if s.old_logprobs is not None:
+                        old[b, : len(s.old_logprobs)] = torch.tensor(s.old_logprobs, dtype=old.dtype)
+                ref = None
+                if self.ref_model is not None:
+                    with torch.no_grad():
+                        ref, _ = completion_logprobs(self.ref_model, mb, pad_id, policy.device)
+                adv = torch.tensor([s.advantage for s in mb], dtype=torch.float32, device=new.device)
+                out = self.loss_fn(
+                    new,
+                    old,
+                    adv,
+                    mask,
+                    eps_low=cfg.clip_eps,
+                    eps_high=cfg.eps_high(),
+                    ref_logprobs=ref,
+                    kl_coef=cfg.kl_coef,
+                    max_tokens=max_tokens,
+                )
+                (out.loss * out.weight).backward()
+                total_w += out.weight
+                totals["loss"] += float(out.loss.detach()) * out.weight
+                totals["w"] += out.weight
+                totals["clip"] += out.clip_frac * out.tokens
+                totals["kl"] += out.kl * out.tokens
+                totals["tokens"] += out.tokens
+            totals["norm"] += _finish_step(model, self.optimizer, total_w, cfg.max_grad_norm)
+            totals["updates"] += 1
+        finally:
+            model.eval()
 
 
 # --------------------------------------------------------------------------- SFT warm start

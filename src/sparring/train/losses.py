@@ -70,7 +70,10 @@ def _token_terms(
         per_token = per_token + kl_coef * kl
         kl_mean = float((kl.detach() * mask).sum() / n)
     with torch.no_grad():
-        was_clipped = ((ratio - clipped).abs() > 1e-8) & (adv.expand_as(ratio) != 0)
+        # the clip is *active* (the min picks the constant clipped branch): above 1+eps_high with A > 0,
+        # below 1-eps_low with A < 0 (TRL's clip_ratio/high and /low)
+        a = adv.expand_as(ratio)
+        was_clipped = ((ratio > 1.0 + eps_high) & (a > 0)) | ((ratio < 1.0 - eps_low) & (a < 0))
         clip_frac = float((was_clipped.to(mask.dtype) * mask).sum() / n)
     return per_token * mask, clip_frac, kl_mean
 

@@ -8,6 +8,7 @@ setup → warm start → train → evaluate, one readable function each (torchtu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 import uuid
@@ -18,11 +19,14 @@ from typing import Any
 
 from sparring.curriculum.sampler import BetaCurriculum
 from sparring.env.tools import tool_schemas
-from sparring.errors import JudgeError
+from sparring.errors import ConfigError, JudgeError
 from sparring.judge.pytest_judge import PytestJudge
-from sparring.monitor.metrics import JsonlSink, iteration_metrics
+from sparring.monitor.alerts import AlertRules
+from sparring.monitor.drift import DriftMonitor
+from sparring.monitor.metrics import iteration_metrics, make_sinks
 from sparring.policy.scripted import OraclePolicy
 from sparring.rollout.scheduler import RolloutScheduler, RolloutSummary
+from sparring.rollout.trajectory import Trajectory
 from sparring.sandbox.local import LocalBackend
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.sqlite import SQLiteStore
@@ -41,6 +45,7 @@ class RunResult:
     run_id: str = ""
     store: str = ""
     model: str = ""
+    alerts: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +56,7 @@ class RunResult:
             "seconds": round(self.seconds, 3),
             "store": self.store,
             "model": self.model,
+            "alerts": self.alerts,
         }
 
 
@@ -74,112 +80,246 @@ def prepare_tasks(cfg: RLConfig, log: Log) -> tuple[list[Task], list[Task]]:
     return train, held
 
 
-def prepare_model(cfg: RLConfig, tasks: list[Task], log: Log) -> Path:
+def prepare_model(cfg: RLConfig, tasks: list[Task], log: Log, extra_corpus: list[str] | None = None) -> Path:
+    """The configured model dir, or a tiny model built here (cached by its settings and corpus)."""
     if cfg.model.path is not None:
+        if not (cfg.model.path / "config.json").is_file():
+            raise ConfigError(f"model.path {cfg.model.path} is not a model directory (no config.json)")
         return cfg.model.path
+    import hashlib
+
     from sparring.train.model import build_tiny_model, default_corpus
 
     m = cfg.model
-    d = cfg.workdir / "models" / f"tiny-h{m.hidden}-l{m.layers}-v{m.vocab_size}-s{cfg.seed}"
+    corpus = default_corpus(tool_schemas(list(tasks[0].spec.tools)) if tasks else None, seed=cfg.seed)
+    for t in tasks:
+        corpus += [p.read_text(errors="replace") for p in sorted(t.workspace.rglob("*")) if p.is_file() and p.stat().st_size < 65536]
+        corpus.append(t.spec.instruction)
+    corpus += extra_corpus or []
+    key = hashlib.sha256("\x00".join(corpus).encode()).hexdigest()[:10]
+    d = cfg.workdir / "models" / f"tiny-h{m.hidden}-l{m.layers}-v{m.vocab_size}-s{cfg.seed}-{key}"
     if (d / "config.json").is_file():
         return d
     log(f"building a tiny model in {d}")
-    corpus = default_corpus(tool_schemas(list(tasks[0].spec.tools)) if tasks else None, seed=cfg.seed)
-    for t in tasks:
-        corpus += [p.read_text(errors="replace") for p in sorted(t.workspace.rglob("*.py"))]
-        corpus.append(t.spec.instruction)
     tmp = d.with_name(d.name + f".tmp-{uuid.uuid4().hex[:6]}")
     build_tiny_model(tmp, corpus, seed=cfg.seed, vocab_size=m.vocab_size, hidden=m.hidden, layers=m.layers, heads=m.heads)
     tmp.rename(d)
     return d
 
 
-async def evaluate(sched: RolloutScheduler, tasks: list[Task], policy: Any, run_id: str, seed: int) -> RolloutSummary:
-    return await sched.run(tasks, policy, 1, run_id=run_id, seed=seed)
+def make_teacher(cfg: RLConfig) -> Any:
+    """The scripted policy whose trajectories the warm start imitates."""
+    ws = cfg.warm_start
+    if ws.teacher == "noisy":
+        if cfg.family != "shell-ops":
+            raise ConfigError(f"warm_start.teacher=noisy needs family shell-ops, not {cfg.family!r}")
+        from sparring.tasks.families.shell_ops import NoisyDemonstrator
+
+        return NoisyDemonstrator(ws.epsilon, seed=cfg.seed)
+    return OraclePolicy()
 
 
-async def run_rl(cfg: RLConfig, log: Log = lambda s: None, on_iteration: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
+async def evaluate(sched: RolloutScheduler, tasks: list[Task], policy: Any, run_id: str, seed: int, samples: int = 1) -> RolloutSummary:
+    return await sched.run(tasks, policy, samples, run_id=run_id, seed=seed)
+
+
+def _seed(cfg: RLConfig, iteration: int, round_: int = 0) -> int:
+    """The sampling seed of an iteration's (re)sampling round: fixed, so a resumed run samples the same."""
+    return cfg.seed * 1_000_003 + iteration * 101 + round_
+
+
+def zero_variance_groups(trajs: list[Trajectory]) -> list[str]:
+    """Task ids whose group has no learning signal: fewer than two trainable samples, or all rewards equal."""
+    groups: dict[str, list[Trajectory]] = {}
+    for t in trajs:
+        groups.setdefault(t.group_id or t.id, []).append(t)
+    out = []
+    for members in groups.values():
+        rewards = [t.reward for t in members if t.trainable]
+        if len(rewards) < 2 or max(rewards) - min(rewards) <= 1e-12:
+            out.append(members[0].task_id)
+    return out
+
+
+async def sample_batch(
+    cfg: RLConfig, curriculum: BetaCurriculum, sched: RolloutScheduler, policy: Any, run_id: str, it: int
+) -> tuple[list[Trajectory], float, int]:
+    """Roll out a batch; groups without reward variance are replaced by fresh tasks (DAPO's dynamic
+    sampling) for up to ``resample_rounds`` rounds instead of failing the batch. Returns every
+    trajectory (all are stored and counted), the seconds spent and how many groups were replaced."""
+    batch = curriculum.sample(cfg.tasks_per_iteration)
+    trajs: list[Trajectory] = []
+    seconds = 0.0
+    replaced = 0
+    seen = {t.id for t in batch}
+    for round_ in range(cfg.resample_rounds + 1):
+        if not batch:
+            break
+        summary = await sched.run(batch, policy, cfg.group_size, run_id=run_id, seed=_seed(cfg, it, round_))
+        seconds += summary.seconds
+        trajs += summary.trajectories
+        curriculum.update((t.task_id, t.passed) for t in summary.trajectories if t.trainable)
+        dead = zero_variance_groups(summary.trajectories)
+        if round_ == cfg.resample_rounds or not dead:
+            break
+        batch = curriculum.replacements(len(dead), exclude=seen)
+        seen |= {t.id for t in batch}
+        replaced += len(batch)
+    return trajs, seconds, replaced
+
+
+async def run_rl(
+    cfg: RLConfig,
+    log: Log = lambda s: None,
+    on_iteration: Callable[[dict[str, Any]], None] | None = None,
+    *,
+    resume: bool = False,
+) -> RunResult:
+    """The whole recipe; with ``resume`` it continues from the newest checkpoint in the workdir."""
     from sparring.policy.hf import HFPolicy
+    from sparring.train.checkpoint import (
+        latest_checkpoint,
+        load_state,
+        load_trainer,
+        load_weights,
+        save_checkpoint,
+    )
     from sparring.train.grpo import GRPOTrainer, SFTTrainer, sft_examples
 
+    with contextlib.suppress(Exception):  # transformers' weight-loading progress bars only clutter stderr
+        import transformers
+
+        transformers.utils.logging.disable_progress_bar()
     t0 = time.perf_counter()
     cfg.workdir.mkdir(parents=True, exist_ok=True)
-    run_id = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    ckpt = latest_checkpoint(cfg.workdir) if resume else None
+    if resume and ckpt is None:
+        raise ConfigError(f"--resume: no checkpoint in {cfg.workdir / 'checkpoints'}; start without --resume")
+    saved = load_state(ckpt) if ckpt is not None else None
+    if saved is not None and saved.get("config") != cfg.model_dump(mode="json"):
+        raise ConfigError(f"--resume: the config differs from the one {ckpt} was written with; resume with the same config")
+    run_id = saved["run_id"] if saved else f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     res = RunResult(run_id=run_id)
     train_tasks, held = prepare_tasks(cfg, log)
-    model_dir = prepare_model(cfg, train_tasks + held, log)
-    res.model = str(model_dir)
     store_path = cfg.workdir / "store.db"
     res.store = str(store_path)
     store = SQLiteStore(store_path)
-    store.start_run(run_id, cfg.model_dump(mode="json"))
-    sink = JsonlSink(cfg.workdir / "metrics" / f"{run_id}.jsonl")
+    if saved is None:
+        store.start_run(run_id, cfg.model_dump(mode="json"))
+    sink = make_sinks(cfg.monitor.exporters, cfg.workdir, run_id, cfg.model_dump(mode="json"))
     backend = LocalBackend()
     pool = SandboxPool(backend, max_idle=cfg.concurrency, limits=cfg.sandbox_limits)
     judge = PytestJudge(backend, limits=cfg.sandbox_limits)
     sched = RolloutScheduler(pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps)
     eval_sched = RolloutScheduler(pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.heldout_max_steps)
     m = cfg.model
-    policy = HFPolicy(
-        model_dir, max_new_tokens=m.max_new_tokens, max_prompt_tokens=m.max_prompt_tokens,
-        temperature=m.temperature, seed=cfg.seed,
-    )  # fmt: skip
     try:
-        # Warm start: imitate oracle trajectories so the tiny model learns the tool-call format.
-        if cfg.sft_steps > 0:
-            log("warm start: oracle rollouts + SFT")
+        examples: list[tuple[str, str]] = []
+        demo_texts: list[str] = []
+        if saved is None and cfg.sft_steps > 0:
+            # Warm start data: the teacher's trajectories, through the real sandboxes and judge, stored.
+            log("warm start: teacher rollouts")
+            teacher = make_teacher(cfg)
             oracle_sched = RolloutScheduler(pool, judge, store, concurrency=cfg.concurrency)  # the tasks' own budgets
-            demo = await oracle_sched.run(train_tasks, OraclePolicy(), 1, run_id=run_id + "-oracle", seed=cfg.seed)
+            demo = await oracle_sched.run(train_tasks, teacher, cfg.warm_start.samples, run_id=run_id + "-teacher", seed=cfg.seed)
             tools = tool_schemas(list(train_tasks[0].spec.tools))
-            examples = [ex for t in demo.trajectories if t.passed for ex in sft_examples(t, tools)]
+            kept = [t for t in demo.trajectories if t.trainable and (t.passed or not cfg.warm_start.passed_only)]
+            examples = [ex for t in kept for ex in sft_examples(t, tools)]
             if not examples:
-                raise JudgeError("warm start: the oracle solved none of the training tasks; check the tasks with `sparring tasks check`")
+                raise JudgeError("warm start: no usable teacher trajectory (the teacher solved none of the training tasks); check the tasks with `sparring tasks check`")
+            demo_texts = [p + c for p, c in examples[:200]]
+            res.sft = {"teacher": teacher.name, "teacher_pass_rate": demo.pass_rate, "oracle_pass_rate": demo.pass_rate,
+                       "trajectories": len(kept), "examples": len(examples), "steps": cfg.sft_steps}  # fmt: skip
+        model_dir = Path(saved["model"]) if saved else prepare_model(cfg, train_tasks, log, demo_texts)
+        res.model = str(model_dir)
+        policy = HFPolicy(
+            model_dir, max_new_tokens=m.max_new_tokens, max_prompt_tokens=m.max_prompt_tokens,
+            temperature=m.temperature, seed=cfg.seed,
+        )  # fmt: skip
+        if examples:
+            log(f"warm start: SFT on {len(examples)} teacher turns")
             sft = SFTTrainer(policy, lr=cfg.sft_lr)
             rng = random.Random(cfg.seed)
             losses = []
             for _ in range(cfg.sft_steps):
                 batch = rng.sample(examples, min(cfg.sft_batch, len(examples)))
                 losses.append(float((await asyncio.to_thread(sft.step, batch))["sft/loss"]))
-            res.sft = {
-                "oracle_pass_rate": demo.pass_rate, "examples": len(examples), "steps": cfg.sft_steps,
-                "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
-            }  # fmt: skip
+            res.sft.update({"loss_first": losses[0], "loss_last": losses[-1]})
 
-        log("held-out evaluation before RL")
-        before = await evaluate(eval_sched, held, policy, run_id + "-heldout-before", cfg.seed + 7)
-        res.heldout["before_rl"] = before.pass_rate
-        res.heldout["before_rl_reward"] = before.reward_mean
-
-        curriculum = BetaCurriculum(train_tasks, seed=cfg.seed)
+        curriculum = BetaCurriculum(train_tasks, seed=cfg.seed, **cfg.curriculum.model_dump())
         trainer = GRPOTrainer(policy, cfg.grpo)
-        for it in range(cfg.iterations):
-            batch = curriculum.sample(cfg.tasks_per_iteration)
-            summary = await sched.run(batch, policy, cfg.group_size, run_id=run_id, seed=cfg.seed * 1000 + it)
-            curriculum.update((t.task_id, t.passed) for t in summary.trajectories if t.trainable)
-            metrics = iteration_metrics(summary.trajectories, summary.seconds)
-            if cfg.rl:
-                metrics.update(await asyncio.to_thread(trainer.step, summary.trajectories))
+        drift = DriftMonitor(cfg.monitor.drift_reference, cfg.monitor.drift_window)
+        rules = AlertRules()
+        pending: list[list[Trajectory]] = []  # sampled batches waiting for their update (staleness k)
+        start = 0
+        if saved is None:
+            log("held-out evaluation before RL")
+            before = await evaluate(eval_sched, held, policy, run_id + "-heldout-before", cfg.seed + 7, cfg.heldout_samples)
+            res.heldout["before_rl"] = before.pass_rate
+            res.heldout["before_rl_reward"] = before.reward_mean
+        else:
+            assert ckpt is not None
+            log(f"resuming from {ckpt}")
+            load_weights(ckpt, policy)
+            load_trainer(ckpt, trainer.optimizer)
+            policy._version = int(saved["policy_version"])
+            curriculum.load_state_dict(saved["curriculum"])
+            drift.load_state_dict(saved["drift"])
+            rules.load_state_dict(saved["alerts"])
+            pending = [[Trajectory.model_validate(t) for t in b] for b in saved["pending"]]
+            res.iterations, res.heldout, res.sft, res.alerts = saved["iterations"], saved["heldout"], saved["sft"], saved["alerts_raised"]
+            start = int(saved["iteration"]) + 1
+
+        # The control run (rl=False) changes no weight, so its iterations would only burn rollouts.
+        for it in range(start, cfg.iterations if cfg.rl else 0):
+            trajs, seconds, replaced = await sample_batch(cfg, curriculum, sched, policy, run_id, it)
+            metrics = iteration_metrics(trajs, seconds, policy.version)
+            metrics["rollout/replaced_groups"] = replaced
+            metrics["rollout/rewards"] = [round(t.reward, 4) for t in trajs if t.trainable]
+            pending.append(trajs)
+            if cfg.rl and len(pending) > cfg.grpo.staleness:
+                metrics.update(await asyncio.to_thread(trainer.step, pending.pop(0)))
             metrics.update(curriculum.metrics())
+            for t in trajs:
+                if t.trainable:
+                    drift.add(f"{t.family}@{t.judge_version}", [t.reward])
+            alerts = rules.check(it, metrics, drift.check())
+            metrics["monitor/alerts"] = len(alerts)
+            for a in alerts:
+                log(f"ALERT {a.rule}: {a.detail}")
+            res.alerts += [a.to_json() for a in alerts]
             row = {
                 "iteration": it,
                 "reward_mean": metrics["rollout/reward_mean"],
                 "pass_rate": metrics["rollout/pass_rate"],
                 "statuses": metrics["rollout/statuses"],
-                "rollouts": len(summary.trajectories),
+                "rollouts": len(trajs),
                 "throughput_per_min": metrics["rollout/throughput_per_min"],
-                "seconds": summary.seconds,
+                "seconds": seconds,
                 "policy_version": policy.version,
                 "loss": metrics.get("train/loss"),
                 "grpo_skipped": bool(metrics.get("train/skipped", 0.0)) if cfg.rl else None,
                 "zero_std_groups": metrics.get("train/frac_zero_std_groups"),
+                "replaced_groups": replaced,
+                "alerts": [a.rule for a in alerts],
             }
             sink.log(it, metrics)
             res.iterations.append(row)
             if on_iteration:
                 on_iteration(row)
+            if cfg.checkpoint_every and ((it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.iterations):
+                state = {
+                    "config": cfg.model_dump(mode="json"), "run_id": run_id, "iteration": it, "model": str(model_dir),
+                    "policy_version": policy.version, "curriculum": curriculum.state_dict(), "drift": drift.state_dict(),
+                    "alerts": rules.state_dict(), "pending": [[t.model_dump(mode="json") for t in b] for b in pending],
+                    "iterations": res.iterations, "heldout": res.heldout, "sft": res.sft, "alerts_raised": res.alerts,
+                }  # fmt: skip
+                await asyncio.to_thread(save_checkpoint, cfg.workdir, it, policy, trainer.optimizer, state)
 
         log("held-out evaluation after RL")
-        after = await evaluate(eval_sched, held, policy, run_id + "-heldout-after", cfg.seed + 7)
+        # A different sampling seed than before RL: in the control run (no updates) the two numbers
+        # differ only by evaluation noise.
+        after = await evaluate(eval_sched, held, policy, run_id + "-heldout-after", cfg.seed + 8, cfg.heldout_samples)
         res.heldout["after_rl"] = after.pass_rate
         res.heldout["after_rl_reward"] = after.reward_mean
         res.seconds = time.perf_counter() - t0

@@ -15,6 +15,7 @@ from sparring.errors import ConfigError
 from sparring.tasks.families.code_repair import CodeRepairGenerator, check_n
 from sparring.tasks.families.data_analysis import DataAnalysisGenerator
 from sparring.tasks.families.function_impl import FunctionImplGenerator
+from sparring.tasks.families.shell_ops import ShellOpsGenerator
 from sparring.tasks.loader import Task
 
 
@@ -41,6 +42,7 @@ FAMILIES: dict[str, FamilyGenerator] = {
     CodeRepairGenerator.name: CodeRepairGenerator(),
     FunctionImplGenerator.name: FunctionImplGenerator(),
     DataAnalysisGenerator.name: DataAnalysisGenerator(),
+    ShellOpsGenerator.name: ShellOpsGenerator(),
 }
 
 

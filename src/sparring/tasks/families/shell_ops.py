@@ -1,0 +1,198 @@
+"""The ``shell-ops`` family: transform a text file with the right shell command.
+
+Small enough for a tiny CPU model to learn from execution feedback, real
+enough to need the sandbox and the judge. The workspace holds ``data.txt``
+(7-9 random lower-case words, one repeated, never in sorted order); the
+instruction names one of eight operations (sort, reverse, de-duplicate, upper
+case, first / last three lines, count, reverse sort) and asks for the result
+in ``out.txt``. The agent solves it with one ``bash`` call such as
+``sort -u data.txt > out.txt`` and then ``submit()``. The hidden test compares
+``out.txt`` with the expected lines computed at generation time, so copying
+visible examples is impossible: every task's data differs, and every pair of
+operations gives a different ``out.txt`` on it (checked when generating).
+
+:class:`NoisyDemonstrator` is the warm-start teacher used by ``sparring demo``:
+a scripted agent that makes *systematic* mistakes. For each operation it has
+one confusable partner (``sort`` vs ``sort -u``, ``head`` vs ``tail``...) and
+uses the partner's command with probability ``epsilon``. Behaviour cloning of
+it gives a model that has the tool-call format but a partial pass rate, which
+is where RL with execution feedback has something to improve.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparring.tasks.loader import Task, write_task
+from sparring.tasks.spec import JudgeSpec, Limits, Provenance, TaskSpec
+
+FAMILY = "shell-ops"
+VERSION = "1"
+GENERATOR = f"{FAMILY}/{VERSION}"
+HIDDEN_TEST_ID = "test_out.py::test_out_matches"
+COMMAND_FILE = "command.sh"  # hidden/: the reference command (judge-side only, never mounted for the agent)
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    phrase: str  # how the instruction names it
+    command: str  # the reference command, run from /workspace
+    partner: str  # the operation a confused agent mixes it up with
+    difficulty: int
+
+
+OPS: dict[str, Op] = {
+    o.name: o
+    for o in (
+        Op("sort", "sorted alphabetically", "sort data.txt > out.txt", "unique", 1),
+        Op("unique", "sorted alphabetically with duplicate lines removed", "sort -u data.txt > out.txt", "sort", 2),
+        Op("reverse", "in reverse order (last line first)", "tac data.txt > out.txt", "rsort", 1),
+        Op("rsort", "sorted in reverse alphabetical order", "sort -r data.txt > out.txt", "reverse", 2),
+        Op("head", "keeping only the first three lines", "head -n 3 data.txt > out.txt", "tail", 1),
+        Op("tail", "keeping only the last three lines", "tail -n 3 data.txt > out.txt", "head", 1),
+        Op("upper", "converted to upper case", "tr a-z A-Z < data.txt > out.txt", "count", 1),
+        Op("count", "replaced by their count (one number: how many lines)", "wc -l < data.txt > out.txt", "upper", 2),
+    )
+}
+
+_LETTERS = "abcdefghijklmnoprstuw"
+
+
+def apply_op(op: str, lines: list[str]) -> list[str]:
+    """The lines ``out.txt`` must hold after ``op`` (what the reference command writes)."""
+    if op == "sort":
+        return sorted(lines)
+    if op == "unique":
+        return sorted(set(lines))
+    if op == "reverse":
+        return lines[::-1]
+    if op == "rsort":
+        return sorted(lines, reverse=True)
+    if op == "head":
+        return lines[:3]
+    if op == "tail":
+        return lines[-3:]
+    if op == "upper":
+        return [x.upper() for x in lines]
+    if op == "count":
+        return [str(len(lines))]
+    raise KeyError(op)
+
+
+def _data(rng: random.Random) -> list[str]:
+    """Random words, one duplicated, such that all eight operations give different results."""
+    while True:
+        words = ["".join(rng.choice(_LETTERS) for _ in range(rng.randint(3, 6))) for _ in range(rng.randint(6, 8))]
+        if len(set(words)) != len(words):
+            continue
+        lines = [*words, rng.choice(words)]
+        rng.shuffle(lines)
+        outs = {tuple(apply_op(o, lines)) for o in OPS}
+        if len(outs) == len(OPS) and lines != sorted(lines) and lines != sorted(lines, reverse=True):
+            return lines
+
+
+def _hidden_test(expected: list[str]) -> str:
+    return (
+        '"""Hidden test of a shell-ops task: out.txt holds exactly the expected lines."""\n'
+        "from pathlib import Path\n\n"
+        f"EXPECTED = {json.dumps(expected)}\n\n\n"
+        "def test_out_matches():\n"
+        '    out = Path("/workspace/out.txt")\n'
+        '    assert out.is_file(), "out.txt was not written"\n'
+        "    got = [line.strip() for line in out.read_text().strip().splitlines()]\n"
+        "    assert got == EXPECTED\n"
+    )
+
+
+def shell_ops_task(index: int, seed: int) -> tuple[TaskSpec, dict[str, str | bytes], dict[str, str | bytes], dict[str, str | bytes]]:
+    """(spec, workspace, hidden, solution) of task ``index`` of ``seed``."""
+    rng = random.Random(zlib.crc32(f"{GENERATOR}:{seed}:{index}".encode()))
+    op = OPS[sorted(OPS)[rng.randrange(len(OPS))]]
+    lines = _data(rng)
+    expected = apply_op(op.name, lines)
+    spec = TaskSpec.model_validate(
+        {
+            "id": f"shell-ops-s{seed}-{index:04d}-{op.name}",
+            "family": FAMILY,
+            "instruction": f"Write the lines of data.txt {op.phrase} to out.txt, then submit.",
+            "success_criteria": f"out.txt holds exactly the lines of data.txt {op.phrase}, one per line.",
+            "tools": ["bash", "submit"],
+            "limits": Limits(max_steps=4, wall_s=60.0, exec_timeout_s=10.0, memory_mb=256, pids=64, disk_mb=16),
+            "judge": JudgeSpec(hidden_tests=[HIDDEN_TEST_ID], weights={"all_pass": 1.0}, timeout_s=30.0),
+            "difficulty": op.difficulty,
+            "tags": [FAMILY, f"op:{op.name}"],
+            "provenance": Provenance(generator=GENERATOR, seed=seed, source=f"index {index}"),
+        }
+    )
+    workspace: dict[str, str | bytes] = {"data.txt": "\n".join(lines) + "\n"}
+    hidden: dict[str, str | bytes] = {"test_out.py": _hidden_test(expected), COMMAND_FILE: op.command + "\n"}
+    solution: dict[str, str | bytes] = {"out.txt": "\n".join(expected) + "\n"}
+    return spec, workspace, hidden, solution
+
+
+def task_op(task: Task) -> Op:
+    """The operation a shell-ops task asks for (from its tags)."""
+    for tag in task.spec.tags:
+        if tag.startswith("op:") and tag[3:] in OPS:
+            return OPS[tag[3:]]
+    raise KeyError(f"{task.id} is not a shell-ops task (no op: tag)")
+
+
+@dataclass(frozen=True)
+class ShellOpsGenerator:
+    """Generates shell-ops tasks; the same (n, seed) writes the same bytes."""
+
+    name: str = FAMILY
+    version: str = VERSION
+
+    def generate(self, n: int, seed: int, out: Path) -> list[Task]:
+        out = Path(out)
+        return [write_task(out / spec.id, spec, ws, hidden, sol) for spec, ws, hidden, sol in (shell_ops_task(i, seed) for i in range(n))]
+
+
+class NoisyDemonstrator:
+    """A scripted shell-ops agent with systematic mistakes: ``bash(command)`` then ``submit()``.
+
+    With probability ``epsilon`` (decided per task and sample, deterministically)
+    it runs the command of the operation's confusable partner instead of the
+    right one. It reads the task's privileged tags, as scripted policies may.
+    """
+
+    version = 0
+
+    def __init__(self, epsilon: float = 0.5, seed: int = 0) -> None:
+        if not 0.0 <= epsilon <= 1.0:
+            from sparring.errors import ConfigError
+
+            raise ConfigError(f"epsilon must be in [0, 1], got {epsilon}")
+        self.epsilon = epsilon
+        self.seed = seed
+        self.name = f"shell-ops-demonstrator(eps={epsilon:g})"
+
+    def command(self, task: Task, sample_index: int, seed: int) -> str:
+        op = task_op(task)
+        rng = random.Random(zlib.crc32(f"{self.seed}:{seed}:{sample_index}:{task.id}".encode()))
+        return OPS[op.partner].command if rng.random() < self.epsilon else op.command
+
+    async def act(self, request: Any) -> Any:
+        from sparring.policy.base import Action
+        from sparring.policy.scripted import tool_call_message
+
+        turn = sum(1 for m in request.messages if m.get("role") == "assistant")
+        if turn == 0:
+            cmd = self.command(request.task, request.sample_index, request.seed)
+            return Action(tool_call_message("bash", {"command": cmd}, f"call_{turn}"))
+        return Action(tool_call_message("submit", {}, f"call_{turn}"))
+
+    async def close(self) -> None:
+        return None
+
+
+__all__ = ["FAMILY", "OPS", "NoisyDemonstrator", "ShellOpsGenerator", "apply_op", "shell_ops_task", "task_op"]
