@@ -82,14 +82,23 @@ def check(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Admission: reject tasks that are vague, unstable, already solved, unsolvable, flaky or hackable."""
-    from sparring.tasks.check import admission_record, check_tasks, store_admission
+    from sparring.tasks.check import CheckReport, admission_record, check_tasks, store_admission
 
     if environment not in ("layer", "host"):
         raise ConfigError(f"--environment must be 'layer' or 'host', got {environment!r}")
     tasks, broken = _load_all(paths)
     judge = _judges(environment)
-    with err_console.status(f"checking {len(tasks)} tasks"):
-        reports = run_async(check_tasks(tasks, judge, repeats=repeats, concurrency=concurrency))
+    with err_console.status(f"checking {len(tasks)} tasks") as status:
+        done = [0, 0]
+
+        def progress(rep: CheckReport) -> None:
+            done[0] += 1
+            done[1] += 0 if rep.ok else 1
+            status.update(f"checked {done[0]}/{len(tasks)} tasks ({done[1]} rejected)")
+
+        reports = run_async(
+            check_tasks(tasks, judge, repeats=repeats, concurrency=concurrency, on_done=progress)
+        )
     if store:
         for t, rep in zip(tasks, reports, strict=True):
             env = (
