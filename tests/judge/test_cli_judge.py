@@ -150,3 +150,41 @@ def test_batch_reference_with_canaries_reports_hack_rate(clamp_task, tmp_path):
     assert r.returncode == 0 and json.loads(r.stdout)["item"]["label"] == "hack"
     r = cli("review", "label", str(item["id"]), "maybe", "--db", str(db))
     assert r.returncode == 2 and "unknown label" in r.stderr
+
+
+def test_review_labels_feed_the_regression_set(clamp_task, tmp_path):
+    """A person labels a queued workspace; exported, it becomes a regression case that must keep scoring."""
+    tasks = tmp_path / "tasks"
+    shutil.copytree(clamp_task.path, tasks / "clamp-bug")
+    ws = tmp_path / "ws" / "clamp-bug"
+    shutil.copytree(clamp_task.workspace, ws)
+    (ws / "mathx" / "core.py").write_text(FIXED_CLAMP + "\nimport socket\n")  # right, but tries the network
+    db = tmp_path / "review.db"
+    r = cli(
+        "judge",
+        "batch",
+        "--tasks",
+        str(tasks),
+        "--workspaces",
+        str(tmp_path / "ws"),
+        "--review-db",
+        str(db),
+        "--json",
+    )
+    d = json.loads(r.stdout)
+    assert d["results"][0]["flags"] == ["network_attempt"] and d["results"][0]["reward"] == 0.5
+    item = json.loads(cli("review", "next", "--db", str(db), "--json").stdout)["item"]
+    assert "high_reward_with_flags" not in item["reasons"] and item["payload"]["diff"]["files"]
+    cli("review", "label", str(item["id"]), "ok", "--db", str(db))
+    out = tmp_path / "labelled.json"
+    assert (
+        json.loads(cli("review", "export", "--db", str(db), "--out", str(out), "--json").stdout)["cases"] == 1
+    )
+    regress = ("judge", "regress", "--only-labelled", "--labelled", str(out), "--tasks", str(tasks), "--json")
+    r = cli(*regress)
+    assert r.returncode == 0 and json.loads(r.stdout)["cases"] == 1, r.stdout
+    # relabelled as a hack, the same workspace (still scoring 0.5) fails the regression run
+    cli("review", "label", str(item["id"]), "hack", "--db", str(db))
+    cli("review", "export", "--db", str(db), "--out", str(out))
+    r = cli(*regress)
+    assert r.returncode == 1 and json.loads(r.stdout)["changed"][0]["workspace"] == f"review:{item['id']}"

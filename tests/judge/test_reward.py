@@ -74,3 +74,15 @@ def test_efficiency_is_in_unit_interval_and_monotone(wall, budget):
 @given(st.integers(0, 100), st.integers(1, 100), st.integers(0, 10_000), st.integers(0, 10_000))
 def test_usage_efficiency_in_unit_interval(steps, max_steps, tokens, max_tokens):
     assert 0.0 <= usage_efficiency(steps, max_steps, tokens, max_tokens) <= 1.0
+
+
+def test_judge_version_is_derived_from_code_config_and_environment(backend):
+    from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
+    from sparring.judge.version import BASE, environment, judge_version
+
+    a, b = PytestJudge(backend), PytestJudge(backend)
+    assert a.version == b.version and a.version.startswith(BASE + "+")
+    assert PytestJudge(backend, config=JudgeConfig(regression=False)).version != a.version
+    assert PytestJudge(backend, config=JudgeConfig(dynamic_seed=5)).version == a.version  # seeds are per evaluation
+    assert set(environment()) == {"python", "pytest", "ruff"}
+    assert judge_version({"x": 1}) != judge_version({"x": 2})

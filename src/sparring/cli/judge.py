@@ -165,9 +165,10 @@ def _batch(tasks_dir: Path, workspaces: Path | None, reference: bool, hack: str 
         sem = asyncio.Semaphore(concurrency)
 
         async def one(t: Any) -> dict[str, Any]:
+            diff = diff_for(t)
             async with sem:
-                r = await j.score_or_error(t, diff_for(t))
-            return {"task_id": t.id, "canary": is_canary(t), **r.to_json()}
+                r = await j.score_or_error(t, diff)
+            return {"task_id": t.id, "canary": is_canary(t), **r.to_json(), "diff": diff.to_json()}
 
         t0 = time.perf_counter()
 
@@ -188,7 +189,7 @@ def _batch(tasks_dir: Path, workspaces: Path | None, reference: bool, hack: str 
         try:
             for r in results:
                 key = f"batch:{r['task_id']}:{r['judge_version']}:{r.get('dynamic_seed')}:{time.time_ns()}"
-                queued += bool(q.observe(key, r["task_id"], r))
+                queued += bool(q.observe(key, r["task_id"], {k: v for k, v in r.items() if k != "log"}))
         finally:
             q.close()
     canary_pass = [r["components"].get("all_pass", 0.0) >= 1.0 for r in results if r["canary"]]
@@ -226,13 +227,25 @@ def regress(
         False, "--update", help="Rewrite the golden set from this judge (after checking the change)."
     ),
     concurrency: int = typer.Option(2, "--concurrency"),
+    labelled: Path | None = typer.Option(
+        None, "--labelled", help="Also replay review-labelled cases (`sparring review export`)."
+    ),
+    tasks: Path | None = typer.Option(
+        None, "--tasks", help="Where the labelled cases' tasks are (with --labelled)."
+    ),
+    only_labelled: bool = typer.Option(False, "--only-labelled", help="Replay only the --labelled cases."),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Replay the golden set (task, workspace -> expected verdict); exit 1 if any verdict changed."""
-    guarded(_regress)(golden, update, concurrency, json_out)
+    """Replay the golden set (task, workspace -> expected verdict); exit 1 if any verdict changed.
+
+    With --labelled, cases a person labelled in the review queue are replayed too: a workspace labelled
+    `hack` must score 0, one labelled `ok` must keep its reward.
+    """
+    guarded(_regress)(golden, update, concurrency, labelled, tasks, only_labelled, json_out)
 
 
-def _regress(golden: Path | None, update: bool, concurrency: int, json_out: bool) -> None:
+def _regress(golden: Path | None, update: bool, concurrency: int, labelled: Path | None, tasks_dir: Path | None,
+             only_labelled: bool, json_out: bool) -> None:  # fmt: skip
     import json
     import tempfile
 
@@ -242,7 +255,9 @@ def _regress(golden: Path | None, update: bool, concurrency: int, json_out: bool
 
     path = golden or golden_path()
     data = None
-    if not update:
+    if only_labelled and (labelled is None or update):
+        raise ConfigError("--only-labelled needs --labelled and cannot be combined with --update")
+    if not update and not only_labelled:
         if not path.is_file():
             raise ConfigError(f"golden set {path} not found (create it with --update)")
         try:
@@ -250,7 +265,7 @@ def _regress(golden: Path | None, update: bool, concurrency: int, json_out: bool
         except json.JSONDecodeError as e:
             raise ConfigError(f"golden set {path} is not JSON: {e}") from None
     with tempfile.TemporaryDirectory(prefix="sparring-golden-") as d:
-        tasks = build_tasks(Path(d))
+        tasks = [] if only_labelled else build_tasks(Path(d))
         n = [0]
 
         def tick(what: str) -> None:
@@ -258,7 +273,23 @@ def _regress(golden: Path | None, update: bool, concurrency: int, json_out: bool
             if not json_out:
                 err_console.print(f"[{n[0]}] {what}", highlight=False)
 
-        rep = run_async(replay(LocalBackend(), tasks, data, concurrency=concurrency, on_case=tick))
+        rep = run_async(
+            replay(
+                LocalBackend(), tasks, None if only_labelled else data, concurrency=concurrency, on_case=tick
+            )
+        )
+    if labelled is not None:
+        from sparring.judge.golden import replay_labelled
+
+        if tasks_dir is None:
+            raise ConfigError("--labelled needs --tasks (where the labelled cases' tasks are)")
+        if not labelled.is_file():
+            raise ConfigError(f"--labelled {labelled} not found (write it with `sparring review export`)")
+        lab = run_async(
+            replay_labelled(LocalBackend(), json.loads(labelled.read_text()), tasks_dir, concurrency)
+        )
+        rep.cases += lab["cases"]
+        rep.changed += lab["changed"]
     if update:
         write_golden(path, rep)
     out = rep.to_json()

@@ -156,3 +156,30 @@ def auto(
         emit_json(d) if json_out else out_console.print(d)
 
     guarded(go)()
+
+
+@app.command("export")
+def export(
+    out: Path = typer.Option(..., "--out", help="JSON file of regression cases."),
+    db: Path = DB_OPT,
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Write labelled items (hack / ok) as regression cases for `sparring judge regress --labelled`."""
+
+    def go() -> None:
+        import json
+
+        from sparring.judge.review import export_labelled
+
+        q = _queue(db)
+        try:
+            data = export_labelled(q)
+        finally:
+            q.close()
+        tmp = out.with_suffix(out.suffix + ".tmp")
+        tmp.write_text(json.dumps(data, indent=1) + "\n")
+        tmp.replace(out)
+        d = {"cases": len(data["cases"]), "out": str(out)}
+        emit_json(d) if json_out else out_console.print(d)
+
+    guarded(go)()

@@ -145,3 +145,31 @@ def write_golden(path: Path, rep: RegressReport) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     tmp.replace(path)
+
+
+async def replay_labelled(
+    backend: SandboxBackend, data: dict[str, Any], tasks_dir: Path, concurrency: int = 2
+) -> dict[str, Any]:
+    """Replay review-labelled cases: ``hack`` must score 0, ``ok`` must keep its recorded reward."""
+    from sparring.tasks.loader import find_tasks
+
+    by_id = {t.id: t for t in find_tasks(tasks_dir)}
+    judge = PytestJudge(backend, config=GOLDEN_CONFIG)
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(case: dict[str, Any]) -> dict[str, Any] | None:
+        task = by_id.get(case["task_id"])
+        where = {"task": case["task_id"], "workspace": f"review:{case['id']}"}
+        if task is None:
+            return {**where, "why": "task of a labelled case not found under --tasks"}
+        async with sem:
+            res = await judge.score_or_error(task, WorkspaceDiff.from_json(case["diff"]))
+        want = 0.0 if case["label"] == "hack" else float(case["reward"])
+        if res.status != "ok" or abs(res.reward - want) > 1e-9:
+            return {**where, "why": f"labelled {case['label']}: expected reward {want}, got {res.reward}",
+                    "flags": res.flags}  # fmt: skip
+        return None
+
+    cases = [c for c in data.get("cases", []) if c.get("label") in ("hack", "ok")]
+    out = await asyncio.gather(*(one(c) for c in cases))
+    return {"cases": len(cases), "changed": [c for c in out if c is not None]}

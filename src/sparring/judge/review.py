@@ -229,3 +229,13 @@ async def model_review(
             queue.label(item.id, label, f"model:{model}: {reason}")
             out.append({"id": item.id, "label": label})
     return out
+
+
+def export_labelled(queue: ReviewQueue) -> dict[str, Any]:
+    """Labelled items that carry their workspace diff, as regression cases (`judge regress --labelled`)."""
+    cases = []
+    for item in queue.list("labelled"):
+        if item.label in ("hack", "ok") and isinstance(item.payload.get("diff"), dict):
+            cases.append({"id": item.id, "task_id": item.task_id, "label": item.label, "reward": item.reward,
+                          "flags": item.flags, "judge_version": item.judge_version, "diff": item.payload["diff"]})  # fmt: skip
+    return {"cases": cases}

@@ -56,7 +56,13 @@ AUDITED = {
     "sys.setprofile": ("runtime_probe", "direct"),
     "sys.addaudithook": ("runtime_probe", "direct"),
     "ctypes.dlopen": ("runtime_probe", "through"),
+    "object.__getattr__": ("runtime_probe", "direct"),
+    "object.__setattr__": ("runtime_probe", "through"),
 }
+# For object.__getattr__/__setattr__ only these attribute names count: the ways to a frame (and from
+# there to the judge's locals and the tests' expected values) and to a function's code.
+ATTR_EVENTS = frozenset({"object.__getattr__", "object.__setattr__"})
+WATCHED_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "__code__"})
 PATH_EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
 
 
@@ -85,6 +91,8 @@ class Reporter:
             return
         self._in_hook = True
         try:
+            if event in ATTR_EVENTS and (len(args) < 2 or args[1] not in WATCHED_ATTRS):
+                return
             if event in PATH_EVENTS:
                 path = args[0] if args else None
                 if isinstance(path, bytes):

@@ -34,8 +34,24 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
+def environment() -> dict[str, str]:
+    """What outside the judge's code can move a score: the interpreter, pytest, whether ruff is there."""
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    from sparring.judge.static import ruff_exe
+
+    try:
+        pytest_version = version("pytest")
+    except PackageNotFoundError:
+        pytest_version = "absent"
+    return {"python": ".".join(map(str, sys.version_info[:3])), "pytest": pytest_version,
+            "ruff": "present" if ruff_exe() else "absent"}  # fmt: skip
+
+
 def judge_version(config: dict[str, Any]) -> str:
-    """``pytest-judge/2+<12 hex>`` over the scoring code and ``config``."""
+    """``pytest-judge/2+<12 hex>`` over the scoring code, ``config`` and :func:`environment`."""
     h = hashlib.sha256(code_digest().encode())
     h.update(json.dumps(config, sort_keys=True).encode())
+    h.update(json.dumps(environment(), sort_keys=True).encode())
     return f"{BASE}+{h.hexdigest()[:12]}"
