@@ -18,7 +18,7 @@ _COMMON = {
     "model": {"max_new_tokens": 40}, "sft_batch": 16, "sft_lr": 3e-3, "group_size": 8,
     "grpo": {"lr": 1e-3, "minibatches": 2},
 }
-FULL = {**_COMMON, "n_train": 32, "n_heldout": 16, "iterations": 16, "tasks_per_iteration": 6, "sft_steps": 200}
+FULL = {**_COMMON, "n_train": 32, "n_heldout": 12, "iterations": 12, "tasks_per_iteration": 5, "sft_steps": 200}
 QUICK = {**_COMMON, "n_train": 16, "n_heldout": 8, "iterations": 3, "tasks_per_iteration": 4, "sft_steps": 80,
          "heldout_samples": 2}  # fmt: skip
 

@@ -191,10 +191,10 @@ async def run_rl(
 
         transformers.utils.logging.disable_progress_bar()
     t0 = time.perf_counter()
-    cfg.workdir.mkdir(parents=True, exist_ok=True)
     ckpt = latest_checkpoint(cfg.workdir) if resume else None
     if resume and ckpt is None:
         raise ConfigError(f"--resume: no checkpoint in {cfg.workdir / 'checkpoints'}; start without --resume")
+    cfg.workdir.mkdir(parents=True, exist_ok=True)
     saved = load_state(ckpt) if ckpt is not None else None
     if saved is not None and saved.get("config") != cfg.model_dump(mode="json"):
         raise ConfigError(f"--resume: the config differs from the one {ckpt} was written with; resume with the same config")

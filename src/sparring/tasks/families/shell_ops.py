@@ -32,7 +32,7 @@ from sparring.tasks.loader import Task, write_task
 from sparring.tasks.spec import JudgeSpec, Limits, Provenance, TaskSpec
 
 FAMILY = "shell-ops"
-VERSION = "1"
+VERSION = "2"
 GENERATOR = f"{FAMILY}/{VERSION}"
 HIDDEN_TEST_ID = "test_out.py::test_out_matches"
 COMMAND_FILE = "command.sh"  # hidden/: the reference command (judge-side only, never mounted for the agent)
@@ -121,7 +121,8 @@ def shell_ops_task(index: int, seed: int) -> tuple[TaskSpec, dict[str, str | byt
         {
             "id": f"shell-ops-s{seed}-{index:04d}-{op.name}",
             "family": FAMILY,
-            "instruction": f"Write the lines of data.txt {op.phrase} to out.txt, then submit.",
+            # The ticket names the operation up front (a fixed position a tiny model can attend to).
+            "instruction": f"Ticket {op.name.upper()}: write the lines of data.txt {op.phrase} to out.txt, then submit.",
             "success_criteria": f"out.txt holds exactly the lines of data.txt {op.phrase}, one per line.",
             "tools": ["bash", "submit"],
             "limits": Limits(max_steps=4, wall_s=60.0, exec_timeout_s=10.0, memory_mb=256, pids=64, disk_mb=16),
