@@ -21,4 +21,10 @@ if __name__ == "__main__":
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
-    print(json.dumps(run_train_bench(a.groups, a.group_size, a.prompt_len, a.completion_len, a.hidden, a.layers, a.repeats)))
+    print(
+        json.dumps(
+            run_train_bench(
+                a.groups, a.group_size, a.prompt_len, a.completion_len, a.hidden, a.layers, a.repeats
+            )
+        )
+    )

@@ -42,7 +42,9 @@ def test_demo_quick_runs_the_whole_loop(tmp_path):
     assert list((work / "tensorboard").rglob("events.out.tfevents.*"))
     assert (work / "checkpoints" / "latest").read_text().strip() == "iter-00002"
     # `sparring report` draws the run.
-    rep = subprocess.run([str(EXE), "report", str(work), "--json"], capture_output=True, text=True, timeout=300)
+    rep = subprocess.run(
+        [str(EXE), "report", str(work), "--json"], capture_output=True, text=True, timeout=300
+    )
     assert rep.returncode == 0, rep.stderr
     j = json.loads(rep.stdout)
     html = Path(j["html"]).read_text()

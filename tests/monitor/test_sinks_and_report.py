@@ -48,7 +48,10 @@ def _tf_records(path: Path) -> int:
 def test_tensorboard_and_jsonl_sinks_write_every_iteration(tmp_path):
     sink = make_sinks(["tensorboard"], tmp_path, "run-x", {})
     for step in range(3):
-        sink.log(step, {"rollout/pass_rate": step / 3, "rollout/statuses": {"ok": 4}, "rollout/rewards": [0.0, 1.0]})
+        sink.log(
+            step,
+            {"rollout/pass_rate": step / 3, "rollout/statuses": {"ok": 4}, "rollout/rewards": [0.0, 1.0]},
+        )
     sink.close()
     lines = (tmp_path / "metrics" / "run-x.jsonl").read_text().splitlines()
     assert [json.loads(x)["step"] for x in lines] == [0, 1, 2]
@@ -63,11 +66,15 @@ def test_report_draws_curves_tiers_and_histograms(tmp_path):
              "rollout/pass_rate/tier1": 0.3 + 0.1 * i, "rollout/pass_rate/tier2": 0.1 * i,
              "rollout/rewards": [0.0, 1.0, 1.0], "monitor/alerts": 0} for i in range(4)]  # fmt: skip
     metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    r = subprocess.run([str(EXE), "report", str(tmp_path), "--json"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [str(EXE), "report", str(tmp_path), "--json"], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     j = json.loads(r.stdout)
     html = Path(j["html"]).read_text()
     assert html.count("<svg") == 3 and "tier1" in html and "tier2" in html
     assert j["pass_rate_first"] == 0.2 and abs(j["pass_rate_last"] - 0.5) < 1e-9
-    bad = subprocess.run([str(EXE), "report", str(tmp_path / "nope")], capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [str(EXE), "report", str(tmp_path / "nope")], capture_output=True, text=True, timeout=120
+    )
     assert bad.returncode == 2 and "run not found" in bad.stderr

@@ -55,11 +55,18 @@ def test_cli_rejects_before_any_work(tmp_path):
     assert r.returncode == 2
     assert "tasks_per_iteration=3 exceeds n_train=2" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not work.exists()  # nothing was generated, built or started
-    r = subprocess.run([str(EXE), "train", "--config", str(tmp_path / "missing.yaml")], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [str(EXE), "train", "--config", str(tmp_path / "missing.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "config file not found" in r.stderr
 
 
 def test_resume_without_checkpoint_is_an_error(tmp_path):
     cfg = _write(tmp_path, f"workdir: {tmp_path / 'w'}\n")
-    r = subprocess.run([str(EXE), "train", "--config", str(cfg), "--resume"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [str(EXE), "train", "--config", str(cfg), "--resume"], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 2 and "no checkpoint" in r.stderr

@@ -92,6 +92,9 @@ def test_kill_and_resume_reaches_the_uninterrupted_state(tmp_path):
         assert (wa[k] == wb[k]).all(), f"weights differ after resume: {k}"
     assert sa["curriculum"] == sb["curriculum"]
     assert sa["drift"] == sb["drift"]
-    strip = lambda rows: [{k: v for k, v in r.items() if k not in ("seconds", "throughput_per_min")} for r in rows]  # noqa: E731
+
+    def strip(rows):
+        return [{k: v for k, v in r.items() if k not in ("seconds", "throughput_per_min")} for r in rows]
+
     assert strip(ra["iterations"]) == strip(rb["iterations"])
     assert ra["heldout"] == rb["heldout"]

@@ -50,7 +50,9 @@ def test_trained_weights_reach_the_served_policy(model_dir, tmp_path):
         sync = HTTPWeightSync(server.url, tmp_path / "sync")
         out = sync.push(trainer_policy)
         assert out["success"] is True and out["version"] == trainer_policy.version == 3
-        for (k, a), b in zip(served.model.state_dict().items(), trainer_policy.model.state_dict().values(), strict=True):
+        for (k, a), b in zip(
+            served.model.state_dict().items(), trainer_policy.model.state_dict().values(), strict=True
+        ):
             assert torch.equal(a, b), k
         after = _chat(server.url)
         lp = lambda r: [c["logprob"] for c in r["choices"][0]["logprobs"]["content"]]  # noqa: E731

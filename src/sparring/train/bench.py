@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 
-def _trajectories(policy: Any, groups: int, group_size: int, prompt_len: int, completion_len: int, seed: int) -> list[Any]:
+def _trajectories(
+    policy: Any, groups: int, group_size: int, prompt_len: int, completion_len: int, seed: int
+) -> list[Any]:
     import torch
 
     from sparring.rollout.trajectory import Trajectory
@@ -100,7 +102,9 @@ def _trl_side(policy: Any, trajs: list[Any], repeats: int, completion_tokens: in
         return {"trl": "not installed (pip install -e '.[bench]')"}
     import trl
 
-    seqs = [_Seq(t.traces[0]["prompt_ids"], t.traces[0]["completion_ids"], t.traces[0]["logprobs"]) for t in trajs]
+    seqs = [
+        _Seq(t.traces[0]["prompt_ids"], t.traces[0]["completion_ids"], t.traces[0]["logprobs"]) for t in trajs
+    ]
     advs = grouped_advantages([t.group_id for t in trajs], [t.reward for t in trajs])
     model = policy.model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
@@ -155,7 +159,9 @@ def _trl_side(policy: Any, trajs: list[Any], repeats: int, completion_tokens: in
             if i:
                 times.append(time.perf_counter() - t0)
     except Exception as e:  # TRL's internals move between versions; report, never crash the benchmark
-        return {"trl": f"trl {trl.__version__}: its loss could not be driven here: {type(e).__name__}: {str(e)[:200]}"}
+        return {
+            "trl": f"trl {trl.__version__}: its loss could not be driven here: {type(e).__name__}: {str(e)[:200]}"
+        }
     med = statistics.median(times)
     return {"trl_version": trl.__version__, "trl_step_s": round(med, 4),
             "trl_completion_tokens_per_s": round(completion_tokens / med, 1),

@@ -41,7 +41,9 @@ class HTTPWeightSync:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
                 text = r.read().decode() or "{}"
         except urllib.error.HTTPError as e:
-            raise PolicyError(f"weight sync to {self.base}{path} failed: HTTP {e.code}: {e.read().decode()[:300]}") from None
+            raise PolicyError(
+                f"weight sync to {self.base}{path} failed: HTTP {e.code}: {e.read().decode()[:300]}"
+            ) from None
         except (urllib.error.URLError, OSError) as e:
             raise PolicyError(f"weight sync: cannot reach {self.base}{path}: {e}") from None
         try:
