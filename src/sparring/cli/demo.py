@@ -22,14 +22,14 @@ _COMMON = {
     "sft_batch": 16,
     "sft_lr": 3e-3,
     "group_size": 8,
-    "grpo": {"lr": 1e-3, "minibatches": 2},
+    "grpo": {"lr": 5e-4, "minibatches": 2, "kl_coef": 0.05},
 }
 FULL = {
     **_COMMON,
     "n_train": 32,
     "n_heldout": 12,
-    "iterations": 12,
-    "tasks_per_iteration": 5,
+    "iterations": 9,
+    "tasks_per_iteration": 6,
     "sft_steps": 200,
 }
 QUICK = {**_COMMON, "n_train": 16, "n_heldout": 8, "iterations": 3, "tasks_per_iteration": 4, "sft_steps": 80,
