@@ -37,7 +37,7 @@ resample_rounds: 1
 checkpoint_every: 1
 model: {hidden: 32, layers: 1, heads: 4, vocab_size: 600, max_new_tokens: 12}
 warm_start: {teacher: noisy, epsilon: 0.5, samples: 1, passed_only: false}
-grpo: {lr: 1.0e-2, minibatches: 2}
+grpo: {lr: 1.0e-2, minibatches: 2, kl_coef: 0.05}
 """
 
 

@@ -84,13 +84,13 @@ def load_trainer(ckpt: Path, optimizer: Any) -> None:
     torch.set_rng_state(data["torch_rng"])
 
 
-def load_weights(ckpt: Path, policy: Any) -> None:
-    """Copy the checkpoint's weights into a loaded policy's model, in place."""
+def load_weights(ckpt: Path, policy: Any, sub: str = "model") -> None:
+    """Copy the checkpoint's weights (``ckpt/sub``) into a loaded policy's model, in place."""
     from safetensors.torch import load_file
 
-    files = sorted((ckpt / "model").glob("*.safetensors"))
+    files = sorted((ckpt / sub).glob("*.safetensors"))
     if not files:
-        raise ConfigError(f"checkpoint {ckpt} has no weights (model/*.safetensors)")
+        raise ConfigError(f"checkpoint {ckpt} has no weights ({sub}/*.safetensors)")
     sd: dict[str, Any] = {}
     for f in files:
         sd.update(load_file(str(f)))

@@ -131,6 +131,11 @@ async def evaluate(
     return await sched.run(tasks, policy, samples, run_id=run_id, seed=seed)
 
 
+@dataclass
+class _ModelHolder:
+    model: Any
+
+
 def _seed(cfg: RLConfig, iteration: int, round_: int = 0) -> int:
     """The sampling seed of an iteration's (re)sampling round: fixed, so a resumed run samples the same."""
     return cfg.seed * 1_000_003 + iteration * 101 + round_
@@ -268,6 +273,9 @@ async def run_rl(
 
         curriculum = BetaCurriculum(train_tasks, seed=cfg.seed, **cfg.curriculum.model_dump())
         trainer = GRPOTrainer(policy, cfg.grpo)
+        ref_dir = cfg.workdir / "checkpoints" / "reference"  # the KL anchor: the warm-started weights
+        if saved is None and trainer.ref_model is not None and cfg.checkpoint_every:
+            await asyncio.to_thread(trainer.ref_model.save_pretrained, str(ref_dir), safe_serialization=True)
         drift = DriftMonitor(cfg.monitor.drift_reference, cfg.monitor.drift_window)
         rules = AlertRules()
         pending: list[list[Trajectory]] = []  # sampled batches waiting for their update (staleness k)
@@ -283,6 +291,8 @@ async def run_rl(
             assert ckpt is not None
             log(f"resuming from {ckpt}")
             load_weights(ckpt, policy)
+            if trainer.ref_model is not None:
+                load_weights(ref_dir.parent, _ModelHolder(trainer.ref_model), sub=ref_dir.name)
             load_trainer(ckpt, trainer.optimizer)
             policy._version = int(saved["policy_version"])
             curriculum.load_state_dict(saved["curriculum"])
