@@ -84,7 +84,9 @@ def test_parked_tasks_are_retested_occasionally():
 
 
 def test_batches_are_balanced_over_families_and_tiers():
-    tasks = [TierTask(f"a{i}", _Spec("fa", 1)) for i in range(10)] + [TierTask(f"b{i}", _Spec("fb", 2)) for i in range(2)]
+    tasks = [TierTask(f"a{i}", _Spec("fa", 1)) for i in range(10)] + [
+        TierTask(f"b{i}", _Spec("fb", 2)) for i in range(2)
+    ]
     c = BetaCurriculum(tasks, seed=0)  # type: ignore[arg-type]
     batch = c.sample(4)
     fams = [t.spec.family for t in batch]

@@ -129,10 +129,15 @@ def test_gradient_accumulation_equals_one_big_batch(model_dir):
 def test_infra_failed_samples_never_enter_the_gradient(model_dir):
     pol = HFPolicy(model_dir, max_new_tokens=8)
     good = _batch(pol)
-    failed = [_traj(0.0, _trace(pol, [5, 6, 7], [50, 51]), status=s) for s in ("infra_error", "judge_error", "policy_error")]
+    failed = [
+        _traj(0.0, _trace(pol, [5, 6, 7], [50, 51]), status=s)
+        for s in ("infra_error", "judge_error", "policy_error")
+    ]
     ref = HFPolicy(model_dir, max_new_tokens=8)
     GRPOTrainer(ref, GRPOConfig(lr=1e-2)).step(_batch(ref))
-    m = GRPOTrainer(pol, GRPOConfig(lr=1e-2)).step(good + failed)  # same seqs, same order: bitwise same update
+    m = GRPOTrainer(pol, GRPOConfig(lr=1e-2)).step(
+        good + failed
+    )  # same seqs, same order: bitwise same update
     assert m["train/skipped_untrainable"] == 3.0 and m["train/trajectories"] == 3.0
     for (k, a), b in zip(pol.model.state_dict().items(), ref.model.state_dict().values(), strict=True):
         assert torch.allclose(a, b, atol=1e-6), k  # exactly as if the failed samples were absent

@@ -13,23 +13,42 @@ from sparring.cli.common import guarded
 # operation with a partner half of the time), so after SFT the model has the tool-call format but a
 # partial pass rate; GRPO on execution feedback then has something to fix.
 _COMMON = {
-    "family": "shell-ops", "max_steps": 3, "heldout_max_steps": 3, "heldout_samples": 4,
+    "family": "shell-ops",
+    "max_steps": 3,
+    "heldout_max_steps": 3,
+    "heldout_samples": 4,
     "warm_start": {"teacher": "noisy", "epsilon": 0.5, "samples": 2, "passed_only": False},
-    "model": {"max_new_tokens": 40}, "sft_batch": 16, "sft_lr": 3e-3, "group_size": 8,
-    "grpo": {"lr": 1e-3, "minibatches": 2},
+    "model": {"max_new_tokens": 40},
+    "sft_batch": 16,
+    "sft_lr": 3e-3,
+    "group_size": 8,
+    "grpo": {"lr": 5e-4, "minibatches": 2, "kl_coef": 0.05},
 }
-FULL = {**_COMMON, "n_train": 32, "n_heldout": 16, "iterations": 16, "tasks_per_iteration": 6, "sft_steps": 200}
+FULL = {
+    **_COMMON,
+    "n_train": 32,
+    "n_heldout": 12,
+    "iterations": 9,
+    "tasks_per_iteration": 6,
+    "sft_steps": 200,
+}
 QUICK = {**_COMMON, "n_train": 16, "n_heldout": 8, "iterations": 3, "tasks_per_iteration": 4, "sft_steps": 80,
          "heldout_samples": 2}  # fmt: skip
 
 
 def demo(
     quick: bool = typer.Option(False, "--quick", help="A smaller run (under 3 minutes on 2 cores)."),
-    workdir: Path = typer.Option(Path(".sparring/demo"), "--workdir", help="Where tasks, model, store and metrics go."),
+    workdir: Path = typer.Option(
+        Path(".sparring/demo"), "--workdir", help="Where tasks, model, store and metrics go."
+    ),
     seed: int = typer.Option(0, "--seed"),
-    no_rl: bool = typer.Option(False, "--no-rl", help="Control run: the same warm start and held-out evaluations, no GRPO updates."),
+    no_rl: bool = typer.Option(
+        False, "--no-rl", help="Control run: the same warm start and held-out evaluations, no GRPO updates."
+    ),
     set_: list[str] = typer.Option([], "--set", help="Override a config field: --set group_size=8."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object on stdout; logs go to stderr."),
+    json_out: bool = typer.Option(
+        False, "--json", help="Print one JSON object on stdout; logs go to stderr."
+    ),
 ) -> None:
     """Generate shell-ops tasks, build a tiny model, SFT it on a demonstrator, run GRPO, compare held-out pass rates."""
     guarded(_demo)(quick, workdir, seed, no_rl, set_, json_out)

@@ -13,7 +13,9 @@ def report(
     run: str = typer.Argument(..., help="A run's metrics .jsonl, its workdir, or a run id (with --workdir)."),
     workdir: Path = typer.Option(Path(".sparring/demo"), "--workdir", help="Where to look up a run id."),
     out: Path | None = typer.Option(None, "--out", help="Output directory (default: WORKDIR/reports/RUN)."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object on stdout; logs go to stderr."),
+    json_out: bool = typer.Option(
+        False, "--json", help="Print one JSON object on stdout; logs go to stderr."
+    ),
 ) -> None:
     """Draw a run's reward curve, pass rate per tier and reward histograms."""
     guarded(_report)(run, workdir, out, json_out)

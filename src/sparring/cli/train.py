@@ -13,7 +13,16 @@ from sparring.cli.common import emit_json, err_console, guarded, out_console, ru
 def print_iteration_table(rows: list[dict[str, Any]], heldout: dict[str, float] | None = None) -> None:
     from rich.table import Table
 
-    t = Table("iter", "reward mean", "pass rate", "statuses", "rollouts/min", "loss", "policy v", title="RL iterations")
+    t = Table(
+        "iter",
+        "reward mean",
+        "pass rate",
+        "statuses",
+        "rollouts/min",
+        "loss",
+        "policy v",
+        title="RL iterations",
+    )
     for r in rows:
         st = " ".join(f"{k}:{v}" for k, v in sorted(r["statuses"].items()))
         loss = "-" if r.get("loss") is None else f"{r['loss']:.4f}"
@@ -26,7 +35,9 @@ def print_iteration_table(rows: list[dict[str, Any]], heldout: dict[str, float] 
     err_console.print(t)
     if heldout:
         h = Table("held-out", "pass rate", "reward mean", title="Held-out tasks")
-        h.add_row("before RL", f"{heldout.get('before_rl', 0):.3f}", f"{heldout.get('before_rl_reward', 0):.3f}")
+        h.add_row(
+            "before RL", f"{heldout.get('before_rl', 0):.3f}", f"{heldout.get('before_rl_reward', 0):.3f}"
+        )
         h.add_row("after RL", f"{heldout.get('after_rl', 0):.3f}", f"{heldout.get('after_rl_reward', 0):.3f}")
         err_console.print(h)
 
@@ -62,8 +73,12 @@ def _log(status: Any, s: str) -> None:
 def train(
     config: Path = typer.Option(..., "--config", help="YAML or TOML RLConfig."),
     set_: list[str] = typer.Option([], "--set", help="Override a field: --set grpo.lr=1e-3 (repeatable)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the newest checkpoint in the workdir."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object on stdout; logs go to stderr."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue from the newest checkpoint in the workdir."
+    ),
+    json_out: bool = typer.Option(
+        False, "--json", help="Print one JSON object on stdout; logs go to stderr."
+    ),
 ) -> None:
     """Run the RL recipe from a config file (the config is fully checked before any work starts)."""
     guarded(_train)(config, set_, resume, json_out)

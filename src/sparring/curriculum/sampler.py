@@ -155,9 +155,7 @@ class BetaCurriculum:
             "curriculum/parked_frac": len(parked) / n,
             "curriculum/parked_solved": float(solved),
             "curriculum/parked_impossible": float(len(parked) - solved),
-            "curriculum/frontier_frac": sum(
-                1 for t in self.tasks if 0.2 <= self.stats[t.id].mean <= 0.8
-            ) / n,
+            "curriculum/frontier_frac": sum(1 for t in self.tasks if 0.2 <= self.stats[t.id].mean <= 0.8) / n,
             "curriculum/mean_pass_posterior": sum(self.stats[t.id].mean for t in self.tasks) / n,
             "curriculum/retests": float(self.counters["retests"]),
             "curriculum/replaced_groups": float(self.counters["replaced_groups"]),

@@ -22,7 +22,9 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-def iteration_metrics(trajs: Sequence[Trajectory], seconds: float, policy_version: int | None = None) -> dict[str, Any]:
+def iteration_metrics(
+    trajs: Sequence[Trajectory], seconds: float, policy_version: int | None = None
+) -> dict[str, Any]:
     """Reward, components, pass rate per family and tier, flags, statuses, tokens, throughput, staleness."""
     n = len(trajs)
     statuses = Counter(t.status for t in trajs)

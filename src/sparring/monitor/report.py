@@ -28,11 +28,15 @@ def find_metrics(run: str, workdir: Path | None = None) -> Path:
     if p.is_dir():
         files = sorted((p / "metrics").glob("*.jsonl"), key=lambda f: f.stat().st_mtime)
         if not files:
-            raise ConfigError(f"{p} holds no run metrics (no metrics/*.jsonl): pass a run's workdir or metrics file")
+            raise ConfigError(
+                f"{p} holds no run metrics (no metrics/*.jsonl): pass a run's workdir or metrics file"
+            )
         return files[-1]
     if workdir is not None and (workdir / "metrics" / f"{run}.jsonl").is_file():
         return workdir / "metrics" / f"{run}.jsonl"
-    raise ConfigError(f"run not found: {run} (pass a metrics .jsonl file, a run workdir, or a run id with --workdir)")
+    raise ConfigError(
+        f"run not found: {run} (pass a metrics .jsonl file, a run workdir, or a run id with --workdir)"
+    )
 
 
 def load_rows(path: Path) -> list[dict[str, Any]]:
@@ -43,7 +47,9 @@ def load_rows(path: Path) -> list[dict[str, Any]]:
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError:
-            raise ConfigError(f"{path}:{i} is not a JSON line: the file is not a sparring metrics log") from None
+            raise ConfigError(
+                f"{path}:{i} is not a JSON line: the file is not a sparring metrics log"
+            ) from None
     if not rows:
         raise ConfigError(f"{path} has no iterations yet")
     return rows
@@ -89,7 +95,9 @@ def _svg_lines(title: str, lines: dict[str, list[tuple[float, float]]], ymax: fl
         path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
         parts.append(f'<polyline fill="none" stroke="{c}" stroke-width="2" points="{path}"/>')
         parts += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{c}"/>' for x, y in pts]
-        parts.append(f'<text x="{W - PAD + 2}" y="{PAD + 14 * i}" font-size="11" fill="{c}">{html.escape(name)}</text>')
+        parts.append(
+            f'<text x="{W - PAD + 2}" y="{PAD + 14 * i}" font-size="11" fill="{c}">{html.escape(name)}</text>'
+        )
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -113,7 +121,9 @@ def _svg_hist(title: str, groups: dict[str, list[float]], bins: int = 10) -> str
             h = n / peak * (H - 2 * PAD)
             parts.append(f'<rect x="{PAD + b * bw + i * w:.1f}" y="{H - PAD - h:.1f}" width="{w - 1:.1f}" '
                          f'height="{h:.1f}" fill="{c}" opacity="0.8"/>')  # fmt: skip
-        parts.append(f'<text x="{W - PAD}" y="{PAD + 14 * i}" font-size="11" fill="{c}" text-anchor="end">{html.escape(name)}</text>')
+        parts.append(
+            f'<text x="{W - PAD}" y="{PAD + 14 * i}" font-size="11" fill="{c}" text-anchor="end">{html.escape(name)}</text>'
+        )
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -129,11 +139,16 @@ def render(data: dict[str, Any], title: str) -> dict[str, str]:
     """The three charts as SVG strings."""
     steps = data["steps"]
     return {
-        "reward_curve": _svg_lines("reward mean and pass rate", {
-            "reward mean": list(zip(steps, data["reward_mean"], strict=True)),
-            "pass rate": list(zip(steps, data["pass_rate"], strict=True)),
-        }),  # fmt: skip
-        "pass_rate_per_tier": _svg_lines("pass rate per tier", {k: [(float(x), y) for x, y in v] for k, v in data["tiers"].items()}),
+        "reward_curve": _svg_lines(
+            "reward mean and pass rate",
+            {
+                "reward mean": list(zip(steps, data["reward_mean"], strict=True)),
+                "pass rate": list(zip(steps, data["pass_rate"], strict=True)),
+            },
+        ),  # fmt: skip
+        "pass_rate_per_tier": _svg_lines(
+            "pass rate per tier", {k: [(float(x), y) for x, y in v] for k, v in data["tiers"].items()}
+        ),
         "reward_histograms": _svg_hist("reward histograms", _hist_groups(data)),
     }
 

@@ -4,6 +4,8 @@ Endpoints (also without the ``/v1`` prefix):
 
 - ``GET /health`` -> ``{"status": "ok", "model", "version"}`` (answers while a generation runs)
 - ``GET /v1/models`` -> ``{"object": "list", "data": [{"id": NAME, "object": "model", ...}]}``
+- ``POST /update_weights_from_disk`` ``{"model_path", "version"?}`` (SGLang's weight-update
+  interface): the trainer's weight sync; a local model loads the new weights in place.
 - ``POST /v1/chat/completions`` (non-streaming) with ``model, messages, tools, temperature,
   top_p, max_tokens, seed, logprobs, return_token_ids, return_tokens_as_token_ids``.
 
@@ -319,6 +321,40 @@ class PolicyServer:
                 }
         return out
 
+    def update_weights(self, body: Any) -> dict[str, Any]:
+        """SGLang's ``POST /update_weights_from_disk`` (``{"model_path"}``): load new weights in place.
+
+        The weights must fit the served model (same architecture); generation
+        waits for the swap (the policy's lock), so no request sees half-updated weights.
+        """
+        path = body.get("model_path") if isinstance(body, dict) else None
+        if not isinstance(path, str) or not path:
+            raise _HTTPError(400, "'model_path' (a directory of *.safetensors) is required")
+        model = getattr(self.policy, "model", None)
+        if model is None:
+            raise _HTTPError(400, f"{self.model_name} has no weights to update (not a local model)")
+        files = sorted(Path(path).glob("*.safetensors"))
+        if not files:
+            raise _HTTPError(400, f"no *.safetensors under {path}")
+        from safetensors.torch import load_file
+
+        state: dict[str, Any] = {}
+        for f in files:
+            state.update(load_file(str(f)))
+        current = model.state_dict()
+        bad = [k for k, v in state.items() if k not in current or tuple(current[k].shape) != tuple(v.shape)]
+        missing = [k for k in current if k not in state and "lm_head" not in k]
+        if bad or missing:  # checked before touching anything: a refused update changes no weight
+            raise _HTTPError(400, f"weights in {path} do not fit the served model (mismatched {(bad or missing)[:3]})")
+        with self._gen_lock, self.policy.lock:  # type: ignore[attr-defined]
+            model.load_state_dict(state, strict=False)
+            if hasattr(model, "tie_weights"):
+                model.tie_weights()
+            version = body.get("version")
+            if hasattr(self.policy, "_version"):
+                self.policy._version = int(version) if isinstance(version, int) else self.policy._version + 1
+        return {"success": True, "message": f"loaded {len(state)} tensors from {path}", "version": self.health()["version"]}
+
     def health(self) -> dict[str, Any]:
         return {
             "status": "ok",
@@ -387,6 +423,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(_HTTPError(status, f"bad Content-Length (at most {MAX_BODY_BYTES} bytes)"))
             return
         raw = self.rfile.read(length) if length else b""
+        if self._route() == "/update_weights_from_disk":
+            try:
+                self._send(200, self.owner.update_weights(json.loads(raw.decode("utf-8") or "{}")))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                self._error(_HTTPError(400, f"the request body is not valid JSON: {e}"))
+            except _HTTPError as e:
+                self._error(e)
+            return
         if self._route() != "/chat/completions":
             self._error(_HTTPError(404, f"no such endpoint: POST {self.path}", "not_found_error"))
             return

@@ -34,7 +34,9 @@ def checkpoint_root(workdir: Path) -> Path:
     return Path(workdir) / "checkpoints"
 
 
-def save_checkpoint(workdir: Path, iteration: int, policy: Any, optimizer: Any, state: dict[str, Any], keep: int = 2) -> Path:
+def save_checkpoint(
+    workdir: Path, iteration: int, policy: Any, optimizer: Any, state: dict[str, Any], keep: int = 2
+) -> Path:
     """Write checkpoint ``iter-{iteration}`` atomically and point ``latest`` at it; keep the newest ``keep``."""
     import torch
 
@@ -82,13 +84,13 @@ def load_trainer(ckpt: Path, optimizer: Any) -> None:
     torch.set_rng_state(data["torch_rng"])
 
 
-def load_weights(ckpt: Path, policy: Any) -> None:
-    """Copy the checkpoint's weights into a loaded policy's model, in place."""
+def load_weights(ckpt: Path, policy: Any, sub: str = "model") -> None:
+    """Copy the checkpoint's weights (``ckpt/sub``) into a loaded policy's model, in place."""
     from safetensors.torch import load_file
 
-    files = sorted((ckpt / "model").glob("*.safetensors"))
+    files = sorted((ckpt / sub).glob("*.safetensors"))
     if not files:
-        raise ConfigError(f"checkpoint {ckpt} has no weights (model/*.safetensors)")
+        raise ConfigError(f"checkpoint {ckpt} has no weights ({sub}/*.safetensors)")
     sd: dict[str, Any] = {}
     for f in files:
         sd.update(load_file(str(f)))
@@ -96,6 +98,8 @@ def load_weights(ckpt: Path, policy: Any) -> None:
     # tied embeddings are saved once; anything else missing is a real mismatch
     real_missing = [k for k in missing if "lm_head" not in k]
     if real_missing or unexpected:
-        raise ConfigError(f"checkpoint {ckpt} does not match the model: missing {real_missing[:3]}, unexpected {unexpected[:3]}")
+        raise ConfigError(
+            f"checkpoint {ckpt} does not match the model: missing {real_missing[:3]}, unexpected {unexpected[:3]}"
+        )
     if hasattr(policy.model, "tie_weights"):
         policy.model.tie_weights()

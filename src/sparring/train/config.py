@@ -20,7 +20,9 @@ from sparring.train.grpo import GRPOConfig
 class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    path: Path | None = Field(None, description="An existing hf model dir; None builds a tiny model in the workdir.")
+    path: Path | None = Field(
+        None, description="An existing hf model dir; None builds a tiny model in the workdir."
+    )
     hidden: int = Field(64, description="Hidden size of the tiny model.")
     layers: int = Field(2, description="Transformer layers of the tiny model.")
     heads: int = Field(4, description="Attention heads of the tiny model.")
@@ -40,7 +42,9 @@ class WarmStartConfig(BaseModel):
         description="oracle: the reference solution through the tools; noisy: the family's demonstrator "
         "with systematic mistakes (shell-ops), so the warm-started model has a partial pass rate.",
     )
-    epsilon: float = Field(0.5, ge=0, le=1, description="noisy teacher: probability of its systematic mistake.")
+    epsilon: float = Field(
+        0.5, ge=0, le=1, description="noisy teacher: probability of its systematic mistake."
+    )
     samples: int = Field(1, ge=1, description="Teacher rollouts per training task.")
     passed_only: bool = Field(True, description="Train only on teacher trajectories the judge passed.")
 
@@ -50,7 +54,9 @@ class CurriculumConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    solved: float = Field(0.95, gt=0, le=1, description="Park a task whose posterior mean pass rate reaches this.")
+    solved: float = Field(
+        0.95, gt=0, le=1, description="Park a task whose posterior mean pass rate reaches this."
+    )
     impossible: float = Field(0.05, ge=0, lt=1, description="Park a task whose posterior mean falls to this.")
     min_obs: int = Field(8, ge=1, description="Observations before a task may be parked.")
     retest_p: float = Field(0.05, ge=0, le=1, description="Chance per draw that a parked task is re-tested.")
@@ -64,7 +70,8 @@ class MonitorConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     exporters: list[str] = Field(
-        default_factory=lambda: ["tensorboard"], description="tensorboard, wandb, mlflow (JSONL is always written)."
+        default_factory=lambda: ["tensorboard"],
+        description="tensorboard, wandb, mlflow (JSONL is always written).",
     )
     drift_reference: int = Field(128, ge=8, description="Rewards per key in the drift reference window.")
     drift_window: int = Field(128, ge=8, description="Rewards per key in the current (sliding) window.")
@@ -114,14 +121,20 @@ class RLConfig(BaseModel):
                 "rollouts of a batch (tasks_per_iteration x group_size)"
             )
         if self.grpo.staleness >= max(self.iterations, 1) and self.rl and self.iterations:
-            raise ValueError(f"grpo.staleness={self.grpo.staleness} >= iterations={self.iterations}: no update would run")
+            raise ValueError(
+                f"grpo.staleness={self.grpo.staleness} >= iterations={self.iterations}: no update would run"
+            )
         if self.model.path is not None and not (self.model.path / "config.json").is_file():
             raise ValueError(f"model.path {self.model.path} is not a model directory (no config.json there)")
         if self.model.path is None and self.model.hidden % self.model.heads:
-            raise ValueError(f"model.hidden={self.model.hidden} is not a multiple of model.heads={self.model.heads}")
+            raise ValueError(
+                f"model.hidden={self.model.hidden} is not a multiple of model.heads={self.model.heads}"
+            )
         for name in self.monitor.exporters:
             if name not in ("tensorboard", "wandb", "mlflow"):
-                raise ValueError(f"monitor.exporters: unknown exporter {name!r} (choose tensorboard, wandb, mlflow)")
+                raise ValueError(
+                    f"monitor.exporters: unknown exporter {name!r} (choose tensorboard, wandb, mlflow)"
+                )
         return self
 
 
@@ -135,7 +148,9 @@ def _set_dotted(d: dict[str, Any], key: str, value: Any) -> None:
     cur[parts[-1]] = value
 
 
-def load_config(path: Path | None, overrides: list[str] | None = None, base: dict[str, Any] | None = None) -> RLConfig:
+def load_config(
+    path: Path | None, overrides: list[str] | None = None, base: dict[str, Any] | None = None
+) -> RLConfig:
     data: dict[str, Any] = dict(base or {})
     if path is not None:
         if not path.is_file():

@@ -73,10 +73,14 @@ class GRPOConfig(BaseModel):
         None, ge=1, description="dr_grpo's constant normaliser; None: the policy's max_new_tokens."
     )
     staleness: int = Field(
-        0, ge=0, description="Bound k: a batch is trained on up to k updates after it was sampled (0: synchronous)."
+        0,
+        ge=0,
+        description="Bound k: a batch is trained on up to k updates after it was sampled (0: synchronous).",
     )
     epochs: int = Field(1, ge=1, description="Passes over each batch (GRPO's mu); >1 makes the clip matter.")
-    minibatches: int = Field(1, ge=1, description="Optimiser steps per pass: the batch's turns split this many ways.")
+    minibatches: int = Field(
+        1, ge=1, description="Optimiser steps per pass: the batch's turns split this many ways."
+    )
 
     def eps_high(self) -> float:
         if self.clip_eps_high is not None:

@@ -93,7 +93,11 @@ def prepare_model(cfg: RLConfig, tasks: list[Task], log: Log, extra_corpus: list
     m = cfg.model
     corpus = default_corpus(tool_schemas(list(tasks[0].spec.tools)) if tasks else None, seed=cfg.seed)
     for t in tasks:
-        corpus += [p.read_text(errors="replace") for p in sorted(t.workspace.rglob("*")) if p.is_file() and p.stat().st_size < 65536]
+        corpus += [
+            p.read_text(errors="replace")
+            for p in sorted(t.workspace.rglob("*"))
+            if p.is_file() and p.stat().st_size < 65536
+        ]
         corpus.append(t.spec.instruction)
     corpus += extra_corpus or []
     key = hashlib.sha256("\x00".join(corpus).encode()).hexdigest()[:10]
@@ -102,7 +106,9 @@ def prepare_model(cfg: RLConfig, tasks: list[Task], log: Log, extra_corpus: list
         return d
     log(f"building a tiny model in {d}")
     tmp = d.with_name(d.name + f".tmp-{uuid.uuid4().hex[:6]}")
-    build_tiny_model(tmp, corpus, seed=cfg.seed, vocab_size=m.vocab_size, hidden=m.hidden, layers=m.layers, heads=m.heads)
+    build_tiny_model(
+        tmp, corpus, seed=cfg.seed, vocab_size=m.vocab_size, hidden=m.hidden, layers=m.layers, heads=m.heads
+    )
     tmp.rename(d)
     return d
 
@@ -119,8 +125,15 @@ def make_teacher(cfg: RLConfig) -> Any:
     return OraclePolicy()
 
 
-async def evaluate(sched: RolloutScheduler, tasks: list[Task], policy: Any, run_id: str, seed: int, samples: int = 1) -> RolloutSummary:
+async def evaluate(
+    sched: RolloutScheduler, tasks: list[Task], policy: Any, run_id: str, seed: int, samples: int = 1
+) -> RolloutSummary:
     return await sched.run(tasks, policy, samples, run_id=run_id, seed=seed)
+
+
+@dataclass
+class _ModelHolder:
+    model: Any
 
 
 def _seed(cfg: RLConfig, iteration: int, round_: int = 0) -> int:
@@ -191,13 +204,15 @@ async def run_rl(
 
         transformers.utils.logging.disable_progress_bar()
     t0 = time.perf_counter()
-    cfg.workdir.mkdir(parents=True, exist_ok=True)
     ckpt = latest_checkpoint(cfg.workdir) if resume else None
     if resume and ckpt is None:
         raise ConfigError(f"--resume: no checkpoint in {cfg.workdir / 'checkpoints'}; start without --resume")
+    cfg.workdir.mkdir(parents=True, exist_ok=True)
     saved = load_state(ckpt) if ckpt is not None else None
     if saved is not None and saved.get("config") != cfg.model_dump(mode="json"):
-        raise ConfigError(f"--resume: the config differs from the one {ckpt} was written with; resume with the same config")
+        raise ConfigError(
+            f"--resume: the config differs from the one {ckpt} was written with; resume with the same config"
+        )
     run_id = saved["run_id"] if saved else f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     res = RunResult(run_id=run_id)
     train_tasks, held = prepare_tasks(cfg, log)
@@ -211,7 +226,9 @@ async def run_rl(
     pool = SandboxPool(backend, max_idle=cfg.concurrency, limits=cfg.sandbox_limits)
     judge = PytestJudge(backend, limits=cfg.sandbox_limits)
     sched = RolloutScheduler(pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps)
-    eval_sched = RolloutScheduler(pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.heldout_max_steps)
+    eval_sched = RolloutScheduler(
+        pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.heldout_max_steps
+    )
     m = cfg.model
     try:
         examples: list[tuple[str, str]] = []
@@ -220,13 +237,21 @@ async def run_rl(
             # Warm start data: the teacher's trajectories, through the real sandboxes and judge, stored.
             log("warm start: teacher rollouts")
             teacher = make_teacher(cfg)
-            oracle_sched = RolloutScheduler(pool, judge, store, concurrency=cfg.concurrency)  # the tasks' own budgets
-            demo = await oracle_sched.run(train_tasks, teacher, cfg.warm_start.samples, run_id=run_id + "-teacher", seed=cfg.seed)
+            oracle_sched = RolloutScheduler(
+                pool, judge, store, concurrency=cfg.concurrency
+            )  # the tasks' own budgets
+            demo = await oracle_sched.run(
+                train_tasks, teacher, cfg.warm_start.samples, run_id=run_id + "-teacher", seed=cfg.seed
+            )
             tools = tool_schemas(list(train_tasks[0].spec.tools))
-            kept = [t for t in demo.trajectories if t.trainable and (t.passed or not cfg.warm_start.passed_only)]
+            kept = [
+                t for t in demo.trajectories if t.trainable and (t.passed or not cfg.warm_start.passed_only)
+            ]
             examples = [ex for t in kept for ex in sft_examples(t, tools)]
             if not examples:
-                raise JudgeError("warm start: no usable teacher trajectory (the teacher solved none of the training tasks); check the tasks with `sparring tasks check`")
+                raise JudgeError(
+                    "warm start: no usable teacher trajectory (the teacher solved none of the training tasks); check the tasks with `sparring tasks check`"
+                )
             demo_texts = [p + c for p, c in examples[:200]]
             res.sft = {"teacher": teacher.name, "teacher_pass_rate": demo.pass_rate, "oracle_pass_rate": demo.pass_rate,
                        "trajectories": len(kept), "examples": len(examples), "steps": cfg.sft_steps}  # fmt: skip
@@ -248,26 +273,38 @@ async def run_rl(
 
         curriculum = BetaCurriculum(train_tasks, seed=cfg.seed, **cfg.curriculum.model_dump())
         trainer = GRPOTrainer(policy, cfg.grpo)
+        ref_dir = cfg.workdir / "checkpoints" / "reference"  # the KL anchor: the warm-started weights
+        if saved is None and trainer.ref_model is not None and cfg.checkpoint_every:
+            await asyncio.to_thread(trainer.ref_model.save_pretrained, str(ref_dir), safe_serialization=True)
         drift = DriftMonitor(cfg.monitor.drift_reference, cfg.monitor.drift_window)
         rules = AlertRules()
         pending: list[list[Trajectory]] = []  # sampled batches waiting for their update (staleness k)
         start = 0
         if saved is None:
             log("held-out evaluation before RL")
-            before = await evaluate(eval_sched, held, policy, run_id + "-heldout-before", cfg.seed + 7, cfg.heldout_samples)
+            before = await evaluate(
+                eval_sched, held, policy, run_id + "-heldout-before", cfg.seed + 7, cfg.heldout_samples
+            )
             res.heldout["before_rl"] = before.pass_rate
             res.heldout["before_rl_reward"] = before.reward_mean
         else:
             assert ckpt is not None
             log(f"resuming from {ckpt}")
             load_weights(ckpt, policy)
+            if trainer.ref_model is not None:
+                load_weights(ref_dir.parent, _ModelHolder(trainer.ref_model), sub=ref_dir.name)
             load_trainer(ckpt, trainer.optimizer)
             policy._version = int(saved["policy_version"])
             curriculum.load_state_dict(saved["curriculum"])
             drift.load_state_dict(saved["drift"])
             rules.load_state_dict(saved["alerts"])
             pending = [[Trajectory.model_validate(t) for t in b] for b in saved["pending"]]
-            res.iterations, res.heldout, res.sft, res.alerts = saved["iterations"], saved["heldout"], saved["sft"], saved["alerts_raised"]
+            res.iterations, res.heldout, res.sft, res.alerts = (
+                saved["iterations"],
+                saved["heldout"],
+                saved["sft"],
+                saved["alerts_raised"],
+            )
             start = int(saved["iteration"]) + 1
 
         # The control run (rl=False) changes no weight, so its iterations would only burn rollouts.
@@ -319,7 +356,9 @@ async def run_rl(
         log("held-out evaluation after RL")
         # A different sampling seed than before RL: in the control run (no updates) the two numbers
         # differ only by evaluation noise.
-        after = await evaluate(eval_sched, held, policy, run_id + "-heldout-after", cfg.seed + 8, cfg.heldout_samples)
+        after = await evaluate(
+            eval_sched, held, policy, run_id + "-heldout-after", cfg.seed + 8, cfg.heldout_samples
+        )
         res.heldout["after_rl"] = after.pass_rate
         res.heldout["after_rl_reward"] = after.reward_mean
         res.seconds = time.perf_counter() - t0

@@ -32,7 +32,7 @@ from sparring.tasks.loader import Task, write_task
 from sparring.tasks.spec import JudgeSpec, Limits, Provenance, TaskSpec
 
 FAMILY = "shell-ops"
-VERSION = "1"
+VERSION = "2"
 GENERATOR = f"{FAMILY}/{VERSION}"
 HIDDEN_TEST_ID = "test_out.py::test_out_matches"
 COMMAND_FILE = "command.sh"  # hidden/: the reference command (judge-side only, never mounted for the agent)
@@ -51,13 +51,25 @@ OPS: dict[str, Op] = {
     o.name: o
     for o in (
         Op("sort", "sorted alphabetically", "sort data.txt > out.txt", "unique", 1),
-        Op("unique", "sorted alphabetically with duplicate lines removed", "sort -u data.txt > out.txt", "sort", 2),
+        Op(
+            "unique",
+            "sorted alphabetically with duplicate lines removed",
+            "sort -u data.txt > out.txt",
+            "sort",
+            2,
+        ),
         Op("reverse", "in reverse order (last line first)", "tac data.txt > out.txt", "rsort", 1),
         Op("rsort", "sorted in reverse alphabetical order", "sort -r data.txt > out.txt", "reverse", 2),
         Op("head", "keeping only the first three lines", "head -n 3 data.txt > out.txt", "tail", 1),
         Op("tail", "keeping only the last three lines", "tail -n 3 data.txt > out.txt", "head", 1),
         Op("upper", "converted to upper case", "tr a-z A-Z < data.txt > out.txt", "count", 1),
-        Op("count", "replaced by their count (one number: how many lines)", "wc -l < data.txt > out.txt", "upper", 2),
+        Op(
+            "count",
+            "replaced by their count (one number: how many lines)",
+            "wc -l < data.txt > out.txt",
+            "upper",
+            2,
+        ),
     )
 }
 
@@ -88,7 +100,9 @@ def apply_op(op: str, lines: list[str]) -> list[str]:
 def _data(rng: random.Random) -> list[str]:
     """Random words, one duplicated, such that all eight operations give different results."""
     while True:
-        words = ["".join(rng.choice(_LETTERS) for _ in range(rng.randint(3, 6))) for _ in range(rng.randint(6, 8))]
+        words = [
+            "".join(rng.choice(_LETTERS) for _ in range(rng.randint(3, 6))) for _ in range(rng.randint(6, 8))
+        ]
         if len(set(words)) != len(words):
             continue
         lines = [*words, rng.choice(words)]
@@ -111,7 +125,9 @@ def _hidden_test(expected: list[str]) -> str:
     )
 
 
-def shell_ops_task(index: int, seed: int) -> tuple[TaskSpec, dict[str, str | bytes], dict[str, str | bytes], dict[str, str | bytes]]:
+def shell_ops_task(
+    index: int, seed: int
+) -> tuple[TaskSpec, dict[str, str | bytes], dict[str, str | bytes], dict[str, str | bytes]]:
     """(spec, workspace, hidden, solution) of task ``index`` of ``seed``."""
     rng = random.Random(zlib.crc32(f"{GENERATOR}:{seed}:{index}".encode()))
     op = OPS[sorted(OPS)[rng.randrange(len(OPS))]]
@@ -121,10 +137,13 @@ def shell_ops_task(index: int, seed: int) -> tuple[TaskSpec, dict[str, str | byt
         {
             "id": f"shell-ops-s{seed}-{index:04d}-{op.name}",
             "family": FAMILY,
-            "instruction": f"Write the lines of data.txt {op.phrase} to out.txt, then submit.",
+            # The ticket names the operation up front (a fixed position a tiny model can attend to).
+            "instruction": f"Ticket {op.name.upper()}: write the lines of data.txt {op.phrase} to out.txt, then submit.",
             "success_criteria": f"out.txt holds exactly the lines of data.txt {op.phrase}, one per line.",
             "tools": ["bash", "submit"],
-            "limits": Limits(max_steps=4, wall_s=60.0, exec_timeout_s=10.0, memory_mb=256, pids=64, disk_mb=16),
+            "limits": Limits(
+                max_steps=4, wall_s=60.0, exec_timeout_s=10.0, memory_mb=256, pids=64, disk_mb=16
+            ),
             "judge": JudgeSpec(hidden_tests=[HIDDEN_TEST_ID], weights={"all_pass": 1.0}, timeout_s=30.0),
             "difficulty": op.difficulty,
             "tags": [FAMILY, f"op:{op.name}"],
@@ -154,7 +173,10 @@ class ShellOpsGenerator:
 
     def generate(self, n: int, seed: int, out: Path) -> list[Task]:
         out = Path(out)
-        return [write_task(out / spec.id, spec, ws, hidden, sol) for spec, ws, hidden, sol in (shell_ops_task(i, seed) for i in range(n))]
+        return [
+            write_task(out / spec.id, spec, ws, hidden, sol)
+            for spec, ws, hidden, sol in (shell_ops_task(i, seed) for i in range(n))
+        ]
 
 
 class NoisyDemonstrator:

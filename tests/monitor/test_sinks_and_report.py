@@ -1,0 +1,80 @@
+"""Exporters and `sparring report` on a real metrics log."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+from sparring.monitor.metrics import iteration_metrics, make_sinks
+from sparring.rollout.trajectory import Trajectory
+from sparring.train.recipe import zero_variance_groups
+
+EXE = Path(sys.executable).parent / "sparring"
+
+
+def _traj(task, reward, status="ok", tier=1, group="g", flags=()):
+    return Trajectory(task_id=task, task_digest="d", policy="p", status=status, reward=reward, family="fam",
+                      difficulty=tier, group_id=group, components={"all_pass": reward}, flags=list(flags))  # fmt: skip
+
+
+def test_iteration_metrics_per_family_tier_and_status():
+    trajs = [_traj("a", 1.0, tier=1), _traj("a", 0.0, tier=1), _traj("b", 1.0, tier=2, flags=["test_tampering"]),
+             _traj("c", 0.0, status="infra_error", tier=2)]  # fmt: skip
+    m = iteration_metrics(trajs, 2.0, policy_version=3)
+    assert m["rollout/pass_rate/tier1"] == 0.5 and m["rollout/pass_rate/tier2"] == 0.5
+    assert m["rollout/component/all_pass/fam"] == 0.5
+    assert m["rollout/status_frac/infra_error"] == 0.25 and m["rollout/flag_frac/test_tampering"] == 0.25
+    assert m["rollout/staleness_max"] == 3.0 and m["rollout/throughput_per_min"] == 120.0
+
+
+def test_zero_variance_groups_include_groups_without_two_trainable_samples():
+    trajs = [_traj("a", 1.0, group="ga"), _traj("a", 1.0, group="ga"), _traj("b", 1.0, group="gb"),
+             _traj("b", 0.0, group="gb"), _traj("c", 1.0, group="gc"), _traj("c", 0.0, "infra_error", group="gc")]  # fmt: skip
+    assert zero_variance_groups(trajs) == ["a", "c"]
+
+
+def _tf_records(path: Path) -> int:
+    data, n, pos = path.read_bytes(), 0, 0
+    while pos < len(data):
+        (length,) = struct.unpack("<Q", data[pos : pos + 8])
+        pos += 8 + 4 + length + 4
+        n += 1
+    return n
+
+
+def test_tensorboard_and_jsonl_sinks_write_every_iteration(tmp_path):
+    sink = make_sinks(["tensorboard"], tmp_path, "run-x", {})
+    for step in range(3):
+        sink.log(
+            step,
+            {"rollout/pass_rate": step / 3, "rollout/statuses": {"ok": 4}, "rollout/rewards": [0.0, 1.0]},
+        )
+    sink.close()
+    lines = (tmp_path / "metrics" / "run-x.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == [0, 1, 2]
+    events = list((tmp_path / "tensorboard" / "run-x").glob("events.out.tfevents.*"))
+    assert len(events) == 1 and _tf_records(events[0]) >= 1 + 3 * 2  # header + 2 scalars per step
+
+
+def test_report_draws_curves_tiers_and_histograms(tmp_path):
+    metrics = tmp_path / "metrics" / "run-y.jsonl"
+    metrics.parent.mkdir()
+    rows = [{"step": i, "rollout/reward_mean": 0.2 + 0.1 * i, "rollout/pass_rate": 0.2 + 0.1 * i,
+             "rollout/pass_rate/tier1": 0.3 + 0.1 * i, "rollout/pass_rate/tier2": 0.1 * i,
+             "rollout/rewards": [0.0, 1.0, 1.0], "monitor/alerts": 0} for i in range(4)]  # fmt: skip
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = subprocess.run(
+        [str(EXE), "report", str(tmp_path), "--json"], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    html = Path(j["html"]).read_text()
+    assert html.count("<svg") == 3 and "tier1" in html and "tier2" in html
+    assert j["pass_rate_first"] == 0.2 and abs(j["pass_rate_last"] - 0.5) < 1e-9
+    bad = subprocess.run(
+        [str(EXE), "report", str(tmp_path / "nope")], capture_output=True, text=True, timeout=120
+    )
+    assert bad.returncode == 2 and "run not found" in bad.stderr

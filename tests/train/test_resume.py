@@ -1,0 +1,100 @@
+"""Kill training mid-run, resume, and reach the same state as an uninterrupted run.
+
+Real processes: `sparring train` is SIGKILLed right after its first checkpoint
+lands, then `sparring train --resume` finishes the run. Weights, optimizer-driven
+updates, curriculum posteriors and RNG, and the per-iteration results must equal
+those of a run that was never interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+EXE = Path(sys.executable).parent / "sparring"
+
+CONFIG = """
+family: shell-ops
+n_train: 4
+n_heldout: 1
+heldout_samples: 1
+seed: 3
+sft_steps: 3
+sft_batch: 2
+iterations: 3
+tasks_per_iteration: 2
+group_size: 2
+max_steps: 2
+heldout_max_steps: 2
+resample_rounds: 1
+checkpoint_every: 1
+model: {hidden: 32, layers: 1, heads: 4, vocab_size: 600, max_new_tokens: 12}
+warm_start: {teacher: noisy, epsilon: 0.5, samples: 1, passed_only: false}
+grpo: {lr: 1.0e-2, minibatches: 2, kl_coef: 0.05}
+"""
+
+
+def _cfg(tmp_path: Path, name: str) -> Path:
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(CONFIG + f"workdir: {tmp_path / name}\n")
+    return p
+
+
+def _final(workdir: Path) -> tuple[dict, dict]:
+    from safetensors.torch import load_file
+
+    ck = workdir / "checkpoints" / (workdir / "checkpoints" / "latest").read_text().strip()
+    state = json.loads((ck / "state.json").read_text())
+    weights = {}
+    for f in sorted((ck / "model").glob("*.safetensors")):
+        weights.update(load_file(str(f)))
+    return state, weights
+
+
+@pytest.mark.slow
+def test_kill_and_resume_reaches_the_uninterrupted_state(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    a = subprocess.run([str(EXE), "train", "--config", str(_cfg(tmp_path, "a")), "--json"],
+                       capture_output=True, text=True, timeout=900, env=env)  # fmt: skip
+    assert a.returncode == 0, a.stderr[-2000:]
+
+    cfg_b = _cfg(tmp_path, "b")
+    proc = subprocess.Popen([str(EXE), "train", "--config", str(cfg_b)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env, start_new_session=True)  # fmt: skip
+    latest = tmp_path / "b" / "checkpoints" / "latest"
+    deadline = time.monotonic() + 900
+    while not latest.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole process group: sandboxes' helpers too
+    proc.wait()
+    assert latest.read_text().strip() == "iter-00000"
+
+    b = subprocess.run([str(EXE), "train", "--config", str(cfg_b), "--resume", "--json"],
+                       capture_output=True, text=True, timeout=900, env=env)  # fmt: skip
+    assert b.returncode == 0, b.stderr[-2000:]
+    ra, rb = json.loads(a.stdout), json.loads(b.stdout)
+    assert [r["iteration"] for r in rb["iterations"]] == [0, 1, 2]
+
+    sa, wa = _final(tmp_path / "a")
+    sb, wb = _final(tmp_path / "b")
+    assert sa["iteration"] == sb["iteration"] == 2
+    assert sa["policy_version"] == sb["policy_version"] > 0
+    assert set(wa) == set(wb)
+    for k in wa:
+        assert (wa[k] == wb[k]).all(), f"weights differ after resume: {k}"
+    assert sa["curriculum"] == sb["curriculum"]
+    assert sa["drift"] == sb["drift"]
+
+    def strip(rows):
+        return [{k: v for k, v in r.items() if k not in ("seconds", "throughput_per_min")} for r in rows]
+
+    assert strip(ra["iterations"]) == strip(rb["iterations"])
+    assert ra["heldout"] == rb["heldout"]
