@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparring.tasks.environment import pinned_requirements
 from sparring.tasks.loader import Task, write_task
-from sparring.tasks.spec import JudgeSpec, Limits, Provenance, TaskSpec
+from sparring.tasks.spec import Environment, JudgeSpec, Limits, Provenance, TaskSpec
 
 FAMILY = "shell-ops"
 VERSION = "2"
@@ -148,6 +149,7 @@ def shell_ops_task(
             "difficulty": op.difficulty,
             "tags": [FAMILY, f"op:{op.name}"],
             "provenance": Provenance(generator=GENERATOR, seed=seed, source=f"index {index}"),
+            "environment": Environment(requirements=pinned_requirements()),
         }
     )
     workspace: dict[str, str | bytes] = {"data.txt": "\n".join(lines) + "\n"}
