@@ -17,6 +17,8 @@ from sparring.tasks.hacks import alternatives, hacks
 from sparring.tasks.loader import find_tasks
 
 FAST = ["function-impl", "data-analysis"]
+# shell-ops (another room's family) keeps the default requirement.
+PINNING = {"function-impl", "data-analysis", "code-repair"}
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +43,8 @@ def test_every_task_has_difficulty_and_provenance(family: str, tmp_path: Path) -
         assert 0 <= raw["difficulty"] <= 10
         assert raw["provenance"]["generator"].startswith(family)
         assert raw["workspace_digest"].startswith("sha256:")
-        assert all("==" in r for r in raw["environment"]["requirements"]), "generators pin their environment"
+        if family in PINNING:
+            assert all("==" in r for r in raw["environment"]["requirements"]), family
 
 
 @pytest.mark.parametrize("family,n", [("data-analysis", 4), ("function-impl", 2), ("code-repair", 2)])
