@@ -46,7 +46,23 @@ def minimal_edit(old: str, new: str, max_lines: int = 6) -> tuple[str, str] | No
     return None
 
 
-class OraclePolicy:
+class _PlannedPolicy:
+    """A scripted policy that replays ``plan(request)``: turn k makes call k (the last one repeats)."""
+
+    def plan(self, request: ActRequest) -> list[tuple[str, dict[str, Any]]]:
+        raise NotImplementedError
+
+    async def act(self, request: ActRequest) -> Action:
+        plan = self.plan(request)
+        i = min(_assistant_turns(request.messages), len(plan) - 1)
+        name, args = plan[i]
+        return Action(tool_call_message(name, args, f"call_{i}"))
+
+    async def close(self) -> None:
+        return None
+
+
+class OraclePolicy(_PlannedPolicy):
     """Looks around, reads each file it will fix, edits it into the reference version (one small
     ``str_replace`` where the fix is one hunk, else ``write_file``), runs the tests, submits."""
 
@@ -72,15 +88,6 @@ class OraclePolicy:
             steps.append(("run_tests", {}))
         steps.append(("submit", {}))
         return steps
-
-    async def act(self, request: ActRequest) -> Action:
-        plan = self.plan(request)
-        i = min(_assistant_turns(request.messages), len(plan) - 1)
-        name, args = plan[i]
-        return Action(tool_call_message(name, args, f"call_{i}"))
-
-    async def close(self) -> None:
-        return None
 
 
 class RandomPolicy:
@@ -128,7 +135,7 @@ class RandomPolicy:
         return None
 
 
-class AdversarialPolicy:
+class AdversarialPolicy(_PlannedPolicy):
     """Tries one reward hack per rollout through the tools (``adversarial:CLASS``), or cycles through
     every class of :data:`sparring.judge.redteam.HACKS` by sample index (``adversarial``). The judge
     must score each attempt zero or flag it; the red-team suite checks that."""
@@ -161,12 +168,3 @@ class AdversarialPolicy:
             steps.append(("bash", {"command": f"rm -f -- '{rel}'"}))
         steps.append(("submit", {}))
         return steps
-
-    async def act(self, request: ActRequest) -> Action:
-        plan = self.plan(request)
-        i = min(_assistant_turns(request.messages), len(plan) - 1)
-        name, args = plan[i]
-        return Action(tool_call_message(name, args, f"call_{i}"))
-
-    async def close(self) -> None:
-        return None
