@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from sparring.cli.common import JSON_OPT, emit_json, guarded, out_console
 
+if TYPE_CHECKING:
+    from sparring.judge.review import ReviewQueue
+
 app = typer.Typer(help="Review queue of flagged and high-risk judgements.", no_args_is_help=True)
 DB_OPT = typer.Option(Path("review.db"), "--db", help="Review queue (SQLite).")
 
 
-def _queue(db: Path):  # type: ignore[no-untyped-def]
+@contextlib.contextmanager
+def _queue(db: Path) -> Iterator[ReviewQueue]:
+    """The existing review queue at ``db``, closed on exit."""
     from sparring.errors import ConfigError
     from sparring.judge.review import ReviewQueue
 
@@ -20,7 +28,11 @@ def _queue(db: Path):  # type: ignore[no-untyped-def]
         raise ConfigError(
             f"review queue {db} not found (it is created by `sparring judge batch --review-db`)"
         )
-    return ReviewQueue(db)
+    q = ReviewQueue(db)
+    try:
+        yield q
+    finally:
+        q.close()
 
 
 @app.command("list")
@@ -32,11 +44,8 @@ def list_items(
     """Items in the queue."""
 
     def go() -> None:
-        q = _queue(db)
-        try:
+        with _queue(db) as q:
             items = [i.to_json() for i in q.list(status)]
-        finally:
-            q.close()
         if json_out:
             emit_json({"total": len(items), "items": items})
         else:
@@ -49,11 +58,8 @@ def list_items(
 
 
 def _show(db: Path, item_id: int | None, json_out: bool) -> None:
-    q = _queue(db)
-    try:
+    with _queue(db) as q:
         item = q.get(item_id) if item_id is not None else q.next()
-    finally:
-        q.close()
     d = item.to_json(full=True) if item else None
     if json_out:
         emit_json({"item": d})
@@ -86,11 +92,8 @@ def label(
     """Label an item; the label is stored with it."""
 
     def go() -> None:
-        q = _queue(db)
-        try:
+        with _queue(db) as q:
             item = q.label(item_id, verdict, note)
-        finally:
-            q.close()
         if json_out:
             emit_json({"item": item.to_json()})
         else:
@@ -147,11 +150,8 @@ def auto(
         from sparring.cli.common import run_async
         from sparring.judge.review import model_review
 
-        q = _queue(db)
-        try:
+        with _queue(db) as q:
             done = run_async(model_review(q, url, model, limit))
-        finally:
-            q.close()
         d = {"labelled": len(done), "items": done}
         emit_json(d) if json_out else out_console.print(d)
 
@@ -171,11 +171,8 @@ def export(
 
         from sparring.judge.review import export_labelled
 
-        q = _queue(db)
-        try:
+        with _queue(db) as q:
             data = export_labelled(q)
-        finally:
-            q.close()
         tmp = out.with_suffix(out.suffix + ".tmp")
         tmp.write_text(json.dumps(data, indent=1) + "\n")
         tmp.replace(out)
