@@ -33,7 +33,7 @@ from sparring.tasks.loader import Task, write_task
 from sparring.tasks.spec import Environment, JudgeSpec, Limits, Provenance, TaskSpec
 
 FAMILY = "shell-ops"
-VERSION = "2"
+VERSION = "3"
 GENERATOR = f"{FAMILY}/{VERSION}"
 HIDDEN_TEST_ID = "test_out.py::test_out_matches"
 COMMAND_FILE = "command.sh"  # hidden/: the reference command (judge-side only, never mounted for the agent)
@@ -113,6 +113,18 @@ def _data(rng: random.Random) -> list[str]:
             return lines
 
 
+def op_order(seed: int) -> list[str]:
+    """The operations in a per-seed order; task ``index`` asks for ``op_order(seed)[index % 8]``.
+
+    Balanced by construction: any 8 consecutive tasks cover every operation once, so a small
+    training or held-out set never misses an operation (with random draws, 32 tasks often held a
+    single task of some operation, and that operation could not be learnt or measured).
+    """
+    order = sorted(OPS)
+    random.Random(zlib.crc32(f"{GENERATOR}:order:{seed}".encode())).shuffle(order)
+    return order
+
+
 def _hidden_test(expected: list[str]) -> str:
     return (
         '"""Hidden test of a shell-ops task: out.txt holds exactly the expected lines."""\n'
@@ -131,7 +143,7 @@ def shell_ops_task(
 ) -> tuple[TaskSpec, dict[str, str | bytes], dict[str, str | bytes], dict[str, str | bytes]]:
     """(spec, workspace, hidden, solution) of task ``index`` of ``seed``."""
     rng = random.Random(zlib.crc32(f"{GENERATOR}:{seed}:{index}".encode()))
-    op = OPS[sorted(OPS)[rng.randrange(len(OPS))]]
+    op = OPS[op_order(seed)[index % len(OPS)]]
     lines = _data(rng)
     expected = apply_op(op.name, lines)
     spec = TaskSpec.model_validate(
@@ -219,4 +231,4 @@ class NoisyDemonstrator:
         return None
 
 
-__all__ = ["FAMILY", "OPS", "NoisyDemonstrator", "ShellOpsGenerator", "apply_op", "shell_ops_task", "task_op"]
+__all__ = ["FAMILY", "OPS", "NoisyDemonstrator", "ShellOpsGenerator", "apply_op", "op_order", "shell_ops_task", "task_op"]
