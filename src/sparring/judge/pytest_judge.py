@@ -110,18 +110,18 @@ class PytestJudge:
         cfg = self.config
         expected = self.expected_ids(task)
         evaluating = self.uses_eval_split(task)
-        try:
-            dspec = dyn.load_dynamic(task.hidden) if cfg.dynamic and not evaluating else None
-        except TaskError as e:
-            raise JudgeRunError("bad_task", str(e)) from None
         dseed = cfg.dynamic_seed if cfg.dynamic_seed is not None else secrets.randbits(31)
         job = None
-        if dspec is not None:
-            job = {
-                "module": dspec.module,
-                "function": dspec.function,
-                "inputs": dyn.make_inputs(dspec, dseed),
-            }
+        try:
+            dspec = dyn.load_dynamic(task.hidden) if cfg.dynamic and not evaluating else None
+            if dspec is not None:
+                job = {
+                    "module": dspec.module,
+                    "function": dspec.function,
+                    "inputs": dyn.make_inputs(dspec, dseed),
+                }
+        except TaskError as e:
+            raise JudgeRunError("bad_task", str(e)) from None
         ref = None
         if job is not None:
             files, deleted = task.solution_files()
