@@ -36,7 +36,7 @@ from sparring.judge.base import JudgeResult, JudgeRunError, Usage, judge_error_r
 from sparring.judge.hacks import static_flags
 from sparring.judge.report import asserting_tests, parse_frames, split_ids
 from sparring.judge.reward import components_from_tests, compose_reward, efficiency, usage_efficiency
-from sparring.judge.sandbox_runner import run_in_sandbox
+from sparring.judge.sandbox_runner import JudgePool, run_in_sandbox
 from sparring.judge.static import static_components
 from sparring.judge.version import judge_version
 from sparring.rollout.trajectory import TestCounts
@@ -84,10 +84,15 @@ class PytestJudge:
     """Judge kind ``pytest``. Stateless; safe to share across concurrent rollouts."""
 
     def __init__(
-        self, backend: SandboxBackend, limits: bool = True, config: JudgeConfig | None = None
+        self,
+        backend: SandboxBackend,
+        limits: bool = True,
+        config: JudgeConfig | None = None,
+        pool: JudgePool | None = None,
     ) -> None:
         self.backend = backend
         self.limits = limits
+        self.pool = pool  # warm sandboxes reset between judgements (throughput); None: fresh each time
         self.config = config or JudgeConfig()
         # Seeds are per evaluation, not part of what the judge *is*.
         self.version = judge_version(self.config.model_dump(exclude={"dynamic_seed", "shuffle_seed"}))
@@ -163,7 +168,7 @@ class PytestJudge:
         run = await run_in_sandbox(
             self.backend, task, diff, testdirs,
             shuffle_seed=cfg.shuffle_seed if cfg.shuffle_seed is not None else secrets.randbits(31),
-            dynamic_job=job, reference=ref, limits=self.limits,
+            dynamic_job=job, reference=ref, limits=self.limits, pool=self.pool,
         )  # fmt: skip
         if not run.applied:
             flags.append("diff_not_applicable")
