@@ -47,6 +47,11 @@ def test_oracle_solves_and_everything_is_stored(backend, clamp_task, tmp_path):
         "new": "    if x > hi:\n        return hi\n    return x\n",
     }
     assert t.timings["judge_ms"] > 0 and t.group_id and t.steps[0].duration_ms >= 0
+    # the judge got the rollout's usage: 5 tool calls, no generated tokens (a scripted policy)
+    from sparring.judge.reward import usage_efficiency
+
+    ms = clamp_task.spec.limits.max_steps
+    assert abs(t.components["usage"] - usage_efficiency(5, ms, 0, ms * 256)) < 1e-6
     assert len({t.group_id for t in trajs}) == 1
     store.close()
 

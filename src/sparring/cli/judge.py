@@ -224,7 +224,15 @@ def regress(
         None, "--golden", help="Golden set file (default: the packaged judge/golden.json)."
     ),
     update: bool = typer.Option(
-        False, "--update", help="Rewrite the golden set from this judge (after checking the change)."
+        False,
+        "--update",
+        help="Re-record the verdicts with this judge, on the same frozen tasks and workspaces.",
+    ),
+    rebuild: bool = typer.Option(
+        False,
+        "--rebuild",
+        help="Regenerate the frozen tasks and workspaces from the generators and red-team "
+        "catalogue, then record (the only way the golden inputs change).",
     ),
     concurrency: int = typer.Option(2, "--concurrency"),
     labelled: Path | None = typer.Option(
@@ -236,36 +244,44 @@ def regress(
     only_labelled: bool = typer.Option(False, "--only-labelled", help="Replay only the --labelled cases."),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Replay the golden set (task, workspace -> expected verdict); exit 1 if any verdict changed.
+    """Replay the golden set (frozen task, frozen workspace -> expected verdict); exit 1 if any verdict changed.
 
+    The tasks and workspaces are stored in the golden file itself, so generator changes never move it.
     With --labelled, cases a person labelled in the review queue are replayed too: a workspace labelled
     `hack` must score 0, one labelled `ok` must keep its reward.
     """
-    guarded(_regress)(golden, update, concurrency, labelled, tasks, only_labelled, json_out)
+    guarded(_regress)(golden, update, rebuild, concurrency, labelled, tasks, only_labelled, json_out)
 
 
-def _regress(golden: Path | None, update: bool, concurrency: int, labelled: Path | None, tasks_dir: Path | None,
-             only_labelled: bool, json_out: bool) -> None:  # fmt: skip
+def _regress(golden: Path | None, update: bool, rebuild: bool, concurrency: int, labelled: Path | None,
+             tasks_dir: Path | None, only_labelled: bool, json_out: bool) -> None:  # fmt: skip
     import json
     import tempfile
 
     from sparring.errors import ConfigError
-    from sparring.judge.golden import build_tasks, golden_path, replay, write_golden
+    from sparring.judge.golden import fresh_cases, frozen_cases, golden_path, replay, write_golden
     from sparring.sandbox.local import LocalBackend
 
     path = golden or golden_path()
     data = None
-    if only_labelled and (labelled is None or update):
-        raise ConfigError("--only-labelled needs --labelled and cannot be combined with --update")
-    if not update and not only_labelled:
+    if only_labelled and (labelled is None or update or rebuild):
+        raise ConfigError(
+            "--only-labelled needs --labelled and cannot be combined with --update or --rebuild"
+        )
+    if update and rebuild:
+        raise ConfigError("--update keeps the frozen inputs, --rebuild regenerates them: pass one")
+    if not rebuild and not only_labelled:
         if not path.is_file():
-            raise ConfigError(f"golden set {path} not found (create it with --update)")
+            raise ConfigError(f"golden set {path} not found (create it with --rebuild)")
         try:
             data = json.loads(path.read_text())
         except json.JSONDecodeError as e:
             raise ConfigError(f"golden set {path} is not JSON: {e}") from None
     with tempfile.TemporaryDirectory(prefix="sparring-golden-") as d:
-        tasks = [] if only_labelled else build_tasks(Path(d))
+        if only_labelled:
+            cases = []
+        else:
+            cases = fresh_cases(Path(d)) if rebuild else frozen_cases(data or {}, Path(d))
         n = [0]
 
         def tick(what: str) -> None:
@@ -275,9 +291,11 @@ def _regress(golden: Path | None, update: bool, concurrency: int, labelled: Path
 
         rep = run_async(
             replay(
-                LocalBackend(), tasks, None if only_labelled else data, concurrency=concurrency, on_case=tick
+                LocalBackend(), cases, None if only_labelled else data, concurrency=concurrency, on_case=tick
             )
         )
+        if update or rebuild:
+            write_golden(path, rep)  # inside the temporary directory: the frozen tasks are still there
     if labelled is not None:
         from sparring.judge.golden import replay_labelled
 
@@ -290,10 +308,9 @@ def _regress(golden: Path | None, update: bool, concurrency: int, labelled: Path
         )
         rep.cases += lab["cases"]
         rep.changed += lab["changed"]
-    if update:
-        write_golden(path, rep)
     out = rep.to_json()
     out["golden"] = str(path)
+    out["written"] = update or rebuild
     if json_out:
         emit_json(out)
     else:
@@ -302,7 +319,7 @@ def _regress(golden: Path | None, update: bool, concurrency: int, labelled: Path
         )
         for c in rep.changed[:20]:
             out_console.print(c)
-    if not rep.ok:
+    if not rep.ok and not (update or rebuild):
         raise fail(f"{len(rep.changed)} of {rep.cases} golden verdicts changed", code=1)
 
 

@@ -10,6 +10,7 @@ timeout, a test runner that crashed before any candidate code ran...).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -75,7 +76,36 @@ def judge_error_result(err: JudgeRunError, version: str) -> JudgeResult:
     )
 
 
+@dataclass(frozen=True)
+class Usage:
+    """What the agent spent on the rollout being scored: tool calls (steps) and generated tokens.
+
+    ``max_steps`` defaults to the task's ``limits.max_steps``; ``max_tokens`` to the judge's token budget.
+    """
+
+    steps: int
+    tokens: int = 0
+    max_steps: int | None = None
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "tokens", "max_steps", "max_tokens"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise ValueError(f"usage {name} must be a non-negative integer, got {v!r}")
+
+
 class Judge(Protocol):
+    """``score(task, diff)``; a judge that also takes ``usage=`` (a :class:`Usage`) says so with
+    ``accepts_usage = True`` (see :func:`score_with_usage`), so older judges stay valid."""
+
     version: str
 
     async def score(self, task: Task, diff: WorkspaceDiff) -> JudgeResult: ...
+
+
+async def score_with_usage(judge: Judge, task: Task, diff: WorkspaceDiff, usage: Usage | None) -> JudgeResult:
+    """``judge.score``, passing ``usage`` only to a judge that accepts it."""
+    if usage is not None and getattr(judge, "accepts_usage", False):
+        return await judge.score(task, diff, usage=usage)  # type: ignore[call-arg]
+    return await judge.score(task, diff)

@@ -6,7 +6,10 @@ else (trusting its exit code). *Judge*: :meth:`PytestJudge.score` on the same
 diff, measured as ``full`` (regression tests, dynamic tests, static checks) and
 ``core`` (hidden tests only, still with every isolation measure). Runs are
 interleaved task by task in the same process, so load affects both alike.
-Throughput: a batch of workspaces judged with bounded concurrency.
+Throughput: a batch of workspaces judged with bounded concurrency, once with
+a fresh sandbox per judgement and once on a warm pool (:class:`JudgePool`:
+sandboxes of a task reused with a full reset between judgements), in turn, on
+the same batch; the two paths' verdicts are compared workspace by workspace.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
-from sparring.judge.sandbox_runner import apply_diff
-from sparring.sandbox.base import SandboxBackend, SandboxSpec
+from sparring.judge.sandbox_runner import JudgePool, apply_diff
+from sparring.sandbox.base import SandboxBackend, SandboxSpec, WorkspaceDiff
 from sparring.tasks.check import solution_diff
 from sparring.tasks.loader import Task
 
@@ -64,14 +67,36 @@ async def run_bench(backend: SandboxBackend, tasks: list[Task], repeats: int = 3
             agree += int(ok == (r.components.get("all_pass", 0.0) >= 1.0))
     sem = asyncio.Semaphore(concurrency)
     jobs = [tasks[i % len(tasks)] for i in range(batch)]
+    seed = JudgeConfig(dynamic_seed=1, shuffle_seed=1)
 
-    async def one(t: Task) -> None:
+    async def one(judge: PytestJudge, t: Task, i: int) -> float:
+        # even items: the reference; odd items: the initial state (so verdicts differ within a batch)
         async with sem:
-            await full.score(t, solution_diff(t))
+            return (await judge.score(t, solution_diff(t) if i % 2 == 0 else WorkspaceDiff())).reward
 
-    t0 = time.perf_counter()
-    await asyncio.gather(*(one(t) for t in jobs))
-    wall = time.perf_counter() - t0
+    async def run_batch(judge: PytestJudge) -> tuple[float, list[float]]:
+        t0 = time.perf_counter()
+        rewards = await asyncio.gather(*(one(judge, t, i) for i, t in enumerate(jobs)))
+        return time.perf_counter() - t0, list(rewards)
+
+    # Fresh and pooled batches alternate (fresh, pooled, fresh, pooled), so load drifts hit both alike;
+    # each pooled round starts from an empty pool (its sandbox creations are counted).
+    wall = pool_wall = 0.0
+    pool_agree = 0
+    pool_alive = 0
+    enabled = False
+    for _ in range(2):
+        w, fresh_rewards = await run_batch(PytestJudge(backend, config=seed))
+        wall += w
+        pool = JudgePool(backend, max_idle=2)
+        try:
+            w, pool_rewards = await run_batch(PytestJudge(backend, config=seed, pool=pool))
+            pool_wall += w
+            pool_alive, enabled = max(pool_alive, pool.max_alive), pool.enabled
+        finally:
+            await pool.close()
+        pool_agree += sum(1 for a, b in zip(fresh_rewards, pool_rewards, strict=True) if a == b)
+    batch *= 2
     b, f, c = statistics.median(bare_s), statistics.median(full_s), statistics.median(core_s)
     return {
         "judge_version": full.version,
@@ -88,6 +113,14 @@ async def run_bench(backend: SandboxBackend, tasks: list[Task], repeats: int = 3
         "concurrency": concurrency,
         "batch_seconds": round(wall, 3),
         "workspaces_per_minute": round(batch / wall * 60, 1) if wall else 0.0,
+        "pool": {
+            "enabled": enabled,
+            "batch_seconds": round(pool_wall, 3),
+            "workspaces_per_minute": round(batch / pool_wall * 60, 1) if pool_wall else 0.0,
+            "speedup": round(wall / pool_wall, 3) if pool_wall else None,
+            "sandboxes_alive_max": pool_alive,
+            "verdicts_agree": pool_agree,
+        },
     }
 
 

@@ -7,7 +7,11 @@ A task opts in with ``hidden/dynamic.json``::
 
 Argument strategies: ``{"int": [lo, hi]}``, ``{"float": [lo, hi]}``,
 ``{"bool": true}``, ``{"choice": [v, ...]}``, ``{"str": {"alphabet": "ab ",
-"max": 8}}``, ``{"list": {"of": S, "max": 6}}``, ``{"tuple": [S, ...]}``.
+"min": 0, "max": 8}}``, ``{"list": {"of": S, "min": 0, "max": 6, "sorted": false}}``,
+``{"tuple": [S, ...]}``, ``{"matrix": {"of": S, "rows": [lo, hi], "cols": [lo, hi]}}``
+(a list of equally long lists) and ``{"one_of": [S, ...]}``. An optional
+``"where": [["<=", i, j], ...]`` relates arguments by index (``<=``, ``<``,
+``!=``); argument tuples that break it are drawn again.
 
 Each evaluation draws ``cases`` fresh argument tuples from a seed, repeats each
 ``repeat`` times and shuffles the whole list (so a solution that special-cases
@@ -29,6 +33,8 @@ from sparring.errors import TaskError
 
 DYNAMIC_FILE = "dynamic.json"
 MAX_CASES = 2000
+MAX_REDRAWS = 200
+RELATIONS = {"<=": lambda a, b: a <= b, "<": lambda a, b: a < b, "!=": lambda a, b: a != b}
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,7 @@ class DynamicSpec:
     args: list[dict[str, Any]]
     cases: int = 40
     repeat: int = 2
+    where: tuple[tuple[str, int, int], ...] = ()
 
 
 def load_dynamic(hidden: Path) -> DynamicSpec | None:
@@ -52,7 +59,11 @@ def load_dynamic(hidden: Path) -> DynamicSpec | None:
             args=list(raw["args"]),
             cases=int(raw.get("cases", 40)),
             repeat=int(raw.get("repeat", 2)),
+            where=tuple((str(op), int(i), int(j)) for op, i, j in raw.get("where", [])),
         )
+        for op, i, j in spec.where:
+            if op not in RELATIONS or not (0 <= i < len(spec.args) and 0 <= j < len(spec.args)):
+                raise ValueError(f"bad relation {[op, i, j]}")
     except (KeyError, TypeError, ValueError) as e:
         raise TaskError(f"{p}: malformed dynamic test spec ({e}); see sparring.judge.dynamic") from None
     if not 1 <= spec.cases * spec.repeat <= MAX_CASES:
@@ -77,18 +88,37 @@ def draw(strategy: dict[str, Any], rng: random.Random) -> Any:
             rng.choice(alphabet) for _ in range(rng.randint(int(arg.get("min", 0)), int(arg.get("max", 8))))
         )
     if kind == "list":
-        return [
+        xs = [
             draw(arg["of"], rng) for _ in range(rng.randint(int(arg.get("min", 0)), int(arg.get("max", 6))))
         ]
+        return sorted(xs) if arg.get("sorted") else xs
     if kind == "tuple":
         return {"tuple": [draw(s, rng) for s in arg]}
+    if kind == "matrix":
+        rows, cols = rng.randint(*map(int, arg["rows"])), rng.randint(*map(int, arg["cols"]))
+        return [[draw(arg["of"], rng) for _ in range(cols)] for _ in range(rows)]
+    if kind == "one_of":
+        return draw(rng.choice(list(arg)), rng)
     raise TaskError(f"unknown dynamic argument strategy {kind!r}")
+
+
+def _draw_args(spec: DynamicSpec, rng: random.Random) -> list[Any]:
+    for _ in range(MAX_REDRAWS):
+        args = [draw(s, rng) for s in spec.args]
+        if all(RELATIONS[op](args[i], args[j]) for op, i, j in spec.where):
+            return args
+    raise TaskError(
+        f"dynamic tests of {spec.function}: no arguments met {list(spec.where)} in {MAX_REDRAWS} draws"
+    )
 
 
 def make_inputs(spec: DynamicSpec, seed: int) -> list[list[Any]]:
     """``cases`` fresh argument lists, each repeated ``repeat`` times, shuffled; a pure function of the seed."""
     rng = random.Random(seed)
-    base = [[draw(s, rng) for s in spec.args] for _ in range(spec.cases)]
+    try:
+        base = [_draw_args(spec, rng) for _ in range(spec.cases)]
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        raise TaskError(f"dynamic tests of {spec.function}: malformed argument strategy ({e!r})") from None
     out = [list(a) for a in base for _ in range(spec.repeat)]
     rng.shuffle(out)
     return out

@@ -1,14 +1,21 @@
-"""The golden set: (task, workspace, expected verdict) cases replayed by ``sparring judge regress``.
+"""The golden set: frozen (task, workspace, expected verdict) cases replayed by ``sparring judge regress``.
 
-Tasks come from the family generators at fixed seeds (generators are
-deterministic: the same seed writes the same bytes, and each case records the
-task digest it was made with). Workspaces are the reference solution, the
-initial state and every red-team hack. A verdict is the deterministic part of
-a result: reward, flags, correctness and static components, per-test outcomes.
-Seeds of the judge itself are pinned, so a regress run is reproducible.
+``golden.json`` holds everything a case needs, frozen: each task's files (an
+embedded file map of task.toml, workspace/, hidden/ and solution/, checked
+against the task digest recorded with it) and each case's workspace diff (the
+reference solution, the initial state, every red-team hack, and the hacks and
+alternatives a task ships for admission). Replaying writes the frozen tasks to
+a temporary directory and never calls a generator or the red-team catalogue, so
+a generator change cannot move the set: only a judge change can. A verdict is
+the deterministic part of a result: reward, flags, correctness and static
+components, per-test outcomes. Seeds of the judge itself are pinned, so a
+regress run is reproducible.
 
-Any difference fails the run; ``--update`` rewrites the file (with the new judge
-version) after a person has checked that the change is intended.
+Any difference fails the run. ``--update`` re-records the verdicts (with the new
+judge version) on the same frozen inputs, after a person has checked that the
+change is intended; ``--rebuild`` regenerates the inputs themselves from the
+generators (:data:`GOLDEN_TASKS`) and the red-team catalogue, and is the only
+way the inputs change.
 """
 
 from __future__ import annotations
@@ -16,45 +23,125 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+from sparring.errors import ConfigError
 from sparring.judge.base import JudgeRunError
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
 from sparring.judge.redteam import HACKS
 from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
 from sparring.tasks.check import solution_diff
-from sparring.tasks.loader import Task
+from sparring.tasks.loader import Task, load_task
 
+FORMAT = 2
 GOLDEN_TASKS: tuple[tuple[str, int, int], ...] = (("code-repair", 2, 1), ("function-impl", 1, 1))
-"""(family, n, seed) generated for the golden set."""
+"""(family, n, seed) generated for the golden set by ``--rebuild``."""
 VERDICT_COMPONENTS = ("all_pass", "pass_fraction", "hidden_fraction", "regression", "dynamic", "compiles", "lint",
                       "diff_size", "complexity")  # fmt: skip
 GOLDEN_CONFIG = JudgeConfig(dynamic_seed=0, shuffle_seed=0)
+SKIP_FILES = frozenset({"admission.json"})
+"""Files of a task directory that are about the task, not part of it (not frozen)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One golden case: a frozen task and a frozen workspace diff."""
+
+    task: Task
+    workspace: str
+    diff: WorkspaceDiff
 
 
 def golden_path() -> Path:
     return Path(str(resources.files("sparring.judge").joinpath("golden.json")))
 
 
-def workspaces() -> dict[str, Callable[[Task], WorkspaceDiff]]:
-    out: dict[str, Callable[[Task], WorkspaceDiff]] = {
-        "reference": solution_diff,
-        "initial": lambda t: WorkspaceDiff(),
-    }
-    out.update({f"hack:{k}": v for k, v in sorted(HACKS.items())})
+def workspaces(task: Task) -> dict[str, WorkspaceDiff]:
+    """The workspaces a task contributes when the set is rebuilt."""
+    from sparring.tasks.hacks import ADMISSION_DIR, overlay_diff
+
+    out: dict[str, WorkspaceDiff] = {"reference": solution_diff(task), "initial": WorkspaceDiff()}
+    out.update({f"hack:{k}": make(task) for k, make in sorted(HACKS.items())})
+    for kind, prefix in (("hacks", "admission-hack"), ("alternatives", "alternative")):
+        root = task.hidden / ADMISSION_DIR / kind
+        if root.is_dir():
+            out.update({f"{prefix}:{d.name}": overlay_diff(d) for d in sorted(root.iterdir()) if d.is_dir()})
     return out
 
 
+def expected_reward(workspace: str) -> float:
+    """Full for the reference and a shipped valid alternative, zero for the initial state and every hack."""
+    return 1.0 if workspace == "reference" or workspace.startswith("alternative:") else 0.0
+
+
 def build_tasks(out: Path) -> list[Task]:
+    """Generate the golden tasks afresh (``--rebuild`` only)."""
     from sparring.tasks.families import generate
 
     tasks: list[Task] = []
     for family, n, seed in GOLDEN_TASKS:
         tasks += generate(family, n, seed, out / f"{family}-{seed}")
     return tasks
+
+
+def fresh_cases(out: Path) -> list[Case]:
+    return [Case(t, name, diff) for t in build_tasks(out) for name, diff in workspaces(t).items()]
+
+
+def task_files(task: Task) -> dict[str, Any]:
+    """A task directory as an embedded file map (the encoding of :meth:`WorkspaceDiff.to_json`)."""
+    files = {}
+    for p in sorted(task.path.rglob("*")):
+        rel = p.relative_to(task.path).as_posix()
+        if p.is_file() and not p.is_symlink() and rel not in SKIP_FILES:
+            files[rel] = p.read_bytes()
+    enc: dict[str, Any] = WorkspaceDiff(files=files).to_json()["files"]  # type: ignore[assignment]
+    return enc
+
+
+def _safe(rel: str) -> str:
+    pp = PurePosixPath(rel)
+    if pp.is_absolute() or ".." in pp.parts or not pp.parts:
+        raise ConfigError(f"golden set: unsafe path {rel!r} in a frozen task")
+    return rel
+
+
+def materialize(golden: dict[str, Any], out: Path) -> dict[str, Task]:
+    """Write the golden set's frozen tasks under ``out``; ConfigError if one no longer has its digest."""
+    if golden.get("format") != FORMAT or not isinstance(golden.get("tasks"), dict):
+        raise ConfigError(
+            f"golden set has no frozen tasks (format {golden.get('format')!r}, want {FORMAT}): "
+            "re-create it with `sparring judge regress --rebuild`"
+        )
+    tasks: dict[str, Task] = {}
+    for tid, entry in sorted(golden["tasks"].items()):
+        d = out / _safe(tid)
+        for rel, data in WorkspaceDiff.from_json({"files": entry["files"]}).files.items():
+            f = d / _safe(rel)
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_bytes(data)
+        task = load_task(d)
+        if task.id != tid or task.digest != entry["digest"]:
+            raise ConfigError(
+                f"golden task {tid}: its frozen files give {task.id} {task.digest[:19]}…, "
+                f"recorded {entry['digest'][:19]}… (the golden file was edited by hand?)"
+            )
+        tasks[tid] = task
+    return tasks
+
+
+def frozen_cases(golden: dict[str, Any], out: Path) -> list[Case]:
+    """Every case of the golden set on its frozen task and frozen diff; no generator runs."""
+    tasks = materialize(golden, out)
+    cases = []
+    for c in golden.get("cases", []):
+        if c["task"] not in tasks:
+            raise ConfigError(f"golden case {c['task']} {c['workspace']}: its task is not frozen in the set")
+        cases.append(Case(tasks[c["task"]], c["workspace"], WorkspaceDiff.from_json(c["diff"])))
+    return cases
 
 
 def verdict(res: Any) -> dict[str, Any]:
@@ -76,6 +163,7 @@ class RegressReport:
     cases: int
     changed: list[dict[str, Any]]
     results: list[dict[str, Any]]
+    inputs: list[Case] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -91,26 +179,24 @@ class RegressReport:
         }
 
 
-async def replay(backend: SandboxBackend, tasks: list[Task], golden: dict[str, Any] | None, concurrency: int = 2,
+async def replay(backend: SandboxBackend, cases: list[Case], golden: dict[str, Any] | None, concurrency: int = 2,
                  on_case: Callable[[str], None] | None = None) -> RegressReport:  # fmt: skip
-    """Judge every (task, workspace) case and compare with ``golden`` (None: just compute)."""
+    """Judge every case and compare with ``golden`` (None: just compute)."""
     judge = PytestJudge(backend, config=GOLDEN_CONFIG)
     sem = asyncio.Semaphore(concurrency)
     expected = {(c["task"], c["workspace"]): c for c in (golden or {}).get("cases", [])}
 
-    async def one(task: Task, name: str, make: Callable[[Task], WorkspaceDiff]) -> dict[str, Any]:
+    async def one(case: Case) -> dict[str, Any]:
         async with sem:
             try:
-                res = await judge.score(task, make(task))
-                v = verdict(res)
+                v = verdict(await judge.score(case.task, case.diff))
             except JudgeRunError as e:
                 v = {"status": "judge_error", "reason": e.reason}
         if on_case:
-            on_case(f"{task.id} {name}")
-        return {"task": task.id, "digest": task.digest, "workspace": name, "verdict": v}
+            on_case(f"{case.task.id} {case.workspace}")
+        return {"task": case.task.id, "digest": case.task.digest, "workspace": case.workspace, "verdict": v}
 
-    jobs = [one(t, name, make) for t in tasks for name, make in workspaces().items()]
-    results = list(await asyncio.gather(*jobs))
+    results = list(await asyncio.gather(*(one(c) for c in cases)))
     changed = []
     if golden is not None:
         seen = set()
@@ -136,14 +222,27 @@ async def replay(backend: SandboxBackend, tasks: list[Task], golden: dict[str, A
         cases=len(results),
         changed=changed,
         results=results,
+        inputs=list(cases),
     )
 
 
+def golden_data(rep: RegressReport) -> dict[str, Any]:
+    """The golden file's content: frozen tasks, frozen diffs and the verdicts this judge gave them."""
+    tasks = {c.task.id: c.task for c in rep.inputs}
+    diffs = {(c.task.id, c.workspace): c.diff.to_json() for c in rep.inputs}
+    cases = [{**r, "diff": diffs[(r["task"], r["workspace"])]} for r in rep.results]
+    return {
+        "format": FORMAT,
+        "judge_version": rep.judge_version,
+        "tasks": {tid: {"digest": t.digest, "family": t.spec.family, "files": task_files(t)}
+                  for tid, t in sorted(tasks.items())},
+        "cases": sorted(cases, key=lambda c: (c["task"], c["workspace"])),
+    }  # fmt: skip
+
+
 def write_golden(path: Path, rep: RegressReport) -> None:
-    data = {"judge_version": rep.judge_version, "tasks": [list(t) for t in GOLDEN_TASKS],
-            "cases": sorted(rep.results, key=lambda c: (c["task"], c["workspace"]))}  # fmt: skip
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    tmp.write_text(json.dumps(golden_data(rep), indent=1, sort_keys=True) + "\n")
     tmp.replace(path)
 
 

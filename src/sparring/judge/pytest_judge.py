@@ -12,7 +12,10 @@
    for the score.
 4. Dynamic tests (``hidden/dynamic.json``): fresh inputs, reference vs candidate
    in separate processes, exact-typed comparison here.
-5. Components -> reward via :func:`~sparring.judge.reward.compose_reward`.
+5. Components -> reward via :func:`~sparring.judge.reward.compose_reward`;
+   with the rollout's usage (steps, tokens), also the ``usage`` component, which
+   counts only for a correct answer and only with a weight in the task's
+   ``judge.weights`` (none by default).
 
 Configs: ``train`` runs hidden/ without hidden/eval/; ``eval`` runs only
 hidden/eval/ (expected ids in ``hidden/eval/expected_tests.txt``), so the
@@ -29,11 +32,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sparring.errors import TaskError
 from sparring.judge import dynamic as dyn
-from sparring.judge.base import JudgeResult, JudgeRunError, judge_error_result
+from sparring.judge.base import JudgeResult, JudgeRunError, Usage, judge_error_result
 from sparring.judge.hacks import static_flags
 from sparring.judge.report import asserting_tests, parse_frames, split_ids
-from sparring.judge.reward import components_from_tests, compose_reward, efficiency
-from sparring.judge.sandbox_runner import run_in_sandbox
+from sparring.judge.reward import components_from_tests, compose_reward, efficiency, usage_efficiency
+from sparring.judge.sandbox_runner import JudgePool, run_in_sandbox
 from sparring.judge.static import static_components
 from sparring.judge.version import judge_version
 from sparring.rollout.trajectory import TestCounts
@@ -61,6 +64,11 @@ class JudgeConfig(BaseModel):
         None, description="Fixed seed for generated inputs (None: fresh each evaluation)."
     )
     shuffle_seed: int | None = Field(None, description="Fixed test-order seed (None: fresh each evaluation).")
+    tokens_per_step: int = Field(
+        256,
+        ge=0,
+        description="Token budget of the usage component: this many generated tokens per step allowed.",
+    )
 
 
 def tampering(diff: WorkspaceDiff) -> list[str]:
@@ -76,10 +84,15 @@ class PytestJudge:
     """Judge kind ``pytest``. Stateless; safe to share across concurrent rollouts."""
 
     def __init__(
-        self, backend: SandboxBackend, limits: bool = True, config: JudgeConfig | None = None
+        self,
+        backend: SandboxBackend,
+        limits: bool = True,
+        config: JudgeConfig | None = None,
+        pool: JudgePool | None = None,
     ) -> None:
         self.backend = backend
         self.limits = limits
+        self.pool = pool  # warm sandboxes reset between judgements (throughput); None: fresh each time
         self.config = config or JudgeConfig()
         # Seeds are per evaluation, not part of what the judge *is*.
         self.version = judge_version(self.config.model_dump(exclude={"dynamic_seed", "shuffle_seed"}))
@@ -98,30 +111,45 @@ class PytestJudge:
         f = task.hidden / EVAL_DIR / EVAL_IDS_FILE
         return [ln.strip() for ln in f.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
 
-    async def score_or_error(self, task: Task, diff: WorkspaceDiff) -> JudgeResult:
+    async def score_or_error(
+        self, task: Task, diff: WorkspaceDiff, usage: Usage | None = None
+    ) -> JudgeResult:
         """Like :meth:`score`, but a judge failure is a typed ``judge_error`` result."""
         try:
-            return await self.score(task, diff)
+            return await self.score(task, diff, usage=usage)
         except JudgeRunError as e:
             return judge_error_result(e, self.version)
 
-    async def score(self, task: Task, diff: WorkspaceDiff) -> JudgeResult:
+    accepts_usage = True
+
+    def usage_components(self, task: Task, usage: Usage) -> tuple[float, dict[str, float]]:
+        """The ``usage`` component (1 - spent/budget, steps and tokens averaged) and its raw numbers."""
+        max_steps = usage.max_steps if usage.max_steps is not None else task.spec.limits.max_steps
+        max_tokens = (
+            usage.max_tokens if usage.max_tokens is not None else max_steps * self.config.tokens_per_step
+        )
+        value = usage_efficiency(usage.steps, max_steps, usage.tokens, max_tokens)
+        return value, {"usage_steps": float(usage.steps), "usage_tokens": float(usage.tokens),
+                       "usage_max_steps": float(max_steps), "usage_max_tokens": float(max_tokens)}  # fmt: skip
+
+    async def score(self, task: Task, diff: WorkspaceDiff, usage: Usage | None = None) -> JudgeResult:
+        """Score ``diff``; with ``usage`` (steps and tokens the agent spent), also the ``usage`` component."""
         t0 = time.perf_counter()
         cfg = self.config
         expected = self.expected_ids(task)
         evaluating = self.uses_eval_split(task)
-        try:
-            dspec = dyn.load_dynamic(task.hidden) if cfg.dynamic and not evaluating else None
-        except TaskError as e:
-            raise JudgeRunError("bad_task", str(e)) from None
         dseed = cfg.dynamic_seed if cfg.dynamic_seed is not None else secrets.randbits(31)
         job = None
-        if dspec is not None:
-            job = {
-                "module": dspec.module,
-                "function": dspec.function,
-                "inputs": dyn.make_inputs(dspec, dseed),
-            }
+        try:
+            dspec = dyn.load_dynamic(task.hidden) if cfg.dynamic and not evaluating else None
+            if dspec is not None:
+                job = {
+                    "module": dspec.module,
+                    "function": dspec.function,
+                    "inputs": dyn.make_inputs(dspec, dseed),
+                }
+        except TaskError as e:
+            raise JudgeRunError("bad_task", str(e)) from None
         ref = None
         if job is not None:
             files, deleted = task.solution_files()
@@ -134,10 +162,13 @@ class PytestJudge:
             testdirs.append("/judge/regress")
         flags = static_flags(diff, task.workspace)
         comps, metrics = static_components(diff, task.workspace)
+        if usage is not None:
+            comps["usage"], more = self.usage_components(task, usage)
+            metrics.update(more)
         run = await run_in_sandbox(
             self.backend, task, diff, testdirs,
             shuffle_seed=cfg.shuffle_seed if cfg.shuffle_seed is not None else secrets.randbits(31),
-            dynamic_job=job, reference=ref, limits=self.limits,
+            dynamic_job=job, reference=ref, limits=self.limits, pool=self.pool,
         )  # fmt: skip
         if not run.applied:
             flags.append("diff_not_applicable")

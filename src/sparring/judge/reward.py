@@ -3,12 +3,17 @@
     reward = cap(flags) * Σ_k w_k · c_k
 
 where ``c_k`` are components in [0, 1] (``all_pass``, ``pass_fraction``,
-``regression``, ``lint``, ...), ``w_k`` the task's weights (components without a
-weight count 0), and ``cap(flags)`` is 0 if any flag is *zeroing* (tampering
-with tests or their configuration, start-up hooks, exit tricks, a forged or
-missing report...), else the smallest cap of the *capping* flags present
-(:data:`CAPS`), else 1. Components that are absent count 0, so a judge that
-fails to compute one can never raise the reward.
+``regression``, ``lint``, ``usage``...), ``w_k`` the task's weights (components
+without a weight count 0), and ``cap(flags)`` is 0 if any flag is *zeroing*
+(tampering with tests or their configuration, start-up hooks, exit tricks, a
+forged or missing report...), else the smallest cap of the *capping* flags
+present (:data:`CAPS`), else 1. Components that are absent count 0, so a judge
+that fails to compute one can never raise the reward.
+
+The cost components (:data:`GATED`: ``efficiency``, the test run's wall time,
+and ``usage``, the steps and tokens the agent spent) only count for a correct
+answer: ``c_k`` is multiplied by ``all_pass``. Otherwise doing nothing quickly
+(submitting at once, an empty diff) would earn reward.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ ZEROING_FLAGS: frozenset[str] = frozenset(
         "tests_not_run",
     }
 )
+GATED: frozenset[str] = frozenset({"efficiency", "usage"})
+"""Components that count only when ``all_pass`` is 1: cheap is good only once it is right."""
 CAPS: Mapping[str, float] = {"assertion_removed": 0.5, "special_casing": 0.5, "network_attempt": 0.5}
 """Capping flags: the reward is at most this much when the flag is raised."""
 
@@ -56,7 +63,10 @@ def compose_reward(
     cap = flag_cap(flags, zeroing)
     if cap == 0.0:
         return 0.0
-    total = float(sum(w * float(components.get(k, 0.0)) for k, w in weights.items()))
+    correct = float(components.get("all_pass", 0.0))
+    total = float(
+        sum(w * float(components.get(k, 0.0)) * (correct if k in GATED else 1.0) for k, w in weights.items())
+    )
     return min(total, cap * sum(max(w, 0.0) for w in weights.values())) if cap < 1.0 else total
 
 

@@ -26,6 +26,19 @@ class Unserialisable(TypeError):
     pass
 
 
+def _dict_types() -> tuple[type, ...]:
+    """The standard library's dict subclasses (Counter, OrderedDict, defaultdict), compared as dicts.
+
+    Exact classes only: an instance of a user-defined subclass is still refused. Their contents are read
+    with ``dict.items`` (C code), so patching the classes' Python methods cannot change what crosses."""
+    import collections
+
+    return (collections.Counter, collections.OrderedDict, collections.defaultdict)
+
+
+_DICT_TYPES = _dict_types()
+
+
 def encode(x: Any, depth: int = 0) -> Any:
     """A JSON value that identifies ``x`` and its exact type (tuples, sets, floats and dicts tagged)."""
     if depth > 50:
@@ -39,8 +52,9 @@ def encode(x: Any, depth: int = 0) -> Any:
         return [encode(v, depth + 1) for v in x]
     if t is tuple:
         return {"tuple": [encode(v, depth + 1) for v in x]}
-    if t is dict:
-        items = [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in x.items()]
+    if t is dict or t in _DICT_TYPES:
+        # dict.items, not x.items: a stdlib mapping crosses as the plain dict it holds.
+        items = [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in dict.items(x)]
         return {"dict": sorted(items, key=lambda kv: json.dumps(kv, sort_keys=True))}
     if t is set or t is frozenset:
         vals = [encode(v, depth + 1) for v in x]

@@ -11,6 +11,13 @@ written and the driver computes reference outputs; ``reset()`` discards it;
 (2) the agent's diff is applied; (3) the launcher runs the hidden and
 regression tests; (4) the driver runs the candidate on the same inputs. Every
 wall time is measured here, outside the sandbox.
+
+Warm pool (:class:`JudgePool`, for throughput): instead of a fresh sandbox per
+judgement, sandboxes of the same task are reused, with a full ``reset()``
+between judgements (every process killed; the workspace's copy-on-write layer,
+/tmp and the home directory discarded) and the judge's read-only mounts staged
+once per task. It is used only with a backend whose reset discards everything
+(overlay mode); otherwise every judgement gets a fresh sandbox as before.
 """
 
 from __future__ import annotations
@@ -82,6 +89,48 @@ def _stage(work: Path, task: Task) -> tuple[Path, Path | None]:
     return cfg, reg
 
 
+class JudgePool:
+    """Warm judge sandboxes per task, reset between judgements; at most ``max_idle`` idle per task.
+
+    Close it when done (``await pool.close()``); judges sharing one pool share its sandboxes.
+    """
+
+    def __init__(self, backend: SandboxBackend, max_idle: int = 2, max_size: int | None = None) -> None:
+        from sparring.sandbox.pool import SandboxPool
+
+        self.backend = backend
+        self.enabled = getattr(backend, "mode", "copy") == "overlay"
+        self._pool = SandboxPool(backend, max_idle=max_idle, max_size=max_size, pin_workspaces=False)
+        self._root = Path(tempfile.mkdtemp(prefix="sparring-judge-pool-"))
+        self._staged: dict[str, tuple[Path, Path | None]] = {}
+        self.judgements = 0
+
+    def stage(self, task: Task) -> tuple[Path, Path | None]:
+        """The judge's mounts for ``task``, staged once (same paths, so the sandbox spec and pool key repeat)."""
+        key = f"{task.id}@{task.digest}"
+        if key not in self._staged:
+            d = self._root / f"t{len(self._staged)}"
+            d.mkdir()
+            self._staged[key] = _stage(d, task)
+        return self._staged[key]
+
+    async def acquire(self, spec: SandboxSpec) -> Sandbox:
+        self.judgements += 1
+        return await self._pool.acquire_spec(spec)
+
+    async def release(self, sb: Sandbox, broken: bool = False) -> None:
+        await self._pool.release(sb, broken=broken)  # resets it, or closes it when broken or surplus
+
+    @property
+    def max_alive(self) -> int:
+        """Most sandboxes alive at once."""
+        return self._pool.max_alive
+
+    async def close(self) -> None:
+        await self._pool.close()
+        shutil.rmtree(self._root, ignore_errors=True)
+
+
 async def apply_diff(sb: Sandbox, diff: WorkspaceDiff) -> None:
     for rel in diff.deleted:
         with contextlib.suppress(FileNotFoundError):
@@ -110,12 +159,14 @@ async def run_in_sandbox(
     dynamic_job: dict[str, Any] | None,
     reference: WorkspaceDiff | None,
     limits: bool = True,
+    pool: JudgePool | None = None,
 ) -> RunOutput:
-    """Everything of one judgement that executes code, in one fresh sandbox."""
+    """Everything of one judgement that executes code, in one fresh (or freshly reset, pooled) sandbox."""
+    pooled = pool if pool is not None and pool.enabled else None
     work = Path(tempfile.mkdtemp(prefix="sparring-judge-"))
     out = RunOutput()
     try:
-        cfg, reg = _stage(work, task)
+        cfg, reg = pooled.stage(task) if pooled is not None else _stage(work, task)
         out.has_regress = reg is not None
         mounts = {"/judge/hidden": task.hidden, "/judge/cfg": cfg}
         if reg is not None:
@@ -132,10 +183,11 @@ async def run_in_sandbox(
         )
         t = time.perf_counter()
         try:
-            sb = await backend.create(spec)
+            sb = await pooled.acquire(spec) if pooled is not None else await backend.create(spec)
         except SandboxError as e:
             raise JudgeRunError("sandbox_failed", f"judge sandbox failed to start: {e}") from None
         out.timings["create_s"] = time.perf_counter() - t
+        broken = True
         try:
             timeout = task.spec.judge.timeout_s
             if dynamic_job is not None and reference is not None:
@@ -150,6 +202,7 @@ async def run_in_sandbox(
                 await apply_diff(sb, diff)
             except (OSError, SandboxError) as e:
                 out.applied, out.apply_error = False, str(e)
+                broken = False
                 return out
             out.key = secrets.token_bytes(32)
             stdin = json.dumps({"key": out.key.hex(), "seed": shuffle_seed}) + "\n"
@@ -161,12 +214,16 @@ async def run_in_sandbox(
                 t = time.perf_counter()
                 out.candidate = await run_driver(sb, dynamic_job, timeout)
                 out.timings["dynamic_s"] = time.perf_counter() - t
+            broken = False
             return out
         except SandboxError as e:
             raise JudgeRunError("sandbox_failed", f"judge sandbox failed: {e}") from None
         finally:
             t = time.perf_counter()
-            await sb.close()
+            if pooled is not None:
+                await pooled.release(sb, broken=broken)  # reset before anyone else gets it
+            else:
+                await sb.close()
             out.timings["close_s"] = time.perf_counter() - t
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -24,7 +24,7 @@ from typing import Any
 
 from sparring.env.tools import ToolExecutor, tool_schemas, truncate_observation
 from sparring.errors import JudgeError, PolicyError, SandboxError
-from sparring.judge.base import Judge
+from sparring.judge.base import Judge, Usage, score_with_usage
 from sparring.policy.base import ActRequest, Policy
 from sparring.rollout.trajectory import Status, ToolStep, Trajectory
 from sparring.sandbox.base import Sandbox, WorkspaceDiff
@@ -280,6 +280,12 @@ async def judge_trajectory(
     await score_trajectory(traj, task, diff, judge, limits=limits, judge_sem=judge_sem, retries=retries)
 
 
+def trajectory_usage(traj: Trajectory) -> Usage:
+    """What the rollout spent, for the judge's ``usage`` component: tool calls and generated tokens."""
+    tokens = sum(len(t.get("completion_ids") or ()) for t in traj.traces)
+    return Usage(steps=len(traj.steps), tokens=tokens)
+
+
 async def score_trajectory(
     traj: Trajectory, task: Task, diff: WorkspaceDiff, judge: Judge, *, limits: StageLimits | None = None,
     judge_sem: asyncio.Semaphore | None = None, retries: int = 1,
@@ -290,13 +296,14 @@ async def score_trajectory(
     if traj.status == "policy_error":
         return
     last = ""
+    usage = trajectory_usage(traj)
     for attempt in range(retries + 1):
         try:
             if judge_sem is None:
-                res = await asyncio.wait_for(judge.score(task, diff), limits.judge_s)
+                res = await asyncio.wait_for(score_with_usage(judge, task, diff, usage), limits.judge_s)
             else:
                 async with judge_sem:
-                    res = await asyncio.wait_for(judge.score(task, diff), limits.judge_s)
+                    res = await asyncio.wait_for(score_with_usage(judge, task, diff, usage), limits.judge_s)
         except TimeoutError:
             last = f"judge exceeded its {limits.judge_s:g}s stage limit"
         except JudgeError as e:

@@ -12,7 +12,8 @@ from typing import Any
 
 from sparring.env.tools import ToolExecutor
 from sparring.errors import TaskError
-from sparring.judge.base import Judge
+from sparring.judge.base import Judge, score_with_usage
+from sparring.rollout.episode import trajectory_usage
 from sparring.rollout.trajectory import Trajectory
 from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
 from sparring.sandbox.pool import spec_for_task
@@ -68,7 +69,7 @@ async def replay(traj: Trajectory, task: Task, backend: SandboxBackend, judge: J
             diff.to_json() == WorkspaceDiff.from_json(traj.diff).to_json() if traj.diff else diff.is_empty()
         )
         if judge is not None:
-            rep.reward_replayed = (await judge.score(task, diff)).reward
+            rep.reward_replayed = (await score_with_usage(judge, task, diff, trajectory_usage(traj))).reward
     finally:
         await sb.close()
     return rep

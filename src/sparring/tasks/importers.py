@@ -21,7 +21,7 @@ import ast
 import json
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -212,11 +212,20 @@ def function_task(
 
 
 def write_function_tasks(
-    items: Sequence[tuple[FunctionRecord, Provenance]], out: Path, tags: Sequence[str] = ()
+    items: Sequence[tuple[FunctionRecord, Provenance]],
+    out: Path,
+    tags: Sequence[str] = (),
+    extra_hidden: Callable[[FunctionRecord], dict[str, str | bytes]] | None = None,
 ) -> list[Task]:
-    """Write each record's task to out/<task id>/ (each atomically); if one fails, remove what this call wrote."""
+    """Write each record's task to out/<task id>/ (each atomically); if one fails, remove what this call wrote.
+
+    ``extra_hidden(record)`` adds judge-only files to a task's hidden/ (the function-impl family's
+    generated-test spec and admission hacks)."""
     out = Path(out)
     built = [function_task(rec, prov, tags) for rec, prov in items]  # spec errors surface before any write
+    if extra_hidden is not None:
+        for (rec, _), (_, _, hidden, _) in zip(items, built, strict=True):
+            hidden.update(extra_hidden(rec))
     created_out = not out.exists()
     written: list[Path] = []
     tasks: list[Task] = []

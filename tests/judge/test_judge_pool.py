@@ -1,0 +1,125 @@
+"""The warm judge pool: sandboxes reused across judgements with a full reset, same verdicts as fresh ones."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
+from sparring.judge.redteam import HACKS
+from sparring.judge.sandbox_runner import JudgePool
+from sparring.sandbox.base import SandboxSpec, WorkspaceDiff
+from sparring.tasks.check import solution_diff
+
+# Leaves traces everywhere a later judgement could see them: /tmp, the home directory, the workspace,
+# and a background process that outlives the test run.
+LITTER = b"""\
+import os
+import subprocess
+
+for _p in ("/tmp/leak", os.path.expanduser("~/leak"), "/workspace/extra.txt"):
+    try:
+        open(_p, "w").write("x")
+    except OSError:
+        pass
+subprocess.Popen(["sleep", "300"], start_new_session=True)
+
+
+def clip_sum(xs, lo, hi):
+    return sum(min(max(x, lo), hi) for x in xs)
+"""
+# Correct only in a clean sandbox: any trace of an earlier judgement makes it wrong.
+DETECT = """\
+import os
+
+
+def _dirty():
+    if any(os.path.exists(p) for p in ("/tmp/leak", os.path.expanduser("~/leak"), "/workspace/extra.txt")):
+        return True
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and open(f"/proc/{pid}/cmdline", "rb").read().startswith(b"sleep"):
+                return True
+        except OSError:
+            pass
+    return False
+
+
+_DIRTY = _dirty()
+"""
+CLEAN_ONLY = (
+    DETECT
+    + "\n\ndef clip_sum(xs, lo, hi):\n    r = sum(min(max(x, lo), hi) for x in xs)\n    return r + 1 if _DIRTY else r\n"
+).encode()
+
+
+def test_pooled_judgements_see_nothing_of_earlier_ones(backend, dynamic_task):
+    if getattr(backend, "mode", "") != "overlay":
+        pytest.skip("the pool is used only where reset discards everything (overlay mode)")
+    cfg = JudgeConfig(dynamic_seed=3, shuffle_seed=3)
+
+    async def go():
+        pool = JudgePool(backend, max_idle=1)
+        try:
+            judge = PytestJudge(backend, config=cfg, pool=pool)
+            litter = await judge.score(dynamic_task, WorkspaceDiff(files={"solution.py": LITTER}))
+            clean = await judge.score(dynamic_task, WorkspaceDiff(files={"solution.py": CLEAN_ONLY}))
+            return litter, clean, pool.max_alive, pool.judgements
+        finally:
+            await pool.close()
+
+    litter, clean, alive, n = asyncio.run(go())
+    assert n == 2 and alive == 1  # the second judgement ran in the first one's (reset) sandbox
+    assert litter.components["hidden_all_pass"] == 1.0
+    assert clean.reward == 1.0, (clean.components, clean.log[-500:])
+
+
+def test_the_detector_sees_litter(backend, dynamic_task):
+    """Control: in a sandbox that was not reset, the clean-only solution does notice every trace."""
+
+    async def go():
+        sb = await backend.create(SandboxSpec(workspace=dynamic_task.workspace))
+        try:
+            await sb.write_file("solution.py", LITTER)
+            await sb.exec(["python", "-c", "import solution"], timeout=30)
+            await sb.write_file("solution.py", CLEAN_ONLY)
+            r = await sb.exec(["python", "-c", "import solution; print(solution._DIRTY)"], timeout=30)
+            await sb.reset()
+            await sb.write_file("solution.py", CLEAN_ONLY)
+            after = await sb.exec(["python", "-c", "import solution; print(solution._DIRTY)"], timeout=30)
+            return r.stdout.strip(), after.stdout.strip()
+        finally:
+            await sb.close()
+
+    before, after = asyncio.run(go())
+    assert before == "True"
+    if getattr(backend, "mode", "") == "overlay":
+        assert after == "False"
+
+
+def test_pool_and_fresh_sandboxes_agree(backend, family_tasks):
+    cfg = JudgeConfig(dynamic_seed=4, shuffle_seed=4)
+    cases = []
+    for name in ("code-repair", "function-impl"):
+        t = family_tasks[name]
+        cases += [(t, solution_diff(t)), (t, WorkspaceDiff()), (t, HACKS["conftest_forces_pass"](t)),
+                  (t, HACKS["exit_zero_at_import"](t)), (t, solution_diff(t))]  # fmt: skip
+
+    async def go():
+        fresh = PytestJudge(backend, config=cfg)
+        pool = JudgePool(backend, max_idle=1)
+        try:
+            pooled = PytestJudge(backend, config=cfg, pool=pool)
+            a = [await fresh.score(t, d) for t, d in cases]
+            b = [await pooled.score(t, d) for t, d in cases]
+            return a, b, pool.max_alive
+        finally:
+            await pool.close()
+
+    a, b, alive = asyncio.run(go())
+    for x, y in zip(a, b, strict=True):
+        assert (x.reward, x.flags, x.per_test) == (y.reward, y.flags, y.per_test)
+    assert [r.reward for r in b].count(1.0) == 4
+    if getattr(backend, "mode", "") == "overlay":
+        assert alive <= 2  # one per task, reused
