@@ -189,13 +189,17 @@ LIBRARY_OPT = typer.Option(
 
 def _row(t) -> dict:  # type: ignore[no-untyped-def,type-arg]
     from sparring.tasks.check import load_admission
+    from sparring.tasks.difficulty import load_difficulty
 
     adm = load_admission(t)
+    measured = load_difficulty(t) or {}
     return {
         "id": t.id,
         "version": t.spec.version,
         "family": t.spec.family,
         "difficulty": t.spec.difficulty,
+        "measured_tier": measured.get("measured_tier"),
+        "pass_rate": measured.get("pass_rate"),
         "digest": t.digest,
         "admitted": None if adm is None else bool(adm.get("ok")),
         "path": str(t.path),
@@ -315,6 +319,60 @@ def import_cmd(
         )
     else:
         err_console.print(f"imported {len(tasks)} tasks to {out}")
+
+
+@app.command("difficulty")
+@guarded
+def difficulty_cmd(
+    paths: list[Path] = typer.Argument(
+        None, help="Task directories or directories of tasks (default: the library)."
+    ),
+    library: Path | None = LIBRARY_OPT,
+    from_store: Path = typer.Option(..., "--from-store", help="Trajectory store (SQLite) to measure from."),
+    policy: str | None = typer.Option(None, "--policy", help="Count only this policy's rollouts."),
+    min_rollouts: int = typer.Option(
+        4, "--min-rollouts", min=1, help="Fewer judged rollouts than this: a pass rate but no tier."
+    ),
+    write: bool = typer.Option(True, "--write/--dry-run", help="Write difficulty.json beside task.toml."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Measure each task's pass rate in a trajectory store and record it, with a tier, beside the task.
+
+    The record (difficulty.json) sits outside the task's digested bytes: a pass rate describes the
+    policies that played the task, so measuring never makes a new task version.
+    """
+    from sparring.tasks.difficulty import difficulty_record, measure, store_difficulty
+    from sparring.tasks.loader import find_tasks
+    from sparring.tasks.registry import Registry, default_library
+
+    if paths:
+        tasks = [t for p in paths for t in find_tasks(p)]
+    else:
+        reg = Registry(library or default_library())
+        if not reg.root.is_dir():
+            raise TaskError(f"task library {reg.root} does not exist (add tasks with `sparring tasks add`)")
+        tasks = reg.tasks()
+    ms = measure(from_store, tasks, policy)
+    by_digest = {t.digest: t for t in tasks}
+    rows = []
+    for m in ms:
+        rec = difficulty_record(m, from_store, min_rollouts)
+        if write and m.rollouts:
+            store_difficulty(by_digest[m.digest], rec)
+        rows.append(rec)
+    measured = [r for r in rows if r["rollouts"]]
+    if json_out:
+        emit_json({"tasks": len(rows), "measured": len(measured), "results": rows})
+    else:
+        from rich.table import Table
+
+        tb = Table("id", "version", "generator tier", "rollouts", "pass rate", "measured tier")
+        for r in measured:
+            tier = "-" if r["measured_tier"] is None else str(r["measured_tier"])
+            tb.add_row(r["id"], str(r["version"]), str(r["generator_tier"]), str(r["rollouts"]),
+                       f"{r['pass_rate']:.2f}", tier)  # fmt: skip
+        out_console.print(tb)
+        err_console.print(f"{len(measured)} of {len(rows)} tasks have judged rollouts in {from_store}")
 
 
 @app.command("bench")
