@@ -17,6 +17,7 @@ RECORDs. A pin that this machine cannot satisfy is a TaskError naming it.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import importlib.metadata as md
@@ -308,28 +309,30 @@ class TaskEnvironmentBackend:
             self._layers[key] = build_layer(env, self.cache)
         return self._layers[key]
 
-    def backend_for(self, spec: Any) -> Any:
-        """The backend of the environment of the task that owns ``spec.workspace`` (the default without one)."""
-        from sparring.errors import SandboxError
-        from sparring.sandbox.local import LocalBackend
-
+    def _key(self, spec: Any) -> tuple[str, int] | None:
+        """(task.toml, its mtime) of the task owning ``spec.workspace``; None for a spec of no task."""
         ws = getattr(spec, "workspace", None)
         if ws is None:
-            return self.default
+            return None
         toml = Path(ws).parent / "task.toml"
         try:
-            key = (str(toml), toml.stat().st_mtime_ns)
+            return (str(toml), toml.stat().st_mtime_ns)
         except OSError:
-            return self.default
-        found = self._by_task.get(key)
-        if found is not None:
-            return found
+            return None
+
+    def _layer_of(self, key: tuple[str, int]) -> EnvironmentLayer:
+        from sparring.errors import SandboxError
+
+        toml = Path(key[0])
         try:
             raw = tomllib.loads(toml.read_text())
-            env = Environment.model_validate(raw.get("environment") or {})
-            layer = self.layer_for(env)
-        except (TaskError, tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as e:
+            return self.layer_for(Environment.model_validate(raw.get("environment") or {}))
+        except (TaskError, OSError, tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as e:
             raise SandboxError(f"task environment of {toml.parent}: {str(e).splitlines()[0]}") from None
+
+    def _backend_of(self, key: tuple[str, int], layer: EnvironmentLayer) -> Any:
+        from sparring.sandbox.local import LocalBackend
+
         backend = self._backends.get(layer.digest)
         if backend is None:
             backend = LocalBackend(root=self.root, environment=layer.sandbox_environment())
@@ -337,8 +340,24 @@ class TaskEnvironmentBackend:
         self._by_task[key] = backend
         return backend
 
+    def backend_for(self, spec: Any) -> Any:
+        """The backend of the environment of the task that owns ``spec.workspace`` (the default without one)."""
+        key = self._key(spec)
+        if key is None:
+            return self.default
+        found = self._by_task.get(key)
+        return found if found is not None else self._backend_of(key, self._layer_of(key))
+
     async def create(self, spec: Any, snapshot: str | None = None) -> Any:
-        return await self.backend_for(spec).create(spec, snapshot=snapshot)
+        key = self._key(spec)
+        backend: Any
+        if key is None:
+            backend = self.default
+        elif (backend := self._by_task.get(key)) is None:
+            # First sandbox of this task: building a new layer copies files, so not on the event loop.
+            layer = await asyncio.to_thread(self._layer_of, key)
+            backend = self._by_task.get(key) or self._backend_of(key, layer)
+        return await backend.create(spec, snapshot=snapshot)
 
     def __getattr__(self, name: str) -> Any:  # mode, layers, snapshots...: the default backend's
         if name == "default":
