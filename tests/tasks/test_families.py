@@ -17,8 +17,8 @@ from sparring.tasks.hacks import alternatives, hacks
 from sparring.tasks.loader import find_tasks
 
 FAST = ["function-impl", "data-analysis"]
-# shell-ops (another room's family) keeps the default requirement.
-PINNING = {"function-impl", "data-analysis", "code-repair"}
+# Every family pins its environment (exact versions), shell-ops (the demo's family) included.
+PINNING = {"function-impl", "data-analysis", "code-repair", "shell-ops"}
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,9 @@ def test_every_task_has_difficulty_and_provenance(family: str, tmp_path: Path) -
             assert all("==" in r for r in raw["environment"]["requirements"]), family
 
 
-@pytest.mark.parametrize("family,n", [("data-analysis", 4), ("function-impl", 2), ("code-repair", 2)])
+@pytest.mark.parametrize(
+    "family,n", [("data-analysis", 4), ("function-impl", 2), ("code-repair", 2), ("shell-ops", 2)]
+)
 def test_generated_tasks_are_admitted(family: str, n: int, tmp_path: Path, judges: Judges) -> None:
     tasks = generate(family, n, 5, tmp_path / family)
     reports = asyncio.run(check_tasks(tasks, judges, repeats=5))
