@@ -1,7 +1,7 @@
 """Admission throughput benchmark; prints one JSON object (same as `sparring tasks bench --json`).
 
 python benchmarks/admission_bench.py [--n 12] [--families data-analysis,function-impl,code-repair]
-    [--concurrency 3] [--judge-concurrency 4*cpus] [--repeats 5]
+    [--concurrency 3] [--judge-concurrency 2*cpus] [--repeats 5]
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ def check(
     ),
     concurrency: int = typer.Option(3, "--concurrency", min=1, help="Tasks checked at once."),
     judge_concurrency: int = typer.Option(
-        0, "--judge-concurrency", min=0, help="Judge runs in flight at once (0: four per CPU)."
+        0, "--judge-concurrency", min=0, help="Judge runs in flight at once (0: two per CPU)."
     ),
     environment: str = typer.Option(
         "layer",
@@ -384,7 +384,7 @@ def bench(
     ),
     concurrency: int = typer.Option(3, "--concurrency", min=1, help="Tasks checked at once."),
     judge_concurrency: int = typer.Option(
-        0, "--judge-concurrency", min=0, help="Judge runs in flight at once (0: four per CPU)."
+        0, "--judge-concurrency", min=0, help="Judge runs in flight at once (0: two per CPU)."
     ),
     repeats: int = typer.Option(5, "--repeats", min=1),
     seed: int = typer.Option(0, "--seed"),

@@ -218,9 +218,10 @@ def _failing(r: JudgeResult, n: int = 3) -> list[str]:
 
 
 def default_judge_concurrency() -> int:
-    """Judge runs in flight at once: four per CPU, since a run waits on sandbox setup as well as on pytest
-    (measured on 2 shared cores: 2 -> 9.6, 8 -> 28 tasks/min; 16 gained nothing more)."""
-    return 4 * (os.cpu_count() or 1)
+    """Judge runs in flight at once: two per CPU. Each run is CPU-bound (a sandbox, then pytest): on an
+    idle 2-core machine 2, 4 and 8 runs in flight all admit about 47 tasks/min (8 is a few % slower);
+    more in flight only helps while other work competes for the CPUs."""
+    return 2 * (os.cpu_count() or 1)
 
 
 async def check_execution(
