@@ -17,8 +17,8 @@ from sparring.tasks.hacks import alternatives, hacks
 from sparring.tasks.loader import find_tasks
 
 FAST = ["function-impl", "data-analysis"]
-# shell-ops (another room's family) keeps the default requirement.
-PINNING = {"function-impl", "data-analysis", "code-repair"}
+# Every family pins its environment (exact versions), shell-ops (the demo's family) included.
+PINNING = {"function-impl", "data-analysis", "code-repair", "shell-ops"}
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,9 @@ def test_every_task_has_difficulty_and_provenance(family: str, tmp_path: Path) -
             assert all("==" in r for r in raw["environment"]["requirements"]), family
 
 
-@pytest.mark.parametrize("family,n", [("data-analysis", 4), ("function-impl", 2), ("code-repair", 2)])
+@pytest.mark.parametrize(
+    "family,n", [("data-analysis", 4), ("function-impl", 2), ("code-repair", 2), ("shell-ops", 2)]
+)
 def test_generated_tasks_are_admitted(family: str, n: int, tmp_path: Path, judges: Judges) -> None:
     tasks = generate(family, n, 5, tmp_path / family)
     reports = asyncio.run(check_tasks(tasks, judges, repeats=5))
@@ -109,3 +111,67 @@ def test_code_repair_validation_runs_inside_a_sandbox(tmp_path: Path) -> None:
         "test_x.py::test_sparring_not_importable": "passed",
     }
     assert not marker.exists()
+
+
+def test_data_analysis_parquet_share_is_deterministic_and_keeps_csv_bytes() -> None:
+    pytest.importorskip("pyarrow")
+    import io as _io
+
+    import pyarrow.parquet as pq
+
+    reqs, pq_reqs = ["pytest==0"], ["pyarrow==0", "pytest==0"]
+    plain = {i: draft(0, i, reqs) for i in range(120)}
+    mixed = {i: draft(0, i, reqs, pq_reqs) for i in range(120)}
+    again = {i: draft(0, i, reqs, pq_reqs) for i in range(120)}
+    assert mixed == again
+    kept = [i for i, d in plain.items() if d is not None]
+    parquet = [i for i in kept if "parquet" in mixed[i].spec.tags]  # type: ignore[union-attr]
+    assert 0.1 <= len(parquet) / len(kept) <= 0.4
+    for i in kept:
+        d, m = plain[i], mixed[i]
+        assert d is not None and m is not None
+        if i not in parquet:
+            assert m == d  # the CSV tasks of a seed keep their bytes
+            continue
+        assert m.spec.environment.requirements == pq_reqs and "Parquet" in m.spec.instruction
+        (csv_path,) = [p for p in d.workspace if p.endswith(".csv")]
+        (pq_path,) = [p for p in m.workspace if p.endswith(".parquet")]
+        rows = pq.read_table(_io.BytesIO(m.workspace[pq_path])).to_pylist()  # type: ignore[arg-type]
+        text = str(d.workspace[csv_path]).splitlines()
+        header = text[0].split(",")
+        assert len(rows) == len(text) - 1 and list(rows[0]) == header
+        for row, line in zip(rows, text[1:], strict=True):
+            cells = line.split(",")
+            for col, cell in zip(header, cells, strict=True):
+                v = row[col]
+                assert (v is None and cell == "") or (v is not None and (str(v) == cell or float(cell) == v))
+        assert m.hidden["reference_analysis.py"] == m.solution["analysis.py"]
+        assert m.solution["answer.txt"] == d.solution["answer.txt"]  # same values, same truth
+
+
+def test_parquet_tasks_are_admitted_and_their_reference_runs_in_the_pinned_layer(
+    judges: Judges, tmp_path: Path
+) -> None:
+    pytest.importorskip("pyarrow")
+    tasks = [t for t in generate("data-analysis", 12, 0, tmp_path / "g") if "parquet" in t.spec.tags]
+    assert tasks and all(
+        any(r.startswith("pyarrow==") for r in t.spec.environment.requirements) for t in tasks
+    )
+    reports = asyncio.run(check_tasks(tasks[:2], judges, repeats=2))
+    ref_test = "test_answer.py::test_reference_reads_the_dataset_in_this_environment"
+    for rep in reports:
+        assert rep.ok, rep.to_json()
+        assert rep.outcomes["reference"]["per_test"][ref_test] == "passed"
+        assert rep.outcomes["initial"]["per_test"][ref_test] == "passed"
+    # The same task pinned without pyarrow: the environment cannot read the data, and that test says so.
+    t = tasks[0]
+    raw = tomllib.loads((t.path / "task.toml").read_text())
+    raw["environment"]["requirements"] = [r for r in raw["environment"]["requirements"] if "pyarrow" not in r]
+    import tomli_w
+
+    (t.path / "task.toml").write_text(tomli_w.dumps(raw))
+    (bare,) = find_tasks(t.path)
+    from sparring.sandbox.base import WorkspaceDiff
+
+    r = asyncio.run(judges.judge_for(bare.spec.environment).score(bare, WorkspaceDiff()))
+    assert r.per_test[ref_test] == "failed"

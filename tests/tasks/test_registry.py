@@ -14,7 +14,7 @@ import pytest
 from sparring.errors import TaskError
 from sparring.tasks.check import admission_record, check_tasks, load_admission, store_admission
 from sparring.tasks.environment import Judges, build_layer
-from sparring.tasks.loader import load_task, write_task
+from sparring.tasks.loader import find_tasks, load_task, write_task
 from sparring.tasks.registry import Registry
 from sparring.tasks.regress import regress
 from tests_support import make_clamp_task
@@ -166,3 +166,27 @@ def test_regress_reports_a_task_whose_outcome_changed(tmp_path: Path) -> None:
     drifts, _ = asyncio.run(regress([t], Judges(cache)))
     (d,) = drifts
     assert any("test_env" in c and "passed -> failed" in c for c in d.changes), d.changes
+
+
+def test_check_accepts_library_refs_and_stores_the_result_with_the_version(tmp_path: Path) -> None:
+    v1 = make_clamp_task(tmp_path / "src" / "v1")
+    bump(v1.path, tmp_path / "src" / "v2", 2)
+    lib = tmp_path / "lib"
+    Registry(lib).add(find_tasks(tmp_path / "src"))
+    r = cli("tasks", "check", "clamp-bug@1", "--library", str(lib), "--repeats", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    (item,) = json.loads(r.stdout)["tasks"]
+    t1 = Registry(lib).resolve("clamp-bug@1")
+    assert item["ok"] and item["digest"] == t1.digest
+    assert load_admission(t1) is not None and load_admission(Registry(lib).resolve("clamp-bug@2")) is None
+    prefix = t1.digest.removeprefix("sha256:")[:12]
+    r = cli("tasks", "check", prefix, "--library", str(lib), "--repeats", "1", "--json", "--no-store")
+    assert r.returncode == 0 and json.loads(r.stdout)["tasks"][0]["digest"] == t1.digest, r.stderr
+    before = snapshot(tmp_path)
+    for ref in ("clamp-bug@7", "no-such-task", "sha256:" + "0" * 64, "./no/such/dir"):
+        r = cli("tasks", "check", ref, "--library", str(lib))
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert r.returncode != 0 and len(lines) == 1 and lines[0].startswith("error:"), r.stderr
+    r = cli("tasks", "check", "clamp-bug", "--library", str(tmp_path / "nolib"))
+    assert r.returncode != 0 and "--library" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert snapshot(tmp_path) == before

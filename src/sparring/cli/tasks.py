@@ -63,14 +63,49 @@ def _load_all(paths: list[Path]) -> tuple[list, list[dict]]:  # type: ignore[typ
     return tasks, broken
 
 
+def _check_targets(refs: list[str], library: Path | None) -> list[Path]:
+    """Each REF as a path when it is one, else a task of the library (id, id@version, digest, prefix)."""
+    from sparring.tasks.registry import Registry, default_library
+
+    out: list[Path] = []
+    reg = None
+    for ref in refs:
+        p = Path(ref)
+        if p.exists():
+            out.append(p)
+            continue
+        if "/" in ref or ref.startswith("."):
+            raise TaskError(
+                f"path not found: {ref} (pass a task directory, a directory of tasks or a library ref)"
+            )
+        reg = reg or Registry(library or default_library())
+        if not reg.root.is_dir():
+            raise TaskError(
+                f"{ref!r} is not a path, and there is no task library at {reg.root} to look it up in "
+                "(pass --library DIR)"
+            )
+        out.append(reg.resolve(ref).path)
+    return out
+
+
 @app.command("check")
 @guarded
 def check(
-    paths: list[Path] = typer.Argument(..., help="Task directories or directories of tasks."),
+    refs: list[str] = typer.Argument(
+        ...,
+        help="Task directories, directories of tasks, or library refs (id, id@version, sha256:digest, prefix).",
+        metavar="REF...",
+    ),
+    library: Path | None = typer.Option(
+        None, "--library", help="Task library for refs (default: $SPARRING_TASK_LIBRARY or ./task-library)."
+    ),
     repeats: int = typer.Option(
         5, "--repeats", min=1, help="Runs of the reference solution (any failure rejects)."
     ),
-    concurrency: int = typer.Option(2, "--concurrency", min=1),
+    concurrency: int = typer.Option(3, "--concurrency", min=1, help="Tasks checked at once."),
+    judge_concurrency: int = typer.Option(
+        0, "--judge-concurrency", min=0, help="Judge runs in flight at once (0: two per CPU)."
+    ),
     environment: str = typer.Option(
         "layer",
         "--environment",
@@ -81,32 +116,48 @@ def check(
     ),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Admission: reject tasks that are vague, unstable, already solved, unsolvable, flaky or hackable."""
+    """Admission: reject tasks that are vague, unstable, already solved, unsolvable, flaky or hackable.
+
+    Each result is written to admission.json as soon as its task is checked, so an interrupted run
+    keeps what it finished. Without a terminal, one progress line per task goes to stderr.
+    """
     from sparring.tasks.check import CheckReport, admission_record, check_tasks, store_admission
 
     if environment not in ("layer", "host"):
         raise ConfigError(f"--environment must be 'layer' or 'host', got {environment!r}")
-    tasks, broken = _load_all(paths)
+    tasks, broken = _load_all(_check_targets(refs, library))
     judge = _judges(environment)
+    by_digest = {t.digest: t for t in tasks}
     with err_console.status(f"checking {len(tasks)} tasks") as status:
         done = [0, 0]
 
         def progress(rep: CheckReport) -> None:
             done[0] += 1
             done[1] += 0 if rep.ok else 1
-            status.update(f"checked {done[0]}/{len(tasks)} tasks ({done[1]} rejected)")
+            t = by_digest[rep.digest]
+            if store:
+                env = (
+                    judge.layer_for(t.spec.environment).digest
+                    if hasattr(judge, "layer_for") and rep.outcomes
+                    else ""
+                )
+                store_admission(t, admission_record(rep, repeats, env))
+            line = f"checked {done[0]}/{len(tasks)} tasks ({done[1]} rejected)"
+            status.update(line)
+            if not err_console.is_terminal:
+                verdict = "ok" if rep.ok else "rejected " + ",".join(sorted({p.rule for p in rep.problems}))
+                err_console.print(f"{line} {rep.id} {verdict}", highlight=False, soft_wrap=True)
 
         reports = run_async(
-            check_tasks(tasks, judge, repeats=repeats, concurrency=concurrency, on_done=progress)
-        )
-    if store:
-        for t, rep in zip(tasks, reports, strict=True):
-            env = (
-                judge.layer_for(t.spec.environment).digest
-                if hasattr(judge, "layer_for") and rep.outcomes
-                else ""
+            check_tasks(
+                tasks,
+                judge,
+                repeats=repeats,
+                concurrency=concurrency,
+                on_done=progress,
+                judge_concurrency=judge_concurrency or None,
             )
-            store_admission(t, admission_record(rep, repeats, env))
+        )
     items = [r.to_json() for r in reports] + broken
     if json_out:
         emit_json({"tasks": items})
@@ -138,13 +189,17 @@ LIBRARY_OPT = typer.Option(
 
 def _row(t) -> dict:  # type: ignore[no-untyped-def,type-arg]
     from sparring.tasks.check import load_admission
+    from sparring.tasks.difficulty import load_difficulty
 
     adm = load_admission(t)
+    measured = load_difficulty(t) or {}
     return {
         "id": t.id,
         "version": t.spec.version,
         "family": t.spec.family,
         "difficulty": t.spec.difficulty,
+        "measured_tier": measured.get("measured_tier"),
+        "pass_rate": measured.get("pass_rate"),
         "digest": t.digest,
         "admitted": None if adm is None else bool(adm.get("ok")),
         "path": str(t.path),
@@ -266,6 +321,60 @@ def import_cmd(
         err_console.print(f"imported {len(tasks)} tasks to {out}")
 
 
+@app.command("difficulty")
+@guarded
+def difficulty_cmd(
+    paths: list[Path] = typer.Argument(
+        None, help="Task directories or directories of tasks (default: the library)."
+    ),
+    library: Path | None = LIBRARY_OPT,
+    from_store: Path = typer.Option(..., "--from-store", help="Trajectory store (SQLite) to measure from."),
+    policy: str | None = typer.Option(None, "--policy", help="Count only this policy's rollouts."),
+    min_rollouts: int = typer.Option(
+        4, "--min-rollouts", min=1, help="Fewer judged rollouts than this: a pass rate but no tier."
+    ),
+    write: bool = typer.Option(True, "--write/--dry-run", help="Write difficulty.json beside task.toml."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Measure each task's pass rate in a trajectory store and record it, with a tier, beside the task.
+
+    The record (difficulty.json) sits outside the task's digested bytes: a pass rate describes the
+    policies that played the task, so measuring never makes a new task version.
+    """
+    from sparring.tasks.difficulty import difficulty_record, measure, store_difficulty
+    from sparring.tasks.loader import find_tasks
+    from sparring.tasks.registry import Registry, default_library
+
+    if paths:
+        tasks = [t for p in paths for t in find_tasks(p)]
+    else:
+        reg = Registry(library or default_library())
+        if not reg.root.is_dir():
+            raise TaskError(f"task library {reg.root} does not exist (add tasks with `sparring tasks add`)")
+        tasks = reg.tasks()
+    ms = measure(from_store, tasks, policy)
+    by_digest = {t.digest: t for t in tasks}
+    rows = []
+    for m in ms:
+        rec = difficulty_record(m, from_store, min_rollouts)
+        if write and m.rollouts:
+            store_difficulty(by_digest[m.digest], rec)
+        rows.append(rec)
+    measured = [r for r in rows if r["rollouts"]]
+    if json_out:
+        emit_json({"tasks": len(rows), "measured": len(measured), "results": rows})
+    else:
+        from rich.table import Table
+
+        tb = Table("id", "version", "generator tier", "rollouts", "pass rate", "measured tier")
+        for r in measured:
+            tier = "-" if r["measured_tier"] is None else str(r["measured_tier"])
+            tb.add_row(r["id"], str(r["version"]), str(r["generator_tier"]), str(r["rollouts"]),
+                       f"{r['pass_rate']:.2f}", tier)  # fmt: skip
+        out_console.print(tb)
+        err_console.print(f"{len(measured)} of {len(rows)} tasks have judged rollouts in {from_store}")
+
+
 @app.command("bench")
 @guarded
 def bench(
@@ -273,7 +382,10 @@ def bench(
     families: str = typer.Option(
         "data-analysis,function-impl,code-repair", "--families", help="Comma-separated."
     ),
-    concurrency: int = typer.Option(2, "--concurrency", min=1),
+    concurrency: int = typer.Option(3, "--concurrency", min=1, help="Tasks checked at once."),
+    judge_concurrency: int = typer.Option(
+        0, "--judge-concurrency", min=0, help="Judge runs in flight at once (0: two per CPU)."
+    ),
     repeats: int = typer.Option(5, "--repeats", min=1),
     seed: int = typer.Option(0, "--seed"),
     json_out: bool = JSON_OPT,
@@ -285,7 +397,7 @@ def bench(
     if not fams:
         raise ConfigError("--families names no family")
     with err_console.status(f"generating and checking {n} tasks"):
-        res = run_async(run_admission_bench(n, fams, concurrency, repeats, seed))
+        res = run_async(run_admission_bench(n, fams, concurrency, repeats, seed, judge_concurrency or None))
     if json_out:
         emit_json(res)
     else:

@@ -17,7 +17,7 @@ from typing import Any
 
 from sparring.judge.base import Judge, JudgeResult
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.check import check_tasks
+from sparring.tasks.check import check_tasks, default_judge_concurrency
 from sparring.tasks.environment import Judges
 from sparring.tasks.families import generate, get_family
 from sparring.tasks.loader import Task
@@ -48,7 +48,12 @@ class _CountingJudges(Judges):
 
 
 async def run_admission_bench(
-    n: int, families: list[str], concurrency: int, repeats: int, seed: int = 0
+    n: int,
+    families: list[str],
+    concurrency: int,
+    repeats: int,
+    seed: int = 0,
+    judge_concurrency: int | None = None,
 ) -> dict[str, Any]:
     for f in families:
         get_family(f)
@@ -73,7 +78,10 @@ async def run_admission_bench(
             t_last[0] = now
 
         load_before = os.getloadavg()[0]
-        reports = await check_tasks(tasks, judges, repeats=repeats, concurrency=concurrency, on_done=done)
+        jc = judge_concurrency or default_judge_concurrency()
+        reports = await check_tasks(
+            tasks, judges, repeats=repeats, concurrency=concurrency, on_done=done, judge_concurrency=jc
+        )
         wall = time.perf_counter() - started
     runs = sum(c.runs for c in judges.counters.values())
     return {
@@ -83,6 +91,7 @@ async def run_admission_bench(
         "rejected": {r.id: [p.rule for p in r.problems] for r in reports if not r.ok},
         "repeats": repeats,
         "concurrency": concurrency,
+        "judge_concurrency": jc,
         "seconds": round(wall, 2),
         "tasks_per_minute": round(60 * len(tasks) / wall, 2) if wall else None,
         "judge_runs": runs,

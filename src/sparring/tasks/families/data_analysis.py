@@ -16,16 +16,31 @@ alternative answers that must pass (full precision, rounding, padding).
 
 Difficulty tiers come from the generator's parameters: the question template's
 tier, plus one for missing cells, plus one for large datasets.
+
+**Parquet**: where pyarrow is installed (``pip install 'sparring[parquet]'``),
+about a quarter of the tasks (a separate draw per seed and index, so the CSV
+tasks of a seed keep their bytes) ship the same kind of dataset as
+``data/<name>.parquet`` instead, with typed columns (integers, floats, strings,
+nulls for missing cells). Their pinned environment adds ``pyarrow``, so the
+agent's sandbox and the judge's can read it, and the reference reads it with
+``pyarrow.parquet``. The generator runs that reference on the Parquet bytes and
+checks that it finds the truth computed from the same values; an unscored
+hidden test runs it again inside the pinned environment on every judge run, so
+admission (rule ``regression_kept``) proves the environment can read the data.
+Without pyarrow every task is CSV: the same seed gives the same tasks on the
+same installation (the pins are part of every task anyway).
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
+import importlib.util
 import io
 import math
 import random
 import statistics
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +54,7 @@ FAMILY = "data-analysis"
 VERSION = "1"
 GENERATOR = f"{FAMILY}/{VERSION}"
 MAX_N = 100_000
+PARQUET_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -143,6 +159,26 @@ def to_csv(rows: list[dict[str, str]]) -> str:
     return buf.getvalue()
 
 
+def parquet_available() -> bool:
+    return importlib.util.find_spec("pyarrow") is not None
+
+
+def to_parquet(schema: Schema, rows: list[dict[str, str]]) -> bytes:
+    """The rows as a Parquet file with typed columns (deterministic bytes for a given pyarrow)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cols: dict[str, Any] = {"id": pa.array([int(r["id"]) for r in rows], pa.int64())}
+    for name, _ in schema.cats:
+        cols[name] = pa.array([r[name] for r in rows], pa.string())
+    for name, _mean, _spread, decimals in schema.nums:
+        conv, typ = (int, pa.int64()) if decimals == 0 else (float, pa.float64())
+        cols[name] = pa.array([None if r[name] == "" else conv(r[name]) for r in rows], typ)
+    buf = pa.BufferOutputStream()
+    pq.write_table(pa.table(cols), buf, compression="none")
+    return bytes(buf.getvalue().to_pybytes())
+
+
 # --------------------------------------------------------------------------- questions and the reference script
 
 _PRELUDE = '''"""Reference analysis: computes the answer from {path} and writes it to answer.txt."""
@@ -155,6 +191,24 @@ with open("{path}", newline="") as f:
 
 def num(row, col):
     return float(row[col]) if row[col] != "" else None
+
+
+def values(rs, col):
+    return [v for v in (num(r, col) for r in rs) if v is not None]
+
+
+'''
+
+_PARQUET_PRELUDE = '''"""Reference analysis: computes the answer from {path} and writes it to answer.txt."""
+import statistics
+
+import pyarrow.parquet as pq
+
+rows = pq.read_table("{path}").to_pylist()
+
+
+def num(row, col):
+    return float(row[col]) if row[col] is not None else None
 
 
 def values(rs, col):
@@ -273,6 +327,17 @@ def run_script(script: str, data_path: str, data: str) -> dict[str, Any]:
     return ns
 
 
+def run_parquet_script(script: str, data_path: str, data: bytes) -> dict[str, Any]:
+    """Run the Parquet reference on the Parquet bytes (written to a temporary file); its namespace."""
+    with tempfile.TemporaryDirectory(prefix="sparring-da-") as tmp:
+        f = Path(tmp) / data_path
+        f.parent.mkdir(parents=True)
+        f.write_bytes(data)
+        ns: dict[str, Any] = {"__name__": "reference"}
+        exec(compile(script.replace(f'"{data_path}"', repr(str(f))), "<analysis.py>", "exec"), ns)
+    return ns
+
+
 def fmt_number(x: float) -> str:
     if isinstance(x, int):
         return str(x)
@@ -307,6 +372,38 @@ def test_answer_is_correct():
         assert abs(float(text) - TRUTH) <= TOLERANCE
 '''
 
+# Appended to the hidden test of Parquet tasks; not in judge.hidden_tests, so never scored. Admission's
+# regression rule needs it to pass on the initial state and with the reference: the pinned environment
+# (pyarrow included) reads the dataset and the reference finds the truth, inside the judge's sandbox.
+HIDDEN_REFERENCE_TEST = """
+
+DATA = {path!r}
+
+
+def test_reference_reads_the_dataset_in_this_environment():
+    import os
+    import runpy
+    import shutil
+    import tempfile
+
+    src = Path("/workspace") / DATA
+    here = os.getcwd()
+    tmp = tempfile.mkdtemp()
+    try:
+        (Path(tmp) / DATA).parent.mkdir(parents=True)
+        shutil.copyfile(src, Path(tmp) / DATA)
+        os.chdir(tmp)
+        runpy.run_path(str(Path(__file__).with_name("reference_analysis.py")), run_name="reference")
+        got = Path(tmp, "answer.txt").read_text().strip()
+    finally:
+        os.chdir(here)
+        shutil.rmtree(tmp, ignore_errors=True)
+    if KIND == "label":
+        assert got.lower() == TRUTH.lower()
+    else:
+        assert abs(float(got) - TRUTH) <= TOLERANCE
+"""
+
 VISIBLE_TEST = '''"""Format check only: answer.txt exists and holds one value. The hidden test checks the value."""
 from pathlib import Path
 
@@ -325,8 +422,16 @@ class Drafted:
     solution: dict[str, str | bytes]
 
 
-def draft(seed: int, index: int, requirements: list[str]) -> Drafted | None:
-    """Task ``index`` of a seed, or None when the draw is degenerate (the caller draws again)."""
+def draft(
+    seed: int, index: int, requirements: list[str], parquet_requirements: list[str] | None = None
+) -> Drafted | None:
+    """Task ``index`` of a seed, or None when the draw is degenerate (the caller draws again).
+
+    With ``parquet_requirements`` (pins that include pyarrow), a share of the draws ship Parquet."""
+    parquet = (
+        parquet_requirements is not None
+        and random.Random(derive_seed(seed, "format", index)).random() < PARQUET_SHARE
+    )
     rng = random.Random(derive_seed(seed, "task", index))
     schema = rng.choice(SCHEMAS)
     template, tier = rng.choice(TEMPLATES)
@@ -343,6 +448,14 @@ def draft(seed: int, index: int, requirements: list[str]) -> Drafted | None:
     except (statistics.StatisticsError, ZeroDivisionError, ValueError):
         return None  # an empty group or constant column: draw again
     truth, hack = ns["answer"], ns["unfiltered"]
+    data_file: str | bytes = data
+    if parquet:
+        path = f"data/{schema.name}.parquet"
+        data_file = to_parquet(schema, rows)
+        script_core = _PARQUET_PRELUDE.format(path=path) + q.body
+        pns = run_parquet_script(script_core, path, data_file)
+        if (pns["answer"], pns["unfiltered"]) != (truth, hack):
+            raise AssertionError(f"data-analysis: the Parquet reference disagrees on {schema.name} #{index}")
     if q.kind == "number":
         if not isinstance(truth, (int, float)) or not math.isfinite(truth):
             return None
@@ -373,12 +486,18 @@ def draft(seed: int, index: int, requirements: list[str]) -> Drafted | None:
         + ("f'{answer:.6f}\\n' if isinstance(answer, float) else f'{answer}\\n')\n")
     )
     cols = ["id", *(c for c, _ in schema.cats), *(c for c, *_ in schema.nums)]
-    miss_text = " Some numeric cells are empty: ignore them." if missing else ""
+    if parquet:
+        miss_text = " Some numeric cells are null: ignore them." if missing else ""
+        kind_text = "a Parquet file"
+        tools_text = "Python with pyarrow (pyarrow.parquet.read_table) and the statistics module is available"
+    else:
+        miss_text = " Some numeric cells are empty: ignore them." if missing else ""
+        kind_text = "a CSV file"
+        tools_text = "Python with the csv and statistics modules is available; no other packages are needed"
     instruction = (
-        f"The workspace holds {path}, a CSV file of {n} {schema.what} (columns: {', '.join(cols)}).{miss_text} "
+        f"The workspace holds {path}, {kind_text} of {n} {schema.what} (columns: {', '.join(cols)}).{miss_text} "
         f"Question: {q.text} Write the answer as a single value (a number, or the category name when the question "
-        "asks for one) to answer.txt in the workspace root. Python with the csv and statistics modules is "
-        "available; no other packages are needed. Do not edit the tests, then submit."
+        f"asks for one) to answer.txt in the workspace root. {tools_text}. Do not edit the tests, then submit."
     )
     success = (
         f"answer.txt in the workspace root holds one value {tol_text}, computed from {path}. The hidden tests "
@@ -394,11 +513,19 @@ def draft(seed: int, index: int, requirements: list[str]) -> Drafted | None:
             "limits": Limits(max_steps=20, memory_mb=512),
             "judge": JudgeSpec(hidden_tests=hidden_ids, weights={"all_pass": 1.0}),
             "difficulty": difficulty,
-            "tags": [FAMILY, schema.name, template, *(["missing-values"] if missing else [])],
+            "tags": [
+                FAMILY,
+                schema.name,
+                template,
+                *(["missing-values"] if missing else []),
+                *(["parquet"] if parquet else []),
+            ],
             "provenance": Provenance(
                 generator=GENERATOR, seed=derive_seed(seed, "task", index), source=f"seed {seed} #{index}"
             ),
-            "environment": Environment(requirements=requirements),
+            "environment": Environment(
+                requirements=parquet_requirements if parquet and parquet_requirements else requirements
+            ),
         }
     )
     hidden: dict[str, str | bytes] = {
@@ -406,13 +533,16 @@ def draft(seed: int, index: int, requirements: list[str]) -> Drafted | None:
             kind=q.kind, truth=truth if q.kind == "label" else float(truth), tol=tol
         )
     }
+    if parquet:
+        hidden["test_answer.py"] = str(hidden["test_answer.py"]) + HIDDEN_REFERENCE_TEST.format(path=path)
+        hidden["reference_analysis.py"] = script
     for name, text in hacks.items():
         hidden[f".admission/hacks/{name}/answer.txt"] = text + "\n"
     for name, text in alts.items():
         hidden[f".admission/alternatives/{name}/answer.txt"] = text
     return Drafted(
         spec,
-        {path: data, "tests/test_answer_format.py": VISIBLE_TEST},
+        {path: data_file, "tests/test_answer_format.py": VISIBLE_TEST},
         hidden,
         {"analysis.py": script, "answer.txt": answer + "\n"},
     )
@@ -430,10 +560,11 @@ class DataAnalysisGenerator:
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
             raise ConfigError(f"n must be an integer in [1, {MAX_N}], got {n!r}")
         requirements = pinned_requirements()
+        pq_requirements = pinned_requirements(("pytest", "pyarrow")) if parquet_available() else None
         drafts: list[Drafted] = []
         index = 0
         while len(drafts) < n:
-            d = draft(seed, index, requirements)
+            d = draft(seed, index, requirements, pq_requirements)
             index += 1
             if d is not None:
                 drafts.append(d)
