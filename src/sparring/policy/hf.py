@@ -203,7 +203,8 @@ class HFPolicy:
         completion: list[int] = []
         logprobs: list[float] = []
         # transformers 5 renamed past_key_values -> cache (argument and output field)
-        kw = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model  # peft
+        kw = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
         with torch.no_grad():
             inp = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
             out = self.model(input_ids=inp, use_cache=True)
@@ -226,7 +227,12 @@ class HFPolicy:
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
         with self.lock:
-            self.model.save_pretrained(str(out), safe_serialization=True)
+            from sparring.train.lora import is_lora, save_lora_policy
+
+            if is_lora(self.model):  # merged weights (a plain model dir) + the adapter in adapter/
+                save_lora_policy(self.model, out)
+            else:
+                self.model.save_pretrained(str(out), safe_serialization=True)
             self.tokenizer.save_pretrained(str(out))
         return out
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from sparring.errors import ConfigError
 from sparring.train.grpo import GRPOConfig
+from sparring.train.lora import LoRASettings
 
 
 class ModelConfig(BaseModel):
@@ -30,6 +31,24 @@ class ModelConfig(BaseModel):
     max_new_tokens: int = Field(64, description="Tokens the policy may generate per turn.")
     max_prompt_tokens: int = Field(1536, description="Prompt tokens kept (oldest turns dropped first).")
     temperature: float = Field(1.0, description="Sampling temperature of rollouts.")
+    lora: LoRASettings | None = Field(
+        None, description="Train LoRA adapters in the RL stage instead of all weights (the warm start stays full)."
+    )
+
+
+class WeightSyncConfig(BaseModel):
+    """Push the trained weights to an inference server after every update (sparring.train.weight_sync)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(..., description="The server's base URL (SGLang, `sparring serve-policy`, or vLLM).")
+    kind: Literal["sglang", "vllm-lora"] = Field(
+        "sglang", description="sglang: update_weights_from_disk; vllm-lora: load_lora_adapter (needs model.lora)."
+    )
+    directory: Path | None = Field(
+        None, description="Where pushed weights are written (the server must read it); default WORKDIR/sync."
+    )
+    lora_name: str = Field("sparring", description="vllm-lora: the adapter name rollouts ask for.")
 
 
 class WarmStartConfig(BaseModel):
@@ -106,10 +125,15 @@ class RLConfig(BaseModel):
     grpo: GRPOConfig = Field(default_factory=GRPOConfig)
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
+    weight_sync: WeightSyncConfig | None = Field(
+        None, description="Push weights to an inference server after every GRPO update (None: off)."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> RLConfig:
         """Impossible combinations fail here, before any task, model or sandbox is made."""
+        if self.weight_sync is not None and self.weight_sync.kind == "vllm-lora" and self.model.lora is None:
+            raise ValueError("weight_sync.kind=vllm-lora pushes a LoRA adapter: set model.lora too")
         if self.tasks_per_iteration > self.n_train:
             raise ValueError(
                 f"tasks_per_iteration={self.tasks_per_iteration} exceeds n_train={self.n_train}: "

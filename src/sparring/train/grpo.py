@@ -37,6 +37,7 @@ from sparring.policy.base import TokenTrace
 from sparring.policy.chat_format import render_assistant, render_prompt
 from sparring.rollout.trajectory import TRAINABLE_STATUSES, Trajectory
 from sparring.train.advantages import grouped_advantages, zero_std_groups
+from sparring.train.lora import adapters_disabled, is_lora, trainable_parameters
 from sparring.train.losses import get_loss
 
 if TYPE_CHECKING:
@@ -170,10 +171,11 @@ class GRPOTrainer:
         self.cfg = cfg or GRPOConfig()
         self.loss_fn = get_loss(self.cfg.loss)
         self.optimizer = torch.optim.AdamW(
-            policy.model.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay
+            trainable_parameters(policy.model), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay
         )
         self.ref_model = None
-        if self.cfg.kl_coef > 0:
+        # With LoRA the frozen base is the KL reference (adapters disabled): no second copy of the weights.
+        if self.cfg.kl_coef > 0 and not is_lora(policy.model):
             self.ref_model = copy.deepcopy(policy.model).eval()
             self.ref_model.requires_grad_(False)
 
@@ -286,6 +288,9 @@ class GRPOTrainer:
                 if self.ref_model is not None:
                     with torch.no_grad():
                         ref, _ = completion_logprobs(self.ref_model, mb, pad_id, policy.device)
+                elif cfg.kl_coef > 0:  # LoRA: the reference is the base, adapters switched off
+                    with torch.no_grad(), adapters_disabled(model):
+                        ref, _ = completion_logprobs(model, mb, pad_id, policy.device)
                 adv = torch.tensor([s.advantage for s in mb], dtype=torch.float32, device=new.device)
                 out = self.loss_fn(
                     new,

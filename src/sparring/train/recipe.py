@@ -46,6 +46,7 @@ class RunResult:
     store: str = ""
     model: str = ""
     alerts: list[dict[str, Any]] = field(default_factory=list)
+    weight_syncs: int = 0  # pushes of weights to the configured inference server (this process)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -57,6 +58,7 @@ class RunResult:
             "store": self.store,
             "model": self.model,
             "alerts": self.alerts,
+            "weight_syncs": self.weight_syncs,
         }
 
 
@@ -111,6 +113,16 @@ def prepare_model(cfg: RLConfig, tasks: list[Task], log: Log, extra_corpus: list
     )
     tmp.rename(d)
     return d
+
+
+def make_weight_sync(cfg: RLConfig) -> Any:
+    """The configured push of trained weights to an inference server, or None."""
+    ws = cfg.weight_sync
+    if ws is None:
+        return None
+    from sparring.train.weight_sync import HTTPWeightSync
+
+    return HTTPWeightSync(ws.url, ws.directory or cfg.workdir / "sync", kind=ws.kind, lora_name=ws.lora_name)
 
 
 def make_teacher(cfg: RLConfig) -> Any:
@@ -198,6 +210,7 @@ async def run_rl(
         save_checkpoint,
     )
     from sparring.train.grpo import GRPOTrainer, SFTTrainer, sft_examples
+    from sparring.train.lora import apply_lora, load_adapter
 
     with contextlib.suppress(Exception):  # transformers' weight-loading progress bars only clutter stderr
         import transformers
@@ -272,10 +285,17 @@ async def run_rl(
             res.sft.update({"loss_first": losses[0], "loss_last": losses[-1]})
 
         curriculum = BetaCurriculum(train_tasks, seed=cfg.seed, **cfg.curriculum.model_dump())
+        # The warm-started weights: the KL anchor, and with LoRA the frozen base a resume rebuilds on.
+        ref_dir = cfg.workdir / "checkpoints" / "reference"
+        keep_ref = cfg.checkpoint_every and (cfg.grpo.kl_coef > 0 or m.lora is not None)
+        if saved is None and keep_ref:
+            await asyncio.to_thread(policy.model.save_pretrained, str(ref_dir), safe_serialization=True)
+        if m.lora is not None:
+            if saved is not None:  # the base under the adapters is the warm start, not the raw model
+                load_weights(ref_dir.parent, policy, sub=ref_dir.name)
+            apply_lora(policy, m.lora, seed=cfg.seed)
         trainer = GRPOTrainer(policy, cfg.grpo)
-        ref_dir = cfg.workdir / "checkpoints" / "reference"  # the KL anchor: the warm-started weights
-        if saved is None and trainer.ref_model is not None and cfg.checkpoint_every:
-            await asyncio.to_thread(trainer.ref_model.save_pretrained, str(ref_dir), safe_serialization=True)
+        sync = make_weight_sync(cfg)
         drift = DriftMonitor(cfg.monitor.drift_reference, cfg.monitor.drift_window)
         rules = AlertRules()
         pending: list[list[Trajectory]] = []  # sampled batches waiting for their update (staleness k)
@@ -290,7 +310,10 @@ async def run_rl(
         else:
             assert ckpt is not None
             log(f"resuming from {ckpt}")
-            load_weights(ckpt, policy)
+            if m.lora is not None:
+                load_adapter(policy.model, ckpt / "model")
+            else:
+                load_weights(ckpt, policy)
             if trainer.ref_model is not None:
                 load_weights(ref_dir.parent, _ModelHolder(trainer.ref_model), sub=ref_dir.name)
             load_trainer(ckpt, trainer.optimizer)
@@ -307,6 +330,9 @@ async def run_rl(
             )
             start = int(saved["iteration"]) + 1
 
+        if sync is not None and saved is None:  # the server starts from the warm-started weights
+            await asyncio.to_thread(sync.push, policy)
+            res.weight_syncs += 1
         # The control run (rl=False) changes no weight, so its iterations would only burn rollouts.
         for it in range(start, cfg.iterations if cfg.rl else 0):
             trajs, seconds, replaced = await sample_batch(cfg, curriculum, sched, policy, run_id, it)
@@ -340,6 +366,13 @@ async def run_rl(
                 "replaced_groups": replaced,
                 "alerts": [a.rule for a in alerts],
             }
+            if sync is not None and metrics.get("train/skipped") == 0.0:
+                # Before the checkpoint: if the server cannot be reached the run stops with a one-line
+                # error, and --resume redoes this iteration (sampling and update are deterministic).
+                t_sync = time.perf_counter()
+                await asyncio.to_thread(sync.push, policy)
+                res.weight_syncs += 1
+                row["weight_sync_s"] = metrics["sync/seconds"] = round(time.perf_counter() - t_sync, 3)
             sink.log(it, metrics)
             res.iterations.append(row)
             if on_iteration:
