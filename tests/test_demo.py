@@ -35,7 +35,7 @@ def test_demo_quick_runs_the_whole_loop(tmp_path):
     # Every sample landed in the real SQLite store; the table went to stderr.
     con = sqlite3.connect(d["store"])
     n = con.execute("select count(*) from trajectories").fetchone()[0]
-    assert n == 16 * 2 + 2 * 8 * 2 + sum(it["rollouts"] for it in d["iterations"])
+    assert n == 16 * 4 + 2 * 8 * 2 + sum(it["rollouts"] for it in d["iterations"])
     assert "RL iterations" in r.stderr and "Held-out" in r.stderr
     metrics = list((work / "metrics").glob("*.jsonl"))
     assert len(metrics) == 1 and len(metrics[0].read_text().splitlines()) == 3
