@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from sparring.cli.common import JSON_OPT, emit_json, err_console, guarded, out_console, run_async
 from sparring.errors import ConfigError, TaskError
+
+if TYPE_CHECKING:
+    from sparring.tasks.loader import Task
 
 app = typer.Typer(help="Task library: generate families, admission checks, listing.", no_args_is_help=True)
 
@@ -182,6 +186,24 @@ def _judges(environment: str):  # type: ignore[no-untyped-def]
     return Judges()
 
 
+PATHS_OR_LIBRARY_ARG = typer.Argument(
+    None, help="Task directories or directories of tasks (default: the library)."
+)
+
+
+def _paths_or_library(paths: list[Path] | None, library: Path | None) -> list[Task]:
+    """The tasks under ``paths``, or every task of the library when no path is given."""
+    from sparring.tasks.loader import find_tasks
+    from sparring.tasks.registry import Registry, default_library
+
+    if paths:
+        return [t for p in paths for t in find_tasks(p)]
+    reg = Registry(library or default_library())
+    if not reg.root.is_dir():
+        raise TaskError(f"task library {reg.root} does not exist (add tasks with `sparring tasks add`)")
+    return reg.tasks()
+
+
 LIBRARY_OPT = typer.Option(
     None, "--library", help="Task library directory (default: $SPARRING_TASK_LIBRARY or ./task-library)."
 )
@@ -324,9 +346,7 @@ def import_cmd(
 @app.command("difficulty")
 @guarded
 def difficulty_cmd(
-    paths: list[Path] = typer.Argument(
-        None, help="Task directories or directories of tasks (default: the library)."
-    ),
+    paths: list[Path] = PATHS_OR_LIBRARY_ARG,
     library: Path | None = LIBRARY_OPT,
     from_store: Path = typer.Option(..., "--from-store", help="Trajectory store (SQLite) to measure from."),
     policy: str | None = typer.Option(None, "--policy", help="Count only this policy's rollouts."),
@@ -342,16 +362,8 @@ def difficulty_cmd(
     policies that played the task, so measuring never makes a new task version.
     """
     from sparring.tasks.difficulty import difficulty_record, measure, store_difficulty
-    from sparring.tasks.loader import find_tasks
-    from sparring.tasks.registry import Registry, default_library
 
-    if paths:
-        tasks = [t for p in paths for t in find_tasks(p)]
-    else:
-        reg = Registry(library or default_library())
-        if not reg.root.is_dir():
-            raise TaskError(f"task library {reg.root} does not exist (add tasks with `sparring tasks add`)")
-        tasks = reg.tasks()
+    tasks = _paths_or_library(paths, library)
     ms = measure(from_store, tasks, policy)
     by_digest = {t.digest: t for t in tasks}
     rows = []
@@ -407,26 +419,16 @@ def bench(
 @app.command("regress")
 @guarded
 def regress_cmd(
-    paths: list[Path] = typer.Argument(
-        None, help="Task directories or directories of tasks (default: the library)."
-    ),
+    paths: list[Path] = PATHS_OR_LIBRARY_ARG,
     library: Path | None = LIBRARY_OPT,
     concurrency: int = typer.Option(2, "--concurrency", min=1),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Re-run every admitted task's reference and initial state; report tasks whose outcome changed (drift)."""
     from sparring.tasks.environment import Judges
-    from sparring.tasks.loader import find_tasks
-    from sparring.tasks.registry import Registry, default_library
     from sparring.tasks.regress import regress
 
-    if paths:
-        tasks = [t for p in paths for t in find_tasks(p)]
-    else:
-        reg = Registry(library or default_library())
-        if not reg.root.is_dir():
-            raise TaskError(f"task library {reg.root} does not exist (add tasks with `sparring tasks add`)")
-        tasks = reg.tasks()
+    tasks = _paths_or_library(paths, library)
     with err_console.status(f"re-running {len(tasks)} tasks"):
         drifts, skipped = run_async(regress(tasks, Judges(), concurrency=concurrency))
     changed = [d.to_json() for d in drifts if d.changes]

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -50,7 +49,7 @@ from sparring.judge.base import Judge, JudgeResult
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks import hacks
 from sparring.tasks.environment import Judges
-from sparring.tasks.loader import Task, workspace_digest
+from sparring.tasks.loader import Task, read_task_record, workspace_digest, write_task_record
 
 PLACEHOLDERS = ("todo", "tbd", "fix it", "fix", "xxx", "lorem ipsum", "do the task", "n/a", "none", "...")
 MIN_REPEATS = 5
@@ -383,20 +382,9 @@ def admission_record(rep: CheckReport, repeats: int, environment: str = "") -> d
 
 def store_admission(task: Task, record: dict[str, Any]) -> Path:
     """Write admission.json next to task.toml atomically (not part of the digest: it is about the task)."""
-    dest = task.path / ADMISSION_FILE
-    fd, tmp = tempfile.mkstemp(prefix=".admission.", dir=task.path)
-    with os.fdopen(fd, "w") as f:
-        json.dump(record, f, indent=1, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, dest)
-    return dest
+    return write_task_record(task, ADMISSION_FILE, record)
 
 
 def load_admission(task: Task) -> dict[str, Any] | None:
     """The stored admission result, if it is about these exact bytes (same digest)."""
-    p = task.path / ADMISSION_FILE
-    try:
-        rec = json.loads(p.read_text())
-    except (OSError, ValueError):
-        return None
-    return rec if isinstance(rec, dict) and rec.get("digest") == task.digest else None
+    return read_task_record(task, ADMISSION_FILE)

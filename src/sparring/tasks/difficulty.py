@@ -23,10 +23,7 @@ says nothing about this one.
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring.errors import TaskError
-from sparring.tasks.loader import Task
+from sparring.tasks.loader import Task, read_task_record, write_task_record
 
 DIFFICULTY_FILE = "difficulty.json"
 TIERS = 5
@@ -132,19 +129,9 @@ def store_difficulty(task: Task, record: dict[str, Any]) -> Path:
     """Write difficulty.json next to task.toml atomically (outside the digest, like admission.json)."""
     if record.get("digest") != task.digest:
         raise TaskError(f"difficulty record is for {record.get('digest')}, not {task.id}'s {task.digest}")
-    dest = task.path / DIFFICULTY_FILE
-    fd, tmp = tempfile.mkstemp(prefix=".difficulty.", dir=task.path)
-    with os.fdopen(fd, "w") as f:
-        json.dump(record, f, indent=1, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, dest)
-    return dest
+    return write_task_record(task, DIFFICULTY_FILE, record)
 
 
 def load_difficulty(task: Task) -> dict[str, Any] | None:
     """The stored measurement, if it was made on these exact bytes (same digest)."""
-    try:
-        rec = json.loads((task.path / DIFFICULTY_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return rec if isinstance(rec, dict) and rec.get("digest") == task.digest else None
+    return read_task_record(task, DIFFICULTY_FILE)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import tomli_w
 from pydantic import ValidationError
@@ -132,3 +135,26 @@ def write_task(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return load_task(out)
+
+
+def write_task_record(task: Task, name: str, record: dict[str, Any]) -> Path:
+    """Write ``name`` (a JSON record about the task: admission, difficulty) next to task.toml, atomically.
+
+    Records sit outside the digested bytes; each carries the digest it is about (see read_task_record).
+    """
+    dest = task.path / name
+    fd, tmp = tempfile.mkstemp(prefix=f".{Path(name).stem}.", dir=task.path)
+    with os.fdopen(fd, "w") as f:
+        json.dump(record, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, dest)
+    return dest
+
+
+def read_task_record(task: Task, name: str) -> dict[str, Any] | None:
+    """The record ``name`` beside task.toml, if it is about these exact bytes (same digest); else None."""
+    try:
+        rec = json.loads((task.path / name).read_text())
+    except (OSError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) and rec.get("digest") == task.digest else None
