@@ -19,9 +19,7 @@ score zero at admission, which only the generated tests can ensure.
 
 from __future__ import annotations
 
-import ast
 import copy
-import json
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,11 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from sparring.errors import ConfigError, TaskError
-from sparring.judge.dynamic import DYNAMIC_FILE
 from sparring.tasks.families.code_repair import check_n
+from sparring.tasks.families.function_impl_dynamic import dynamic_files
 from sparring.tasks.importers import (
     FAMILY,
-    SOLUTION_FILE,
     FunctionRecord,
     validate_record,
     write_function_tasks,
@@ -493,119 +490,6 @@ BUILTINS: tuple[BuiltinFunction, ...] = (
         lambda r: (r.randint(0, 400),),
     ),
 )
-
-
-# --------------------------------------------------------------------------- generated (dynamic) tests
-
-
-def _ilist(lo: int = -20, hi: int = 20, mn: int = 0, mx: int = 8, **kw: Any) -> dict[str, Any]:
-    return {"list": {"of": {"int": [lo, hi]}, "min": mn, "max": mx, **kw}}
-
-
-def _s(alphabet: str, mx: int, mn: int = 0) -> dict[str, Any]:
-    return {"str": {"alphabet": alphabet, "min": mn, "max": mx}}
-
-
-DYNAMIC_CASES = 40
-DYNAMIC_REPEAT = 2
-DYNAMIC: dict[str, dict[str, Any]] = {
-    # Argument strategies (sparring.judge.dynamic) per built-in, inside each function's documented domain.
-    "clamp": {"args": [{"int": [-30, 30]}, {"int": [-10, 10]}, {"int": [-10, 25]}], "where": [["<=", 1, 2]]},
-    "count_vowels": {"args": [_s("aeiouxyzAEB ", 12)]},
-    "is_palindrome": {"args": [{"one_of": [_s("ab, A", 8), _s("aA1", 5)]}]},
-    "running_sum": {"args": [_ilist()]},
-    "fizzbuzz": {"args": [{"int": [0, 40]}]},
-    "reverse_words": {"args": [_s("abcde   ", 16)]},
-    "digit_sum": {"args": [{"int": [-100000, 100000]}]},
-    "gcd": {"args": [{"int": [-200, 200]}, {"int": [-200, 200]}]},
-    "is_prime": {"args": [{"int": [-5, 500]}]},
-    "flatten": {"args": [{"list": {"of": _ilist(mx=3), "max": 4}}]},
-    "dedupe": {"args": [_ilist(0, 5, mx=10)]},
-    "max_gap": {"args": [_ilist(mx=7)]},
-    "rotate_right": {"args": [_ilist(mx=6), {"int": [0, 12]}]},
-    "chunk": {"args": [_ilist(mx=9), {"int": [1, 4]}]},
-    "caesar": {"args": [_s("abxyzA !", 10), {"int": [-30, 30]}]},
-    "run_length": {"args": [_s("aab", 12)]},
-    "second_largest": {"args": [_ilist(0, 6, mx=6)]},
-    "word_counts": {"args": [_s("abAB  ", 14)]},
-    "to_binary": {"args": [{"int": [0, 5000]}]},
-    "collatz_steps": {"args": [{"int": [1, 300]}]},
-    "differences": {"args": [_ilist(mx=7)]},
-    "capitalize_words": {"args": [_s("abAB ", 12)]},
-    "merge_sorted": {"args": [_ilist(mx=5, sorted=True), _ilist(mx=5, sorted=True)]},
-    "mode": {"args": [_ilist(0, 4, mn=1, mx=9)]},
-    "transpose": {"args": [{"matrix": {"of": {"int": [-20, 20]}, "rows": [1, 4], "cols": [1, 4]}}]},
-    "balanced": {"args": [_s("()[]{}ab", 10)]},
-    "fibonacci": {"args": [{"int": [0, 90]}]},
-    "interleave": {"args": [_ilist(mx=5), _ilist(mx=5)]},
-    "product_except_self": {"args": [_ilist(-4, 6, mx=6)]},
-    "longest_run": {"args": [_ilist(0, 2, mx=10)]},
-    "camel_to_snake": {"args": [_s("abcxyzABX", 10, 1)]},
-    "count_inversions": {"args": [_ilist(0, 9, mx=9)]},
-    "triangle_kind": {"args": [{"int": [1, 12]}, {"int": [1, 12]}, {"int": [1, 12]}]},
-    "sum_multiples": {"args": [{"int": [0, 400]}]},
-}
-
-
-def dynamic_spec(entry_point: str) -> dict[str, Any]:
-    """The ``hidden/dynamic.json`` of a built-in: fresh inputs every evaluation, compared with the reference."""
-    if entry_point not in DYNAMIC:
-        raise TaskError(f"function-impl: built-in {entry_point} has no dynamic-test strategy")
-    return {"module": "solution", "function": entry_point, "cases": DYNAMIC_CASES, "repeat": DYNAMIC_REPEAT,
-            **DYNAMIC[entry_point]}  # fmt: skip
-
-
-def assert_examples(test: str) -> list[tuple[tuple[Any, ...], Any]]:
-    """(args, expected) of every ``assert candidate(literals) == literal`` (or ``is``) in a record's test."""
-    out = []
-    for node in ast.walk(ast.parse(test)):
-        if not (isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare)):
-            continue
-        cmp = node.test
-        call = cmp.left
-        if (
-            len(cmp.ops) != 1
-            or not isinstance(cmp.ops[0], (ast.Eq, ast.Is))
-            or not isinstance(call, ast.Call)
-        ):
-            continue
-        if not (isinstance(call.func, ast.Name) and call.func.id == "candidate") or call.keywords:
-            continue
-        try:
-            args = tuple(ast.literal_eval(a) for a in call.args)
-            expected = ast.literal_eval(cmp.comparators[0])
-        except (ValueError, TypeError, SyntaxError):
-            continue
-        out.append((args, expected))
-    return out
-
-
-def admission_hacks(rec: FunctionRecord) -> dict[str, str]:
-    """Hacks admission must score zero, which only the generated tests can catch (hidden/.admission/hacks/):
-
-    ``hidden_lookup``   a table of the fixed hidden tests' inputs and outputs (as if memorised or leaked);
-    ``call_counting``   the reference for as many calls as the hidden tests make, then wrong answers.
-    """
-    examples = assert_examples(rec.test)
-    table = {repr(args): expected for args, expected in examples}
-    lookup = f"_KNOWN = {table!r}\n\n\ndef {rec.entry_point}(*args):\n    return _KNOWN.get(repr(args))\n"
-    n_calls = rec.test.count("candidate(")
-    counting = (
-        rec.solution_source() + f"\n\n_calls = [0]\n_real = {rec.entry_point}\n\n\n"
-        f"def {rec.entry_point}(*args):\n    _calls[0] += 1\n"
-        f"    return _real(*args) if _calls[0] <= {n_calls} else None\n"
-    )
-    base = ".admission/hacks"
-    return {
-        f"{base}/hidden_lookup/{SOLUTION_FILE}": lookup,
-        f"{base}/call_counting/{SOLUTION_FILE}": counting,
-    }
-
-
-def dynamic_files(rec: FunctionRecord) -> dict[str, str | bytes]:
-    """A built-in task's extra hidden files: ``dynamic.json`` and the admission hacks it defeats."""
-    return {DYNAMIC_FILE: json.dumps(dynamic_spec(rec.entry_point), indent=1, sort_keys=True) + "\n",
-            **admission_hacks(rec)}  # fmt: skip
 
 
 def _generated_asserts(fn: BuiltinFunction, seed: int) -> list[str]:
