@@ -7,9 +7,11 @@ import asyncio
 import collections
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sparring.errors import ConfigError
 from sparring.policy.base import ActRequest
 from sparring.tasks.families import generate
 from sparring.tasks.families.shell_ops import OPS, NoisyDemonstrator, apply_op, op_order, shell_ops_task
@@ -64,3 +66,18 @@ def test_demonstrator_mistakes_are_the_partner_at_rate_epsilon(tmp_path):
                 wrong[cmd != op.command] += 1
         rate = wrong[True] / sum(wrong.values())
         assert lo <= rate <= hi, (eps, rate)
+
+
+def test_demonstrator_forgets_the_output_file_at_its_rate(tmp_path):
+    tasks = generate("shell-ops", 16, 1, tmp_path / "t")
+    pol = NoisyDemonstrator(0.0, seed=3, forget_output=0.5)
+    forgot = collections.Counter()
+    for t in tasks:
+        op = OPS[t.spec.tags[1][3:]]
+        for s in range(8):
+            cmd = _first_command(pol, t, s)
+            assert cmd in (op.command, op.command.removesuffix(" > out.txt")), cmd
+            forgot[cmd != op.command] += 1
+    assert 0.4 <= forgot[True] / sum(forgot.values()) <= 0.6
+    with pytest.raises(ConfigError, match="forget_output"):
+        NoisyDemonstrator(0.1, forget_output=1.5)

@@ -9,24 +9,25 @@ import typer
 from sparring.cli.common import guarded
 
 # The demo family is shell-ops: small enough for a tiny CPU model, real sandbox execution and the real
-# pytest judge. The warm start imitates a demonstrator with systematic mistakes (it runs the command of
-# a confusable partner operation 30 % of the time), so after SFT the model has the tool-call format but
-# a partial pass rate; GRPO on execution feedback then has something to fix. (At 50 % the teacher's
-# choice carries no information about the ticket, SFT learns to ignore it, and a 2-layer model then
-# needed far more RL to learn to read the ticket than the demo's budget: measured, held-out fell.)
-# Held-out: 16 tasks x 8 samples = 128 rollouts, so the before/after difference is outside the
-# evaluation noise (binomial sd ~0.045 per number at p=0.5).
+# pytest judge. The warm start imitates a demonstrator with systematic mistakes: half the time it
+# prints the result instead of writing out.txt (a slip that does not depend on the ticket), and 15 %
+# of the time it runs a confusable partner operation. After SFT the model has the tool-call format
+# and the demonstrator's habits, so a partial pass rate; GRPO on execution feedback then has something
+# to fix. (Measured: with partner mistakes alone, a 2-layer model learns to tell confusable tickets
+# apart too slowly for the demo's budget; one seed in three improved.)
+# Held-out: 16 tasks x 16 samples = 256 rollouts, so the before/after difference is outside the
+# evaluation noise (binomial sd ~0.031 per number at p=0.5; with 8 samples the --no-rl control moved by up to 0.14).
 _COMMON = {
     "family": "shell-ops",
     "max_steps": 3,
     "heldout_max_steps": 3,
-    "heldout_samples": 8,
-    "warm_start": {"teacher": "noisy", "epsilon": 0.3, "samples": 4, "passed_only": False},
+    "heldout_samples": 16,
+    "warm_start": {"teacher": "noisy", "epsilon": 0.15, "forget_output": 0.5, "samples": 4, "passed_only": False},
     "model": {"max_new_tokens": 40},
     "sft_batch": 16,
     "sft_lr": 3e-3,
     "group_size": 8,
-    "grpo": {"lr": 1e-3, "minibatches": 2, "kl_coef": 0.05},
+    "grpo": {"lr": 5e-4, "minibatches": 2, "kl_coef": 0.05},
 }
 FULL = {
     **_COMMON,

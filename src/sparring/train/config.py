@@ -62,7 +62,13 @@ class WarmStartConfig(BaseModel):
         "with systematic mistakes (shell-ops), so the warm-started model has a partial pass rate.",
     )
     epsilon: float = Field(
-        0.5, ge=0, le=1, description="noisy teacher: probability of its systematic mistake."
+        0.5, ge=0, le=1, description="noisy teacher: probability it runs the confusable partner operation."
+    )
+    forget_output: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="noisy teacher: probability it prints the result instead of writing out.txt.",
     )
     samples: int = Field(1, ge=1, description="Teacher rollouts per training task.")
     passed_only: bool = Field(True, description="Train only on teacher trajectories the judge passed.")

@@ -133,7 +133,7 @@ def make_teacher(cfg: RLConfig) -> Any:
             raise ConfigError(f"warm_start.teacher=noisy needs family shell-ops, not {cfg.family!r}")
         from sparring.tasks.families.shell_ops import NoisyDemonstrator
 
-        return NoisyDemonstrator(ws.epsilon, seed=cfg.seed)
+        return NoisyDemonstrator(ws.epsilon, seed=cfg.seed, forget_output=ws.forget_output)
     return OraclePolicy()
 
 

@@ -12,11 +12,14 @@ visible examples is impossible: every task's data differs, and every pair of
 operations gives a different ``out.txt`` on it (checked when generating).
 
 :class:`NoisyDemonstrator` is the warm-start teacher used by ``sparring demo``:
-a scripted agent that makes *systematic* mistakes. For each operation it has
-one confusable partner (``sort`` vs ``sort -u``, ``head`` vs ``tail``...) and
-uses the partner's command with probability ``epsilon``. Behaviour cloning of
-it gives a model that has the tool-call format but a partial pass rate, which
-is where RL with execution feedback has something to improve.
+a scripted agent that makes two kinds of *systematic* mistakes. For each
+operation it has one confusable partner (``sort`` vs ``sort -u``, ``head`` vs
+``tail``...) and uses the partner's command with probability ``epsilon``; and,
+independently, with probability ``forget_output`` it prints the result instead
+of writing ``out.txt`` (the command without its ``> out.txt``), the classic
+"answered on stdout" slip. Behaviour cloning of it gives a model that has the
+tool-call format but a partial pass rate, which is where RL with execution
+feedback has something to improve.
 """
 
 from __future__ import annotations
@@ -196,26 +199,34 @@ class ShellOpsGenerator:
 class NoisyDemonstrator:
     """A scripted shell-ops agent with systematic mistakes: ``bash(command)`` then ``submit()``.
 
-    With probability ``epsilon`` (decided per task and sample, deterministically)
-    it runs the command of the operation's confusable partner instead of the
-    right one. It reads the task's privileged tags, as scripted policies may.
+    With probability ``epsilon`` it runs the command of the operation's
+    confusable partner instead of the right one; independently, with
+    probability ``forget_output`` it drops the ``> out.txt`` redirect, so the
+    result goes to stdout and ``out.txt`` is never written. Both are decided per
+    task and sample, deterministically. It reads the task's privileged tags, as
+    scripted policies may.
     """
 
     version = 0
 
-    def __init__(self, epsilon: float = 0.5, seed: int = 0) -> None:
-        if not 0.0 <= epsilon <= 1.0:
-            from sparring.errors import ConfigError
+    def __init__(self, epsilon: float = 0.5, seed: int = 0, forget_output: float = 0.0) -> None:
+        for name, value in (("epsilon", epsilon), ("forget_output", forget_output)):
+            if not 0.0 <= value <= 1.0:
+                from sparring.errors import ConfigError
 
-            raise ConfigError(f"epsilon must be in [0, 1], got {epsilon}")
+                raise ConfigError(f"{name} must be in [0, 1], got {value}")
         self.epsilon = epsilon
+        self.forget_output = forget_output
         self.seed = seed
-        self.name = f"shell-ops-demonstrator(eps={epsilon:g})"
+        self.name = f"shell-ops-demonstrator(eps={epsilon:g}, forget_output={forget_output:g})"
 
     def command(self, task: Task, sample_index: int, seed: int) -> str:
         op = task_op(task)
         rng = random.Random(zlib.crc32(f"{self.seed}:{seed}:{sample_index}:{task.id}".encode()))
-        return OPS[op.partner].command if rng.random() < self.epsilon else op.command
+        cmd = OPS[op.partner].command if rng.random() < self.epsilon else op.command
+        if rng.random() < self.forget_output:
+            cmd = cmd.rsplit(" > ", 1)[0]  # every reference command ends in "> out.txt"
+        return cmd
 
     async def act(self, request: Any) -> Any:
         from sparring.policy.base import Action
