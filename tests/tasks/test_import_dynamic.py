@@ -237,13 +237,13 @@ def test_reference_timeouts_are_unusable_and_a_hanging_candidate_fails(judge, tm
     slow = _record(
         "Imp/slow",
         'def triple(n: int) -> int:\n    """3 * n."""\n',
-        "    import time\n\n    if n > 10:\n        time.sleep(30)\n    return 3 * n\n",  # past 10: too slow to use
+        "    if n > 10:\n        while True:\n            pass\n    return 3 * n\n",  # past 10: too slow to use
         ["candidate(2) == 6", "candidate(10) == 30", "candidate(5) == 15"],
         "triple",
     )
     task = import_function_jsonl(_jsonl(tmp_path / "slow.jsonl", [slow]), tmp_path / "t")[0]
     raw = json.loads((task.hidden / DYNAMIC_FILE).read_text())
-    (task.hidden / DYNAMIC_FILE).write_text(json.dumps({**raw, "cases": 12, "call_timeout_s": 0.3}))
+    (task.hidden / DYNAMIC_FILE).write_text(json.dumps({**raw, "cases": 12, "call_timeout_s": 0.2}))
     task = load_task(task.path)
     ref = asyncio.run(judge.score(task, solution_diff(task)))
     assert ref.reward == 1.0 and ref.metrics["dynamic_unusable"] > 0, ref.metrics
@@ -251,8 +251,8 @@ def test_reference_timeouts_are_unusable_and_a_hanging_candidate_fails(judge, tm
         judge.score(task, WorkspaceDiff(files={"solution.py": b"def triple(n):\n    return n * 3\n"}))
     )
     assert fast.reward == 1.0
-    # right on the asserts' inputs (2, 5, 10), hangs on 1: only the per-call limit ends it
-    hang = b"import time\n\n\ndef triple(n):\n    if n == 1:\n        time.sleep(30)\n    return 3 * n\n"
+    # right on the asserts' inputs (2, 5, 10), spins on 1: only the per-call limit ends it
+    hang = b"def triple(n):\n    while n == 1:\n        pass\n    return 3 * n\n"
     r = asyncio.run(judge.score(task, WorkspaceDiff(files={"solution.py": hang})))
     assert r.components["hidden_all_pass"] == 1.0 and r.reward == 0.0 and r.metrics["dynamic_mismatches"] > 0
 

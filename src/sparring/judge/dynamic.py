@@ -19,7 +19,7 @@ seed value, mutated keeping its type and a domain inferred from all the seeds:
 Inputs outside the function's domain: by default (``"reference_raises": "match"``) the
 candidate must raise the reference's exception type. With ``"reference_raises": "skip"``
 (imported tasks, whose mutated inputs may leave the documented domain) an input on which the
-reference raises, or runs past ``"call_timeout_s"`` (a per-call limit, none by default), is
+reference raises, or runs past ``"call_timeout_s"`` (a per-call CPU-time limit, none by default), is
 unusable and scores nothing either way, like an input whose reference result is not plain data.
 
 Each evaluation draws ``cases`` fresh argument tuples from a seed, repeats each

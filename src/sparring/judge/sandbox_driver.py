@@ -6,7 +6,10 @@ from the workspace (appended to ``sys.path`` after this script's own imports),
 calls it on every input in the given order and writes one JSON line to a private
 duplicate of stdout: a list with, per input, ``{"ok": VALUE}``,
 ``{"raised": EXCEPTION_TYPE}``, ``{"bad": WHY}`` or, with ``"call_timeout_s"`` in the job,
-``{"timeout": SECONDS}`` for a call that ran longer (a SIGALRM interval timer per call).
+``{"timeout": SECONDS}`` for a call that used more CPU time than that (a SIGPROF interval timer
+per call: CPU, not wall time, so other load on the machine does not make a call time out). With
+``"budget_s"``, once that much wall time has passed, the remaining inputs are not run and answer
+``{"timeout": ...}`` too, so many slow calls cannot add up past the judge's own timeout.
 
 Values are encoded with their *exact* types (``type(x) is int``, not
 ``isinstance``): an object whose ``__eq__`` always answers True, an int subclass
@@ -21,6 +24,7 @@ import math
 import os
 import signal
 import sys
+import time
 from typing import Any
 
 
@@ -87,7 +91,7 @@ def decode_args(v: Any) -> Any:
 
 
 class CallTimeout(BaseException):
-    """Raised in the function under test when one call passes the job's ``call_timeout_s``."""
+    """Raised in the function under test when one call passes the job's ``call_timeout_s`` of CPU time."""
 
 
 def _on_alarm(signum: int, frame: Any) -> None:
@@ -112,18 +116,23 @@ def main(argv: list[str]) -> int:
         results = [{"raised": f"import:{type(e).__name__}"}] * len(job["inputs"])
         fn = None
     limit = float(job.get("call_timeout_s") or 0)
+    budget = float(job.get("budget_s") or 0)
     if fn is not None and limit > 0:
-        signal.signal(signal.SIGALRM, _on_alarm)
+        signal.signal(signal.SIGPROF, _on_alarm)
+    start = time.monotonic()
     if fn is not None:
         for args in job["inputs"]:
+            if budget > 0 and time.monotonic() - start > budget:
+                results.append({"timeout": budget})
+                continue
             try:
                 try:
                     if limit > 0:
-                        signal.setitimer(signal.ITIMER_REAL, limit)
+                        signal.setitimer(signal.ITIMER_PROF, limit)
                     value = fn(*decode_args(args))
                 finally:  # a one-shot timer: once disarmed here (or fired), nothing below is interrupted
                     if limit > 0:
-                        signal.setitimer(signal.ITIMER_REAL, 0)
+                        signal.setitimer(signal.ITIMER_PROF, 0)
                 results.append({"ok": encode(value)})
             except CallTimeout:
                 results.append({"timeout": limit})
