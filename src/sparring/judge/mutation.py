@@ -36,7 +36,7 @@ from typing import Any
 from sparring.judge.sandbox_driver import decode_args
 
 MAX_LEN = 256
-"""No generated string or sequence is longer than this (seeds longer than it are cut)."""
+"""No mutated string or sequence is longer than this (a seed drawn unchanged is passed as written)."""
 MAX_OPS = 3
 P_UNCHANGED = 0.1
 
