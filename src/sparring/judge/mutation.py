@@ -17,7 +17,7 @@ keeping its exact type and a conservative domain inferred from *all* seeds of th
 ``dict``         values mutated recursively, keys unchanged;
 anything else    (None, sets, bytes) unchanged.
 
-Sizes never pass :data:`MAX_LEN` and the domain is bounded by the seeds, so a reference that
+Mutated sizes never pass :data:`MAX_LEN` and the domain is bounded by the seeds, so a reference that
 handled the seeds is not asked to handle inputs orders of magnitude bigger. The result is a
 pure function of the seeds and the ``rng`` state (character sets are sorted, never iterated in
 hash order).
