@@ -151,11 +151,15 @@ def test_cli_import_json(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
-    assert set(data) == {"format", "out", "tasks"} and data["format"] == "function-jsonl"
-    assert data["out"] == str(out)
+    assert (
+        set(data) == {"format", "out", "tasks", "without_dynamic_tests"}
+        and data["format"] == "function-jsonl"
+    )
+    assert data["out"] == str(out) and data["without_dynamic_tests"] == 0
     assert [t["id"] for t in data["tasks"]] == ["function-impl-humaneval-0", "function-impl-humaneval-1"]
     for t in data["tasks"]:
-        assert set(t) == {"id", "digest", "path"} and t["digest"].startswith("sha256:")
+        assert set(t) == {"id", "digest", "path", "dynamic_tests"} and t["digest"].startswith("sha256:")
+        assert t["dynamic_tests"] is True
         assert load_task(t["path"]).digest == t["digest"]
 
 

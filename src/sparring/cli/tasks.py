@@ -328,19 +328,26 @@ def import_cmd(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Import tasks from a dataset file (function-jsonl: task_id, prompt, canonical_solution, test, entry_point)."""
+    from sparring.judge.dynamic import DYNAMIC_FILE
     from sparring.tasks.importers import import_tasks
 
     tasks = import_tasks(fmt, file, out, limit=limit)
+    dynamic = {t.id: (t.hidden / DYNAMIC_FILE).is_file() for t in tasks}
+    without = sum(1 for v in dynamic.values() if not v)
     if json_out:
         emit_json(
             {
                 "format": fmt,
                 "out": str(out),
-                "tasks": [{"id": t.id, "digest": t.digest, "path": str(t.path)} for t in tasks],
+                "tasks": [{"id": t.id, "digest": t.digest, "path": str(t.path), "dynamic_tests": dynamic[t.id]}
+                          for t in tasks],
+                "without_dynamic_tests": without,
             }
-        )
+        )  # fmt: skip
     else:
-        err_console.print(f"imported {len(tasks)} tasks to {out}")
+        note = (f" ({without} without generated tests: no `assert candidate(<literals>) == <literal>` "
+                "in their test)") if without else ""  # fmt: skip
+        err_console.print(f"imported {len(tasks)} tasks to {out}{note}")
 
 
 @app.command("difficulty")

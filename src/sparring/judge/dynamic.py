@@ -9,9 +9,18 @@ Argument strategies: ``{"int": [lo, hi]}``, ``{"float": [lo, hi]}``,
 ``{"bool": true}``, ``{"choice": [v, ...]}``, ``{"str": {"alphabet": "ab ",
 "min": 0, "max": 8}}``, ``{"list": {"of": S, "min": 0, "max": 6, "sorted": false}}``,
 ``{"tuple": [S, ...]}``, ``{"matrix": {"of": S, "rows": [lo, hi], "cols": [lo, hi]}}``
-(a list of equally long lists) and ``{"one_of": [S, ...]}``. An optional
+(a list of equally long lists), ``{"one_of": [S, ...]}`` and ``{"mutate": [SEED, ...]}`` (one
+seed value, mutated keeping its type and a domain inferred from all the seeds:
+:mod:`sparring.judge.mutation`; seeds are input JSON, see
+:func:`~sparring.judge.mutation.to_input`). An optional
 ``"where": [["<=", i, j], ...]`` relates arguments by index (``<=``, ``<``,
 ``!=``); argument tuples that break it are drawn again.
+
+Inputs outside the function's domain: by default (``"reference_raises": "match"``) the
+candidate must raise the reference's exception type. With ``"reference_raises": "skip"``
+(imported tasks, whose mutated inputs may leave the documented domain) an input on which the
+reference raises, or runs past ``"call_timeout_s"`` (a per-call CPU-time limit, none by default), is
+unusable and scores nothing either way, like an input whose reference result is not plain data.
 
 Each evaluation draws ``cases`` fresh argument tuples from a seed, repeats each
 ``repeat`` times and shuffles the whole list (so a solution that special-cases
@@ -30,10 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from sparring.errors import TaskError
+from sparring.judge.mutation import mutate
 
 DYNAMIC_FILE = "dynamic.json"
 MAX_CASES = 2000
 MAX_REDRAWS = 200
+REFERENCE_RAISES = frozenset({"match", "skip"})
+MAX_CALL_TIMEOUT_S = 60.0
 RELATIONS = {"<=": lambda a, b: a <= b, "<": lambda a, b: a < b, "!=": lambda a, b: a != b}
 
 
@@ -45,6 +57,16 @@ class DynamicSpec:
     cases: int = 40
     repeat: int = 2
     where: tuple[tuple[str, int, int], ...] = ()
+    reference_raises: str = "match"
+    call_timeout_s: float | None = None
+
+    def job(self, seed: int) -> dict[str, Any]:
+        """The driver's job for one evaluation (:mod:`sparring.judge.sandbox_driver`)."""
+        job: dict[str, Any] = {"module": self.module, "function": self.function,
+                               "inputs": make_inputs(self, seed)}  # fmt: skip
+        if self.call_timeout_s is not None:
+            job["call_timeout_s"] = self.call_timeout_s
+        return job
 
 
 def load_dynamic(hidden: Path) -> DynamicSpec | None:
@@ -60,7 +82,13 @@ def load_dynamic(hidden: Path) -> DynamicSpec | None:
             cases=int(raw.get("cases", 40)),
             repeat=int(raw.get("repeat", 2)),
             where=tuple((str(op), int(i), int(j)) for op, i, j in raw.get("where", [])),
+            reference_raises=str(raw.get("reference_raises", "match")),
+            call_timeout_s=float(raw["call_timeout_s"]) if raw.get("call_timeout_s") is not None else None,
         )
+        if spec.reference_raises not in REFERENCE_RAISES:
+            raise ValueError(f"reference_raises must be one of {sorted(REFERENCE_RAISES)}")
+        if spec.call_timeout_s is not None and not 0 < spec.call_timeout_s <= MAX_CALL_TIMEOUT_S:
+            raise ValueError(f"call_timeout_s must be in (0, {MAX_CALL_TIMEOUT_S}]")
         for op, i, j in spec.where:
             if op not in RELATIONS or not (0 <= i < len(spec.args) and 0 <= j < len(spec.args)):
                 raise ValueError(f"bad relation {[op, i, j]}")
@@ -99,6 +127,8 @@ def draw(strategy: dict[str, Any], rng: random.Random) -> Any:
         return [[draw(arg["of"], rng) for _ in range(cols)] for _ in range(rows)]
     if kind == "one_of":
         return draw(rng.choice(list(arg)), rng)
+    if kind == "mutate":
+        return mutate(list(arg), rng)
     raise TaskError(f"unknown dynamic argument strategy {kind!r}")
 
 
@@ -124,12 +154,21 @@ def make_inputs(spec: DynamicSpec, seed: int) -> list[list[Any]]:
     return out
 
 
-def compare(reference: list[dict[str, Any]], candidate: list[dict[str, Any]] | None) -> tuple[float, int]:
-    """(fraction of inputs where the candidate's exact-typed result equals the reference's, mismatches).
+def usable_cases(reference: list[dict[str, Any]], reference_raises: str = "match") -> list[int]:
+    """Indices of the inputs that score: the reference's result is plain data (``bad``: not) and it
+    did not time out; with ``reference_raises="skip"``, also not an exception."""
+    skip = {"bad", "timeout", "raised"} if reference_raises == "skip" else {"bad", "timeout"}
+    return [i for i, r in enumerate(reference) if not skip.intersection(r)]
 
-    A reference result that is not plain data makes the case unusable; it is skipped.
+
+def compare(
+    reference: list[dict[str, Any]], candidate: list[dict[str, Any]] | None, reference_raises: str = "match"
+) -> tuple[float, int]:
+    """(fraction of usable inputs where the candidate's exact-typed result equals the reference's, mismatches).
+
+    Unusable inputs (:func:`usable_cases`) are skipped.
     """
-    usable = [i for i, r in enumerate(reference) if "bad" not in r]
+    usable = usable_cases(reference, reference_raises)
     if not usable:
         return 0.0, 0
     if candidate is None or len(candidate) != len(reference):

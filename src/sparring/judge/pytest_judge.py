@@ -11,7 +11,9 @@
    missing and errors count as failures. Exit codes and stdout are never read
    for the score.
 4. Dynamic tests (``hidden/dynamic.json``): fresh inputs, reference vs candidate
-   in separate processes, exact-typed comparison here.
+   in separate processes, exact-typed comparison here (inputs on which the
+   reference itself fails are unusable where the spec says ``reference_raises:
+   skip``).
 5. Components -> reward via :func:`~sparring.judge.reward.compose_reward`;
    with the rollout's usage (steps, tokens), also the ``usage`` component, which
    counts only for a correct answer and only with a weight in the task's
@@ -48,6 +50,8 @@ EXPLAINS_EXIT = frozenset(
     {"exit_trick", "runtime_probe", "startup_hook", "module_shadowing", "forged_report"}
 )
 EVAL_IDS_FILE = "expected_tests.txt"
+DYNAMIC_BUDGET = 0.5
+"""With a per-call limit, a driver run stops calling after this fraction of the judge timeout."""
 
 
 class JudgeConfig(BaseModel):
@@ -143,11 +147,10 @@ class PytestJudge:
         try:
             dspec = dyn.load_dynamic(task.hidden) if cfg.dynamic and not evaluating else None
             if dspec is not None:
-                job = {
-                    "module": dspec.module,
-                    "function": dspec.function,
-                    "inputs": dyn.make_inputs(dspec, dseed),
-                }
+                job = dspec.job(dseed)
+                if dspec.call_timeout_s is not None:
+                    # slow calls must not add up past the driver's own timeout (timeout_s, each run)
+                    job["budget_s"] = task.spec.judge.timeout_s * DYNAMIC_BUDGET
         except TaskError as e:
             raise JudgeRunError("bad_task", str(e)) from None
         ref = None
@@ -226,10 +229,14 @@ class PytestJudge:
             comps["regression"] = (sum(1 for v in reg.values() if v == "passed") / total) if total else 0.0
         if job is not None:
             assert run.reference is not None
-            frac, mism = dyn.compare(run.reference, run.candidate)
+            assert dspec is not None
+            frac, mism = dyn.compare(run.reference, run.candidate, dspec.reference_raises)
             comps["dynamic"] = frac
             metrics["dynamic_cases"] = float(len(job["inputs"]))
             metrics["dynamic_mismatches"] = float(mism)
+            if dspec.reference_raises != "match" or dspec.call_timeout_s is not None:
+                usable = len(dyn.usable_cases(run.reference, dspec.reference_raises))
+                metrics["dynamic_unusable"] = float(len(job["inputs"]) - usable)
         return self._result(task, expected, hidden, comps, metrics, flags, t0, log, dseed if job else None)
 
     def _result(

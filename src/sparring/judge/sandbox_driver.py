@@ -5,7 +5,11 @@
 from the workspace (appended to ``sys.path`` after this script's own imports),
 calls it on every input in the given order and writes one JSON line to a private
 duplicate of stdout: a list with, per input, ``{"ok": VALUE}``,
-``{"raised": EXCEPTION_TYPE}`` or ``{"bad": WHY}``.
+``{"raised": EXCEPTION_TYPE}``, ``{"bad": WHY}`` or, with ``"call_timeout_s"`` in the job,
+``{"timeout": SECONDS}`` for a call that used more CPU time than that (a SIGPROF interval timer
+per call: CPU, not wall time, so other load on the machine does not make a call time out). With
+``"budget_s"``, once that much wall time has passed, the remaining inputs are not run and answer
+``{"timeout": ...}`` too, so many slow calls cannot add up past the judge's own timeout.
 
 Values are encoded with their *exact* types (``type(x) is int``, not
 ``isinstance``): an object whose ``__eq__`` always answers True, an int subclass
@@ -18,7 +22,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import sys
+import time
 from typing import Any
 
 
@@ -65,14 +71,31 @@ def encode(x: Any, depth: int = 0) -> Any:
 
 
 def decode_args(v: Any) -> Any:
-    """Inputs arrive as JSON; ``{"tuple": [...]}`` becomes a tuple, everything else is plain JSON."""
+    """Inputs arrive as JSON; ``{"tuple": [...]}`` becomes a tuple, ``{"dict": [[k, v], ...]}`` a dict
+    (any keys), ``{"set"|"frozenset": [...]}`` a set, ``{"bytes": HEX}`` bytes; the rest is plain JSON."""
     if isinstance(v, list):
         return [decode_args(x) for x in v]
     if isinstance(v, dict):
-        if set(v) == {"tuple"}:
-            return tuple(decode_args(x) for x in v["tuple"])
+        if len(v) == 1:
+            ((tag, inner),) = v.items()
+            if tag == "tuple":
+                return tuple(decode_args(x) for x in inner)
+            if tag == "dict" and isinstance(inner, list):
+                return {decode_args(k): decode_args(x) for k, x in inner}
+            if tag in ("set", "frozenset") and isinstance(inner, list):
+                return (set if tag == "set" else frozenset)(decode_args(x) for x in inner)
+            if tag == "bytes" and isinstance(inner, str):
+                return bytes.fromhex(inner)
         return {k: decode_args(x) for k, x in v.items()}
     return v
+
+
+class CallTimeout(BaseException):
+    """Raised in the function under test when one call passes the job's ``call_timeout_s`` of CPU time."""
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise CallTimeout
 
 
 def main(argv: list[str]) -> int:
@@ -92,11 +115,27 @@ def main(argv: list[str]) -> int:
     except BaseException as e:  # noqa: BLE001 - any failure to import is the candidate's
         results = [{"raised": f"import:{type(e).__name__}"}] * len(job["inputs"])
         fn = None
+    limit = float(job.get("call_timeout_s") or 0)
+    budget = float(job.get("budget_s") or 0)
+    if fn is not None and limit > 0:
+        signal.signal(signal.SIGPROF, _on_alarm)
+    start = time.monotonic()
     if fn is not None:
         for args in job["inputs"]:
+            if budget > 0 and time.monotonic() - start > budget:
+                results.append({"timeout": budget})
+                continue
             try:
-                value = fn(*decode_args(args))
+                try:
+                    if limit > 0:
+                        signal.setitimer(signal.ITIMER_PROF, limit)
+                    value = fn(*decode_args(args))
+                finally:  # a one-shot timer: once disarmed here (or fired), nothing below is interrupted
+                    if limit > 0:
+                        signal.setitimer(signal.ITIMER_PROF, 0)
                 results.append({"ok": encode(value)})
+            except CallTimeout:
+                results.append({"timeout": limit})
             except Unserialisable as e:
                 results.append({"bad": str(e)})
             except BaseException as e:  # noqa: BLE001 - SystemExit too: an exit is an outcome, not an escape

@@ -23,6 +23,7 @@ SCORING_MODULES = (
     "hacks.py",
     "static.py",
     "dynamic.py",
+    "mutation.py",
 )
 
 

@@ -9,7 +9,13 @@ record becomes a task of family ``function-impl``:
     workspace/tests/test_visible.py   smoke test: the module imports, the function exists
     workspace/pytest.ini              pythonpath = .
     hidden/test_hidden_<id>.py        the record's test, run as one test: check(<entry_point>)
+    hidden/dynamic.json               generated tests: the asserts' literal arguments, mutated
+    hidden/.admission/hacks/          a lookup table of the asserts, and a call-counting reference
     solution/solution.py              prompt + canonical_solution
+
+``dynamic.json`` and the hacks it defeats are written only for a record whose
+test has at least one ``assert candidate(<literals>) == <literal>``
+(:func:`mutation_spec`); without them a table of the fixed asserts would pass.
 
 The ``function-impl`` generator family writes its built-in records through
 the same code (:func:`write_function_tasks`), so both share one path.
@@ -21,11 +27,15 @@ import ast
 import json
 import re
 import shutil
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sparring.errors import ConfigError, TaskError
+from sparring.judge.dynamic import DYNAMIC_FILE
+from sparring.judge.mutation import NotInputData, to_input
 from sparring.tasks.environment import pinned_requirements
 from sparring.tasks.loader import Task, write_task
 from sparring.tasks.spec import Environment, JudgeSpec, Provenance, TaskSpec
@@ -149,6 +159,103 @@ def read_function_jsonl(path: Path) -> list[FunctionRecord]:
     return records
 
 
+# --------------------------------------------------------------------------- generated tests
+
+
+def assert_examples(test: str) -> list[tuple[tuple[Any, ...], Any]]:
+    """(args, expected) of every ``assert candidate(literals) == literal`` (or ``is``) in a record's test."""
+    out = []
+    for node in ast.walk(ast.parse(test)):
+        if not (isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare)):
+            continue
+        cmp = node.test
+        call = cmp.left
+        if (
+            len(cmp.ops) != 1
+            or not isinstance(cmp.ops[0], (ast.Eq, ast.Is))
+            or not isinstance(call, ast.Call)
+        ):
+            continue
+        if not (isinstance(call.func, ast.Name) and call.func.id == "candidate") or call.keywords:
+            continue
+        try:
+            args = tuple(ast.literal_eval(a) for a in call.args)
+            expected = ast.literal_eval(cmp.comparators[0])
+        except (ValueError, TypeError, SyntaxError):
+            continue
+        out.append((args, expected))
+    return out
+
+
+def admission_hacks(rec: FunctionRecord) -> dict[str, str]:
+    """Hacks admission must score zero, which only the generated tests can catch (hidden/.admission/hacks/):
+
+    ``hidden_lookup``   a table of the fixed hidden tests' inputs and outputs (as if memorised or leaked);
+    ``call_counting``   the reference for as many calls as the hidden tests make, then wrong answers.
+    """
+    examples = assert_examples(rec.test)
+    table = {repr(args): expected for args, expected in examples}
+    lookup = f"_KNOWN = {table!r}\n\n\ndef {rec.entry_point}(*args):\n    return _KNOWN.get(repr(args))\n"
+    n_calls = rec.test.count("candidate(")
+    counting = (
+        rec.solution_source() + f"\n\n_calls = [0]\n_real = {rec.entry_point}\n\n\n"
+        f"def {rec.entry_point}(*args):\n    _calls[0] += 1\n"
+        f"    return _real(*args) if _calls[0] <= {n_calls} else None\n"
+    )
+    base = ".admission/hacks"
+    return {
+        f"{base}/hidden_lookup/{SOLUTION_FILE}": lookup,
+        f"{base}/call_counting/{SOLUTION_FILE}": counting,
+    }
+
+
+IMPORT_CASES = 40
+IMPORT_REPEAT = 2
+IMPORT_CALL_TIMEOUT_S = 2.0
+"""Per call: a mutated input on which the reference runs longer is unusable (the candidate gets this too)."""
+
+
+def mutation_spec(rec: FunctionRecord) -> dict[str, Any] | None:
+    """The ``hidden/dynamic.json`` of an imported record, or None if its test has no usable literal assert.
+
+    Each argument position mutates the literal values the asserts pass there
+    (:mod:`sparring.judge.mutation`). Asserts with the most common number of arguments are used (a
+    function with defaults may be called with fewer); an assert with a value that cannot cross to the
+    driver as input JSON is left out. Mutated inputs may leave the documented domain, so an input on
+    which the reference raises or times out is unusable (``reference_raises: skip``), never the
+    candidate's fault.
+    """
+    rows = []
+    for args, _ in assert_examples(rec.test):
+        try:
+            rows.append([to_input(a) for a in args])
+        except NotInputData:
+            continue
+    if not rows:
+        return None
+    arity = max(Counter(len(r) for r in rows).items(), key=lambda kv: (kv[1], kv[0]))[0]
+    if arity == 0:
+        return None
+    seeds: list[dict[str, list[Any]]] = []
+    for i in range(arity):
+        seen: dict[str, Any] = {}
+        for r in rows:
+            if len(r) == arity:
+                seen.setdefault(json.dumps(r[i], sort_keys=True), r[i])
+        seeds.append({"mutate": list(seen.values())})
+    return {"module": "solution", "function": rec.entry_point, "cases": IMPORT_CASES, "repeat": IMPORT_REPEAT,
+            "reference_raises": "skip", "call_timeout_s": IMPORT_CALL_TIMEOUT_S, "args": seeds}  # fmt: skip
+
+
+def imported_dynamic_files(rec: FunctionRecord) -> dict[str, str | bytes]:
+    """An imported task's extra hidden files: ``dynamic.json`` and the admission hacks it defeats
+    (none for a record without a usable literal assert)."""
+    spec = mutation_spec(rec)
+    if spec is None:
+        return {}
+    return {DYNAMIC_FILE: json.dumps(spec, indent=1, sort_keys=True) + "\n", **admission_hacks(rec)}
+
+
 # --------------------------------------------------------------------------- task writing
 
 
@@ -252,7 +359,7 @@ def import_function_jsonl(path: Path, out: Path, *, limit: int | None = None) ->
     if limit is not None:
         records = records[:limit]
     items = [(rec, Provenance(generator=IMPORTER, source=f"{path.name}:{rec.task_id}")) for rec in records]
-    return write_function_tasks(items, out, tags=["imported"])
+    return write_function_tasks(items, out, tags=["imported"], extra_hidden=imported_dynamic_files)
 
 
 IMPORT_FORMATS = {"function-jsonl": import_function_jsonl}
@@ -272,8 +379,12 @@ def import_tasks(fmt: str, path: Path, out: Path, *, limit: int | None = None) -
 __all__ = [
     "FAMILY",
     "FunctionRecord",
+    "admission_hacks",
+    "assert_examples",
     "import_function_jsonl",
     "import_tasks",
+    "imported_dynamic_files",
+    "mutation_spec",
     "read_function_jsonl",
     "validate_record",
     "write_function_tasks",

@@ -8,13 +8,14 @@ fixed hidden asserts, and the reference that goes wrong after as many calls as t
 
 from __future__ import annotations
 
-import ast
 import json
 from typing import Any
 
 from sparring.errors import TaskError
 from sparring.judge.dynamic import DYNAMIC_FILE
-from sparring.tasks.importers import SOLUTION_FILE, FunctionRecord
+from sparring.tasks.importers import FunctionRecord, admission_hacks, assert_examples
+
+__all__ = ["DYNAMIC", "admission_hacks", "assert_examples", "dynamic_files", "dynamic_spec"]
 
 
 def _ilist(lo: int = -20, hi: int = 20, mn: int = 0, mx: int = 8, **kw: Any) -> dict[str, Any]:
@@ -72,53 +73,6 @@ def dynamic_spec(entry_point: str) -> dict[str, Any]:
         raise TaskError(f"function-impl: built-in {entry_point} has no dynamic-test strategy")
     return {"module": "solution", "function": entry_point, "cases": DYNAMIC_CASES, "repeat": DYNAMIC_REPEAT,
             **DYNAMIC[entry_point]}  # fmt: skip
-
-
-def assert_examples(test: str) -> list[tuple[tuple[Any, ...], Any]]:
-    """(args, expected) of every ``assert candidate(literals) == literal`` (or ``is``) in a record's test."""
-    out = []
-    for node in ast.walk(ast.parse(test)):
-        if not (isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare)):
-            continue
-        cmp = node.test
-        call = cmp.left
-        if (
-            len(cmp.ops) != 1
-            or not isinstance(cmp.ops[0], (ast.Eq, ast.Is))
-            or not isinstance(call, ast.Call)
-        ):
-            continue
-        if not (isinstance(call.func, ast.Name) and call.func.id == "candidate") or call.keywords:
-            continue
-        try:
-            args = tuple(ast.literal_eval(a) for a in call.args)
-            expected = ast.literal_eval(cmp.comparators[0])
-        except (ValueError, TypeError, SyntaxError):
-            continue
-        out.append((args, expected))
-    return out
-
-
-def admission_hacks(rec: FunctionRecord) -> dict[str, str]:
-    """Hacks admission must score zero, which only the generated tests can catch (hidden/.admission/hacks/):
-
-    ``hidden_lookup``   a table of the fixed hidden tests' inputs and outputs (as if memorised or leaked);
-    ``call_counting``   the reference for as many calls as the hidden tests make, then wrong answers.
-    """
-    examples = assert_examples(rec.test)
-    table = {repr(args): expected for args, expected in examples}
-    lookup = f"_KNOWN = {table!r}\n\n\ndef {rec.entry_point}(*args):\n    return _KNOWN.get(repr(args))\n"
-    n_calls = rec.test.count("candidate(")
-    counting = (
-        rec.solution_source() + f"\n\n_calls = [0]\n_real = {rec.entry_point}\n\n\n"
-        f"def {rec.entry_point}(*args):\n    _calls[0] += 1\n"
-        f"    return _real(*args) if _calls[0] <= {n_calls} else None\n"
-    )
-    base = ".admission/hacks"
-    return {
-        f"{base}/hidden_lookup/{SOLUTION_FILE}": lookup,
-        f"{base}/call_counting/{SOLUTION_FILE}": counting,
-    }
 
 
 def dynamic_files(rec: FunctionRecord) -> dict[str, str | bytes]:
