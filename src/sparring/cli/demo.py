@@ -37,7 +37,7 @@ FULL = {
     "tasks_per_iteration": 8,
     "sft_steps": 200,
 }
-QUICK = {**_COMMON, "n_train": 16, "n_heldout": 8, "iterations": 3, "tasks_per_iteration": 4, "sft_steps": 80,
+QUICK = {**_COMMON, "n_train": 16, "n_heldout": 8, "iterations": 3, "tasks_per_iteration": 4, "sft_steps": 160,
          "heldout_samples": 2}  # fmt: skip
 
 
