@@ -16,8 +16,8 @@ from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.check import check_task, solution_diff
 from sparring.tasks.families import generate
 from sparring.tasks.families.function_impl import BUILTINS, builtin_records
-from sparring.tasks.families.function_impl_dynamic import assert_examples
 from sparring.tasks.hacks import ADMISSION_DIR, overlay_diff
+from sparring.tasks.importers import assert_examples
 from sparring.tasks.loader import load_task
 
 
@@ -63,7 +63,7 @@ def test_hidden_lookup_table_covers_the_fixed_asserts():
     """The red-team workspace really does pass every fixed hidden assert that it can parse."""
     for rec in builtin_records(7):
         ns: dict = {}
-        from sparring.tasks.families.function_impl_dynamic import admission_hacks
+        from sparring.tasks.importers import admission_hacks
 
         exec(admission_hacks(rec)[f"{ADMISSION_DIR}/hacks/hidden_lookup/solution.py"], ns)
         examples = assert_examples(rec.test)

@@ -46,6 +46,8 @@ MAX_CASES = 2000
 MAX_REDRAWS = 200
 REFERENCE_RAISES = frozenset({"match", "skip"})
 MAX_CALL_TIMEOUT_S = 60.0
+DYNAMIC_BUDGET = 0.5
+"""With a per-call limit, a driver run stops calling after this fraction of the judge timeout."""
 RELATIONS = {"<=": lambda a, b: a <= b, "<": lambda a, b: a < b, "!=": lambda a, b: a != b}
 
 
@@ -60,12 +62,17 @@ class DynamicSpec:
     reference_raises: str = "match"
     call_timeout_s: float | None = None
 
-    def job(self, seed: int) -> dict[str, Any]:
-        """The driver's job for one evaluation (:mod:`sparring.judge.sandbox_driver`)."""
+    def job(self, seed: int, judge_timeout_s: float) -> dict[str, Any]:
+        """The driver's job for one evaluation (:mod:`sparring.judge.sandbox_driver`).
+
+        With a per-call limit the driver also gets a wall budget (:data:`DYNAMIC_BUDGET` of the judge
+        timeout), so many slow calls cannot add up past the driver's own timeout.
+        """
         job: dict[str, Any] = {"module": self.module, "function": self.function,
                                "inputs": make_inputs(self, seed)}  # fmt: skip
         if self.call_timeout_s is not None:
             job["call_timeout_s"] = self.call_timeout_s
+            job["budget_s"] = judge_timeout_s * DYNAMIC_BUDGET
         return job
 
 

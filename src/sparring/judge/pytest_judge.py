@@ -50,8 +50,6 @@ EXPLAINS_EXIT = frozenset(
     {"exit_trick", "runtime_probe", "startup_hook", "module_shadowing", "forged_report"}
 )
 EVAL_IDS_FILE = "expected_tests.txt"
-DYNAMIC_BUDGET = 0.5
-"""With a per-call limit, a driver run stops calling after this fraction of the judge timeout."""
 
 
 class JudgeConfig(BaseModel):
@@ -147,10 +145,7 @@ class PytestJudge:
         try:
             dspec = dyn.load_dynamic(task.hidden) if cfg.dynamic and not evaluating else None
             if dspec is not None:
-                job = dspec.job(dseed)
-                if dspec.call_timeout_s is not None:
-                    # slow calls must not add up past the driver's own timeout (timeout_s, each run)
-                    job["budget_s"] = task.spec.judge.timeout_s * DYNAMIC_BUDGET
+                job = dspec.job(dseed, task.spec.judge.timeout_s)
         except TaskError as e:
             raise JudgeRunError("bad_task", str(e)) from None
         ref = None

@@ -247,13 +247,16 @@ def mutation_spec(rec: FunctionRecord) -> dict[str, Any] | None:
             "reference_raises": "skip", "call_timeout_s": IMPORT_CALL_TIMEOUT_S, "args": seeds}  # fmt: skip
 
 
+def dynamic_hidden_files(rec: FunctionRecord, spec: dict[str, Any]) -> dict[str, str | bytes]:
+    """``hidden/dynamic.json`` from ``spec`` and the admission hacks only it defeats (built-ins and imports)."""
+    return {DYNAMIC_FILE: json.dumps(spec, indent=1, sort_keys=True) + "\n", **admission_hacks(rec)}
+
+
 def imported_dynamic_files(rec: FunctionRecord) -> dict[str, str | bytes]:
     """An imported task's extra hidden files: ``dynamic.json`` and the admission hacks it defeats
     (none for a record without a usable literal assert)."""
     spec = mutation_spec(rec)
-    if spec is None:
-        return {}
-    return {DYNAMIC_FILE: json.dumps(spec, indent=1, sort_keys=True) + "\n", **admission_hacks(rec)}
+    return {} if spec is None else dynamic_hidden_files(rec, spec)
 
 
 # --------------------------------------------------------------------------- task writing
@@ -381,6 +384,7 @@ __all__ = [
     "FunctionRecord",
     "admission_hacks",
     "assert_examples",
+    "dynamic_hidden_files",
     "import_function_jsonl",
     "import_tasks",
     "imported_dynamic_files",

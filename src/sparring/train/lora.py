@@ -3,8 +3,8 @@
 ``apply_lora`` wraps an :class:`~sparring.policy.hf.HFPolicy`'s model in a peft
 ``PeftModel`` in place; only the adapter weights then require gradients, so the
 GRPO optimiser holds (and checkpoints) only those. The frozen base doubles as
-the KL reference: :func:`reference_logprobs` runs the same model with the
-adapters disabled, so no second copy of the weights is kept (TRL does the same).
+the KL reference: under :func:`adapters_disabled` the same model computes with
+the adapters off, so no second copy of the weights is kept (TRL does the same).
 
 Saving a LoRA policy (``HFPolicy.save``) writes the *merged* weights, so the
 directory stays a plain model any server or ``hf:PATH`` loads, plus the adapter

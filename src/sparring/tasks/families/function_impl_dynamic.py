@@ -8,14 +8,12 @@ fixed hidden asserts, and the reference that goes wrong after as many calls as t
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from sparring.errors import TaskError
-from sparring.judge.dynamic import DYNAMIC_FILE
-from sparring.tasks.importers import FunctionRecord, admission_hacks, assert_examples
+from sparring.tasks.importers import FunctionRecord, dynamic_hidden_files
 
-__all__ = ["DYNAMIC", "admission_hacks", "assert_examples", "dynamic_files", "dynamic_spec"]
+__all__ = ["DYNAMIC", "dynamic_files", "dynamic_spec"]
 
 
 def _ilist(lo: int = -20, hi: int = 20, mn: int = 0, mx: int = 8, **kw: Any) -> dict[str, Any]:
@@ -77,5 +75,4 @@ def dynamic_spec(entry_point: str) -> dict[str, Any]:
 
 def dynamic_files(rec: FunctionRecord) -> dict[str, str | bytes]:
     """A built-in task's extra hidden files: ``dynamic.json`` and the admission hacks it defeats."""
-    return {DYNAMIC_FILE: json.dumps(dynamic_spec(rec.entry_point), indent=1, sort_keys=True) + "\n",
-            **admission_hacks(rec)}  # fmt: skip
+    return dynamic_hidden_files(rec, dynamic_spec(rec.entry_point))
