@@ -6,7 +6,8 @@ Layout of one sandbox under the backend root::
         owner          pid of the owning process (the reaper removes orphans)
         cgroups        the sandbox's cgroup directories, one per line (for the reaper)
         bwrap.log      what bubblewrap and the exec server wrote to stderr
-        rw/            tmpfs of size disk_mb: upper/ and work/ of the overlay, tmp/, home/
+        rw/            tmpfs of size disk_mb: upper/ and work/ of the overlay, tmp/, home/, shm/
+        shm            rw/shm bound here; bubblewrap bound this point as /dev/shm, so it propagates
         root/          the sandbox's / (a shared mount; see rootfs.py), with
           workspace/   overlayfs: rw/upper over [snapshot layers...] over the task workspace
           tmp/, home/agent/   bound from rw/, so every byte the sandbox writes counts against disk_mb
@@ -17,8 +18,11 @@ further user namespaces, and the exec server (execserver.py) as PID 1. Each
 ``exec`` is then a round trip over a pipe; commands run concurrently, stream
 their output, and background processes persist between calls. ``reset`` and
 ``restore`` kill every process but the server and swap the mounts under the
-running sandbox; ``snapshot`` freezes the sandbox (cgroup freezer), copies the
-upper layer into the content-addressed layer store, and thaws it. ``close``
+running sandbox, and empty its IPC namespace (ipcns.py): every writable
+place (/workspace, /tmp, $HOME, /dev/shm; / and /dev are read-only) lives on
+the one rw tmpfs, so the next user finds nothing of the last. ``snapshot``
+freezes the sandbox (cgroup freezer), copies the upper layer into the
+content-addressed layer store, and thaws it. ``close``
 kills bubblewrap, which takes the whole pid namespace with it, then unmounts
 and removes everything. A watchdog process cleans up after an owner that dies
 without closing (see reaper.py), and a restarted backend reaps what a dead one
@@ -42,7 +46,7 @@ import uuid
 from pathlib import Path
 
 from sparring.errors import SandboxError, SandboxUnavailableError
-from sparring.sandbox import execserver, mounts, reaper, seccomp
+from sparring.sandbox import execserver, ipcns, mounts, reaper, seccomp
 from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.cgroups import CgroupSet
 from sparring.sandbox.channel import ExecChannel, OutputCallback
@@ -204,6 +208,7 @@ class LocalSandbox(HostFiles):
         self.proxy: AllowlistProxy | None = None
         self._sb_mounted = False
         self._layer_mounts: list[Path] = []
+        self._shm_point = self.dir / "shm"  # outside root/: only the sandbox's /dev/shm is bound from it
 
     @property
     def lower(self) -> Path:
@@ -224,13 +229,15 @@ class LocalSandbox(HostFiles):
         (self.dir / "owner").write_text(str(os.getpid()))
         self._empty.mkdir()
         self.rootdir.mkdir(mode=0o755)
+        if b.overlay:
+            self._shm_point.mkdir(mode=0o755)
         b.plan.populate(self.rootdir)
         for dest in (*s.extra_ro, *s.extra_rw):
             p = self.rootdir / dest.lstrip("/")
             p.mkdir(parents=True, exist_ok=True)
         if b.overlay:
             self._bind_static()
-        self._mount_layers()
+        self._mount_layers(shm=False)  # /dev/shm only once bubblewrap has bound its propagation point
         self.cg = CgroupSet.create(self.id, s.memory_mb, s.pids, s.cpus, freezer=b.overlay)
         if self.cg.dirs:
             (self.dir / "cgroups").write_text("\n".join(map(str, self.cg.dirs.values())) + "\n")
@@ -256,6 +263,8 @@ class LocalSandbox(HostFiles):
             seccomp.close_fd(sc_fd)
             if net_fd is not None:
                 os.close(net_fd)
+        if b.overlay:
+            self._mount_shm()
         if net_fd is None and s.network == "none" and os.geteuid() == 0:
             set_loopback(self.server_host_pid(), up=False)  # an empty network namespace: not even loopback
 
@@ -311,19 +320,15 @@ class LocalSandbox(HostFiles):
                 a += ["--bind", str(src), dest]
         if self.proxy is not None and not b.overlay:
             a += ["--ro-bind", str(self.dir / "proxy"), "/run/sparring"]
-        shm = max(1, min(s.disk_mb, 64)) * 1024 * 1024
-        a += [
-            "--proc",
-            "/proc",
-            "--remount-ro",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--size",
-            str(shm),
-            "--tmpfs",
-            "/dev/shm",
-        ]
+        a += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev"]
+        if b.overlay:  # a propagation point: the host binds rw/shm there after start (see _mount_shm)
+            a += ["--bind", str(self._shm_point), "/dev/shm"]
+        else:
+            shm = max(1, min(s.disk_mb, 64)) * 1024 * 1024
+            a += ["--size", str(shm), "--tmpfs", "/dev/shm"]
+        # The IPC namespace's POSIX queues, visible so reset can remove them; /dev itself read-only
+        # (bubblewrap's /dev is a tmpfs the agent owns: a place no reset would clear).
+        a += ["--mqueue", "/dev/mqueue", "--remount-ro", "/dev"]
         a += ["--remount-ro", "/"]
         a += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--chdir", "/"]
         env = b.environment
@@ -332,7 +337,9 @@ class LocalSandbox(HostFiles):
             a += ["--proxy", str(PROXY_PORT), "/run/sparring/proxy.sock"]
         return a
 
-    def _mount_layers(self) -> None:
+    def _mount_layers(self, shm: bool = True) -> None:
+        """The sandbox's writable state, fresh: the workspace overlay, /tmp, home and /dev/shm, all on one
+        tmpfs of disk_mb (so they share the quota, and unmounting it discards every byte written)."""
         if not self.backend.overlay:
             # Copy mode: refill the directory in place (bubblewrap holds a bind of it).
             self.merged.mkdir(exist_ok=True)
@@ -354,11 +361,12 @@ class LocalSandbox(HostFiles):
             flags=mounts.MS_NOSUID | mounts.MS_NODEV,
         )
         self._layer_mounts.append(rw)
-        for d in ("upper", "work", "tmp", "home"):
+        for d in ("upper", "work", "tmp", "home", "shm"):
             (rw / d).mkdir()
         os.chmod(rw / "tmp", 0o1777)
+        os.chmod(rw / "shm", 0o1777)
         if uid is not None:
-            for d in ("upper", "tmp", "home"):
+            for d in ("upper", "tmp", "home", "shm"):
                 os.chown(rw / d, uid, uid)
         lowers = ":".join(str(p) for p in (*self.layers, self.lower))
         mounts.mount(
@@ -374,6 +382,14 @@ class LocalSandbox(HostFiles):
             target.mkdir(parents=True, exist_ok=True)
             mounts.bind(p, target, readonly=True)
             self._layer_mounts.append(target)
+        if shm:
+            self._mount_shm()
+
+    def _mount_shm(self) -> None:
+        """Bind rw/shm on the point bubblewrap bound as /dev/shm: the mount propagates into the sandbox,
+        and unmounting it (reset) propagates too, so /dev/shm goes with the rest of the rw tmpfs."""
+        mounts.bind(self.rw / "shm", self._shm_point)
+        self._layer_mounts.append(self._shm_point)
 
     def _unmount_layers(self) -> None:
         for mp in reversed(self._layer_mounts):
@@ -550,9 +566,24 @@ class LocalSandbox(HostFiles):
         """Back to the initial state: every process is killed, every write discarded."""
         await self._remount(())
 
+    @property
+    def reusable(self) -> bool:
+        """Whether ``reset`` returns every writable place and namespace-held object to its initial state.
+
+        True as root (overlay mode): /workspace, /tmp, $HOME and /dev/shm are one tmpfs that reset replaces,
+        /dev is read-only, and the IPC namespace is emptied. Copy mode keeps /tmp, $HOME, /dev/shm and IPC
+        objects across reset, so a pool closes such a sandbox instead of handing it to the next rollout.
+        """
+        return self.backend.overlay
+
     async def _remount(self, layers: tuple[Path, ...]) -> None:
         ch = self._live()
         await ch.call(execserver.T_KILLALL)
+        if self.backend.overlay:
+            try:  # after the kill: nothing holds a segment, so its memory is uncharged at once
+                ipcns.clear(self.server_host_pid())
+            except SandboxError as e:
+                await self._break(f"its IPC namespace could not be emptied ({e})")
         self._unmount_layers()
         self.layers = layers
         try:

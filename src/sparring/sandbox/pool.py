@@ -3,7 +3,9 @@
 * **Warm**: idle sandboxes are kept per spec (task workspace, limits, network),
   so an acquire from the pool costs a dict lookup; a cold acquire costs one
   ``create``. ``release`` resets the sandbox (every process killed, the
-  copy-on-write layer discarded) and keeps it warm.
+  copy-on-write layer, /tmp, $HOME, /dev/shm and IPC objects discarded) and
+  keeps it warm; a sandbox whose reset cannot clear all of that (a local one
+  in copy mode) or whose reset failed is closed instead.
 * **Health**: a sandbox whose exec server died (killed, OOM) is noticed at
   once by its channel; it is closed, never handed out again, and replaced.
 * **Maximum size and back-pressure**: at most ``max_size`` sandboxes exist
@@ -40,6 +42,11 @@ def spec_for_task(task: Task, seed: int = 0, workspace_digest: str | None = None
 
 def _healthy(sb: Sandbox) -> bool:
     return bool(getattr(sb, "healthy", True))
+
+
+def _reusable(sb: Sandbox) -> bool:
+    """Whether ``reset`` clears everything the last user left (a local sandbox in copy mode does not)."""
+    return bool(getattr(sb, "reusable", True))
 
 
 class SandboxPool:
@@ -146,7 +153,7 @@ class SandboxPool:
     async def release(self, sb: Sandbox, broken: bool = False) -> None:
         key = self._spec_of.pop(sb.id, None)
         keep = False
-        if not broken and key is not None and _healthy(sb):
+        if not broken and key is not None and _healthy(sb) and _reusable(sb):
             try:
                 await sb.reset()
                 keep = _healthy(sb)
