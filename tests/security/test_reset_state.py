@@ -107,7 +107,9 @@ assert addr not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
 ctypes.memset(addr, 1, size)
 print("segment", sid)
 """
-ALLOCATE = "import sys; b = bytearray(int(sys.argv[1]) << 20); b[::4096] = b'x' * len(b[::4096]); print('allocated')"
+ALLOCATE = (
+    "import sys; b = bytearray(int(sys.argv[1]) << 20); b[::4096] = b'x' * len(b[::4096]); print('allocated')"
+)
 
 
 async def _survey(sb) -> dict:

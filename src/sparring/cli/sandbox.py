@@ -55,7 +55,9 @@ def exec_cmd(
     ),
     memory_mb: int | None = typer.Option(None, "--memory-mb", help="Memory limit in MiB."),
     pids: int | None = typer.Option(None, "--pids", help="Most processes at once."),
-    cpus: float | None = typer.Option(None, "--cpus", help="CPU share in cores."),
+    cpus: float | None = typer.Option(
+        None, "--cpus", help="CPU bound in cores (cgroup quota; 0.5: half a core)."
+    ),
     disk_mb: int = typer.Option(512, "--disk-mb", help="Most MiB the command may write."),
     nofile: int = typer.Option(1024, "--nofile", help="Most open files per process."),
     timeout: float = typer.Option(
@@ -84,15 +86,17 @@ def exec_cmd(
         backend = LocalBackend()
         sb = await backend.create(spec)
         try:
-            return await sb.exec(list(cmd), timeout=timeout)
+            return await sb.exec(list(cmd), timeout=timeout), sb.degraded
         finally:
             await sb.close()
 
-    r = run_async(go())
+    r, degraded = run_async(go())
     not_found = r.exit_code == 127 and r.stderr.startswith("sparring: command not found")
     if json_out:
-        emit_json(r.to_json())
+        emit_json({**r.to_json(), **({"degraded": list(degraded)} if degraded else {})})
     else:
+        for d in degraded:
+            err_console.print(f"[yellow]limit degraded (no writable cgroups): {d}[/]")
         sys.stdout.write(r.stdout)
         if not not_found:
             sys.stderr.write(r.stderr)

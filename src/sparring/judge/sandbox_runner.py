@@ -179,6 +179,7 @@ async def run_in_sandbox(
             extra_ro=mounts,
             memory_mb=lim.memory_mb if limits else None,
             pids=lim.pids if limits else None,
+            cpus=lim.cpus if limits else None,
             disk_mb=max(lim.disk_mb, 64),
         )
         t = time.perf_counter()

@@ -3,7 +3,9 @@
 A :class:`CgroupSet` is one group per controller (v1) or one group (v2) named
 ``sparring/<sandbox id>``. The sandbox's processes join it before they exec,
 so nothing escapes the limit (see ``procs_files``); OOM kills are counted so an exec can report
-``oom_killed``.
+``oom_killed``, and CPU time is accounted (v2 ``cpu.stat``, v1 ``cpuacct``) so the
+CPU bound can be checked from the host. Where no hierarchy is writable the
+limits fall back to rlimits and ``degraded`` says what is weaker or missing.
 """
 
 from __future__ import annotations
@@ -32,18 +34,30 @@ def _write(p: Path, value: str) -> None:
     p.write_text(value)
 
 
+def _keyed(p: Path) -> dict[str, int]:
+    """A flat ``key value`` file (cpu.stat, memory.events) as a dict."""
+    out: dict[str, int] = {}
+    for line in p.read_text().splitlines():
+        k, _, v = line.partition(" ")
+        if v.strip().isdigit():
+            out[k] = int(v)
+    return out
+
+
 @dataclass
 class CgroupSet:
     """The cgroup directories of one sandbox; ``dirs`` maps controller -> directory.
 
     ``rlimits`` holds the per-process fallback limits used when no cgroup
-    hierarchy is writable (a clear warning is logged: rlimits are weaker).
+    hierarchy is writable (a clear warning is logged: rlimits are weaker);
+    ``degraded`` names each requested limit that is then weaker or not enforced.
     """
 
     name: str
     dirs: dict[str, Path] = field(default_factory=dict)
     v2: bool = False
     rlimits: dict[str, int] = field(default_factory=dict)
+    degraded: tuple[str, ...] = ()
 
     @classmethod
     def create(
@@ -86,19 +100,24 @@ class CgroupSet:
         err: Exception,
     ) -> CgroupSet:
         with contextlib.suppress(Exception):
-            cls(name, {c: root / c / PARENT / name for c in ("memory", "pids", "cpu")}).destroy()
+            cls(name, {c: root / c / PARENT / name for c in ("memory", "pids", "cpu", "cpuacct")}).destroy()
         why = err.strerror if isinstance(err, OSError) else str(err)
         rl: dict[str, int] = {}
+        degraded: list[str] = []
         if memory_mb is not None:
             rl["as"] = memory_mb * 1024 * 1024
+            degraded.append("memory: address-space rlimit per process, OOM kills not reported")
         if pids is not None:
             rl["nproc"] = pids
+            degraded.append("pids: process rlimit per user")
+        if cpus is not None:
+            degraded.append("cpus: not enforced")
         log.warning(
             "cgroups at %s are not writable (%s): falling back to rlimits (memory as address space per process, "
             "pids per user%s); OOM kills will not be reported. Run as root for real limits.",
             root, why, ", no CPU share limit" if cpus is not None else "",
         )  # fmt: skip
-        return cls(name, rlimits=rl)
+        return cls(name, rlimits=rl, degraded=tuple(degraded))
 
     def freeze(self, timeout: float = 2.0) -> bool:
         """Stop every process of the sandbox (invisibly to them); False when there is no freezer."""
@@ -171,7 +190,40 @@ class CgroupSet:
             else:
                 _write(d / "cpu.cfs_period_us", "100000")
                 _write(d / "cpu.cfs_quota_us", str(int(float(value) * 100_000)))
+                acct = root / "cpuacct"
+                if not (d / "cpuacct.usage").exists() and acct.is_dir():  # not co-mounted: its own group
+                    a = acct / PARENT / name
+                    a.mkdir(parents=True)
+                    cg.dirs["cpuacct"] = a
         return cg
+
+    def cpu_stat(self) -> dict[str, int]:
+        """CPU accounting of the sandbox so far, the same keys on v1 and v2 (those available):
+        ``usage_us`` (CPU time used), ``nr_throttled`` (periods the quota stopped it), ``throttled_us``."""
+        out: dict[str, int] = {}
+        try:
+            if self.v2:
+                stat = _keyed(self.dirs["unified"] / "cpu.stat")
+                for key, ours in (("usage_usec", "usage_us"), ("nr_throttled", "nr_throttled")):
+                    if key in stat:
+                        out[ours] = stat[key]
+                if "throttled_usec" in stat:
+                    out["throttled_us"] = stat["throttled_usec"]
+                return out
+            if "cpu" in self.dirs:
+                stat = _keyed(self.dirs["cpu"] / "cpu.stat")
+                if "nr_throttled" in stat:
+                    out["nr_throttled"] = stat["nr_throttled"]
+                if "throttled_time" in stat:
+                    out["throttled_us"] = stat["throttled_time"] // 1000
+            for ctrl in ("cpuacct", "cpu"):
+                f = self.dirs[ctrl] / "cpuacct.usage" if ctrl in self.dirs else None
+                if f is not None and f.exists():
+                    out["usage_us"] = int(f.read_text()) // 1000
+                    break
+        except (OSError, ValueError):
+            pass
+        return out
 
     def procs_files(self) -> list[Path]:
         """The ``cgroup.procs`` file of every group: a process joins by writing its pid there."""

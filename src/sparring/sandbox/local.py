@@ -567,6 +567,11 @@ class LocalSandbox(HostFiles):
         await self._remount(())
 
     @property
+    def degraded(self) -> tuple[str, ...]:
+        """Each limit of the spec that is weaker than asked or not enforced (no writable cgroups)."""
+        return self.cg.degraded
+
+    @property
     def reusable(self) -> bool:
         """Whether ``reset`` returns every writable place and namespace-held object to its initial state.
 

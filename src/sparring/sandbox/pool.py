@@ -35,6 +35,7 @@ def spec_for_task(task: Task, seed: int = 0, workspace_digest: str | None = None
         network=lim.network,
         memory_mb=lim.memory_mb,
         pids=lim.pids,
+        cpus=lim.cpus,
         disk_mb=lim.disk_mb,
         seed=seed,
     )
@@ -90,7 +91,7 @@ class SandboxPool:
                 self._digests[key] = digest
         s = spec_for_task(task, workspace_digest=digest)
         if not self.limits:
-            s = s.model_copy(update={"memory_mb": None, "pids": None})
+            s = s.model_copy(update={"memory_mb": None, "pids": None, "cpus": None})
         return s
 
     async def acquire_spec(self, spec: SandboxSpec) -> Sandbox:

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from sparring.errors import TaskError
 from sparring.tasks.digest import task_digest
-from sparring.tasks.spec import TaskSpec
+from sparring.tasks.spec import TaskSpec, canonical_dump
 
 TASK_FILE = "task.toml"
 
@@ -87,7 +87,7 @@ def load_task(path: str | Path) -> Task:
         raise TaskError(f"invalid {f}: {loc}: {first['msg']} ({e.error_count()} problem(s))") from None
     if not (d / "workspace").is_dir():
         raise TaskError(f"{d} has no workspace/ directory: every task needs its initial state")
-    return Task(spec=spec, path=d.resolve(), digest=task_digest(spec.model_dump(mode="json"), d))
+    return Task(spec=spec, path=d.resolve(), digest=task_digest(canonical_dump(spec), d))
 
 
 def find_tasks(path: str | Path) -> list[Task]:
@@ -127,7 +127,7 @@ def write_task(
         if deleted:
             (tmp / "solution" / ".deleted").write_text("".join(f"{x}\n" for x in deleted))
         spec = spec.model_copy(update={"workspace_digest": workspace_digest(tmp / "workspace")})
-        (tmp / TASK_FILE).write_text(tomli_w.dumps(spec.model_dump(mode="json", exclude_none=True)))
+        (tmp / TASK_FILE).write_text(tomli_w.dumps(canonical_dump(spec, exclude_none=True)))
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)

@@ -11,11 +11,15 @@ A task is a directory (DESIGN.md §2)::
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SCHEMA_VERSION = 1
+DEFAULT_CPUS = 1.0
+"""A task sandbox's CPU bound when task.toml sets none: one core, whatever the host. A fixed share, not
+cores / concurrency, so a task's behaviour (its timeouts) does not depend on the machine or on how many
+rollouts run beside it, and no rollout can take the cores its neighbours need."""
 
 
 class _Strict(BaseModel):
@@ -30,6 +34,12 @@ class Limits(_Strict):
     exec_timeout_s: float = Field(30.0, gt=0, description="Default timeout of one command.")
     memory_mb: int = Field(1024, ge=32, description="Memory limit of the sandbox (SandboxSpec's bound).")
     pids: int = Field(256, ge=8, description="Most processes alive in the sandbox.")
+    cpus: float = Field(
+        DEFAULT_CPUS,
+        gt=0,
+        le=64,
+        description="CPU bound of the sandbox in cores (cgroup quota; SandboxSpec's cpus); 0.5 is half a core.",
+    )
     disk_mb: int = Field(256, ge=1, description="Most bytes the agent may write.")
     network: Literal["none", "loopback"] = Field("none", description="Network of the sandbox.")
 
@@ -112,3 +122,18 @@ class TaskSpec(_Strict):
         if "submit" not in v:
             raise ValueError("tools must include 'submit' so a rollout can end")
         return v
+
+
+# Fields added after schema 1 enter a spec's canonical form only when they differ from their default, so
+# every task written before them keeps its digest and its task.toml bytes.
+_LATER_FIELDS: tuple[tuple[str, str, object], ...] = (("limits", "cpus", DEFAULT_CPUS),)
+
+
+def canonical_dump(spec: TaskSpec, exclude_none: bool = False) -> dict[str, Any]:
+    """The spec as JSON-able data for its digest and task.toml: later fields at their default left out."""
+    out = spec.model_dump(mode="json", exclude_none=exclude_none)
+    for section, name, default in _LATER_FIELDS:
+        part = out.get(section)
+        if isinstance(part, dict) and part.get(name) == default:
+            del part[name]
+    return out
