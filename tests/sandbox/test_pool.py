@@ -95,3 +95,27 @@ def test_acquire_for_a_task_pins_its_workspace(backend, clamp_task):
 
     lower = run(body())
     assert lower.name.startswith("ws-") and lower.parent == backend.root / "layers"
+
+
+def test_a_sandbox_reset_cannot_clear_is_closed_instead_of_reused(backend, workspace, tmp_path):
+    # an extra writable mount is a host directory that reset leaves as it is: the next user would see it
+    out = tmp_path / "out"
+    out.mkdir()
+
+    async def body():
+        pool = SandboxPool(backend, max_idle=2)
+        spec = SandboxSpec(workspace=workspace, extra_rw={"/judge/out": out})
+        try:
+            a = await pool.acquire_spec(spec)
+            await a.exec("echo left > /judge/out/leftover")
+            reusable = a.reusable
+            await pool.release(a)
+            b = await pool.acquire_spec(spec)
+            await pool.release(b)
+            return a, b, reusable
+        finally:
+            await pool.close()
+
+    a, b, reusable = run(body())
+    assert (out / "leftover").read_text() == "left\n"  # positive control: the write reached the host dir
+    assert not reusable and a.closed and a.id != b.id

@@ -52,7 +52,9 @@ class SandboxSpec(BaseModel):
         description="Memory limit in MiB (cgroup), exec server included; OOM is reported.",
     )
     pids: int | None = Field(None, ge=8, le=1 << 22, description="Most processes alive at once (cgroup).")
-    cpus: float | None = Field(None, gt=0, le=4096, description="CPU share as a number of cores (cgroup).")
+    cpus: float | None = Field(
+        None, gt=0, le=4096, description="CPU bound in cores (cgroup quota): 0.5 is half a core."
+    )
     disk_mb: int = Field(
         512,
         ge=1,

@@ -577,9 +577,10 @@ class LocalSandbox(HostFiles):
 
         True as root (overlay mode): /workspace, /tmp, $HOME and /dev/shm are one tmpfs that reset replaces,
         /dev is read-only, and the IPC namespace is emptied. Copy mode keeps /tmp, $HOME, /dev/shm and IPC
-        objects across reset, so a pool closes such a sandbox instead of handing it to the next rollout.
+        objects across reset, and a spec's extra_rw mounts are host directories reset never touches, so a
+        pool closes such a sandbox instead of handing it to the next rollout.
         """
-        return self.backend.overlay
+        return self.backend.overlay and not self.spec.extra_rw
 
     async def _remount(self, layers: tuple[Path, ...]) -> None:
         ch = self._live()
