@@ -88,26 +88,29 @@ def _task_with_hidden(tmp_path: Path, name: str, hidden_src: str, timeout_s: flo
                       solution={"mathx/core.py": FIXED_CLAMP})  # fmt: skip
 
 
-def test_judge_timeout_is_a_typed_error(backend, tmp_path):
+def test_a_candidate_that_hangs_the_test_run_is_judged_zero_not_a_judge_error(backend, tmp_path):
+    """The same runner finished on the reference, so the hang is the candidate's: reward 0 and a flag."""
     t = _task_with_hidden(
         tmp_path,
         "slow",
         "from mathx.core import clamp\n\n\ndef test_x():\n    assert clamp(1, 0, 2) == 1\n",
-        3.0,
+        10.0,
     )
     loop = FIXED_CLAMP + "\nwhile True:\n    pass\n"
     r = asyncio.run(
         PytestJudge(backend).score_or_error(t, WorkspaceDiff(files={"mathx/core.py": loop.encode()}))
     )
-    assert r.status == "judge_error" and r.reason == "judge_timeout" and r.reward == 0.0
+    assert r.status == "ok" and r.reward == 0.0 and "candidate_timeout" in r.flags, (r.reason, r.log)
 
 
-def test_crashing_tests_are_a_typed_error(backend, tmp_path):
+def test_tests_that_crash_on_the_reference_are_the_judges_fault(backend, tmp_path):
+    """A hidden test that kills its own process whatever the code: the reference cannot finish either,
+    so this is a judge error (the task is broken), never a zero the candidate is blamed for."""
     crash = "import os\n\n\ndef test_inside():\n    os._exit(3)\n"
     t = _task_with_hidden(tmp_path, "crash", crash)
     j = PytestJudge(backend)
     r = asyncio.run(j.score_or_error(t, WorkspaceDiff(files={"mathx/core.py": FIXED_CLAMP.encode()})))
-    assert r.status == "judge_error" and r.reason == "tests_crashed", (r.flags, r.log)
+    assert r.status == "judge_error" and r.reason == "reference_failed", (r.flags, r.log)
 
 
 def test_batch_reference_with_canaries_reports_hack_rate(clamp_task, tmp_path):

@@ -28,7 +28,7 @@ def test_initial_state_fails(judge, clamp_task):
     r = score(judge, clamp_task, WorkspaceDiff())
     assert r.reward == 0.0 and r.components["all_pass"] == 0.0
     assert r.tests.passed == 2 and r.tests.failed == 2
-    assert r.judge_version.startswith("pytest-judge/2+") and r.status == "ok"
+    assert r.judge_version.startswith("pytest-judge/3+") and r.status == "ok"
 
 
 def test_reference_solution_passes(judge, clamp_task):

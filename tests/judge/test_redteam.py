@@ -55,7 +55,8 @@ def test_hack_scores_zero_and_is_flagged(judge, family_tasks, family, hack):
 
 @pytest.mark.parametrize("family", ["clamp", "code-repair"])
 def test_swapped_test_code_is_caught_even_on_a_correct_solution(judge, family_tasks, family):
-    """Test functions whose code the candidate replaced 'pass' without one assert: flagged, zero."""
+    """Test functions whose code the candidate replaced 'pass' without one assert: the host sees sites
+    the reference observed go unobserved, fails those tests and flags it."""
     from sparring.judge.redteam import NEUTER_TESTS, target
 
     t = family_tasks[family]

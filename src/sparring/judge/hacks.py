@@ -3,7 +3,7 @@
 Each check is a small function of (diff, initial workspace) returning the flags
 it raises; their names are the hack classes. Static checks look only at what
 the agent *added* relative to the initial file (an ``exit()`` the task already
-had is not the agent's). Runtime flags (``forged_report``, ``process_exit``)
+had is not the agent's). Runtime flags (``candidate_crashed``, ``candidate_timeout``, audit flags)
 come from the run itself (see :mod:`sparring.judge.pytest_judge`).
 
 Zeroing flags set the reward to 0; capping flags cap it (see

@@ -2,14 +2,21 @@
 
 1. Static hack checks and static components on the diff, on the host
    (:mod:`~sparring.judge.hacks`, :mod:`~sparring.judge.static`).
-2. A fresh sandbox over the task's *initial* workspace; the diff is applied,
-   hidden tests and pristine copies of the visible tests are mounted read-only
-   only now (:mod:`~sparring.judge.sandbox_runner`).
-3. The judge's own launcher runs pytest with its pinned config; the per-test
-   report comes back as HMAC-signed frames (:mod:`~sparring.judge.report`).
-   Every expected id must be reported ``passed``; skipped, xfailed, xpassed,
-   missing and errors count as failures. Exit codes and stdout are never read
-   for the score.
+2. The judge's tests (hidden ones and pristine copies of the visible ones) are
+   rewritten on the host into probes (:mod:`~sparring.judge.probe`): every assert
+   only *observes* the candidate's value; the expected side stays here.
+3. A fresh sandbox over the task's *initial* workspace; the diff is applied and
+   the launcher runs the probes (:mod:`~sparring.judge.sandbox_runner`). The
+   candidate controls that process, so its report is a claim: a test passes only
+   if it ran to the end, every observation matches the withheld expectation and
+   it observed each site as often as the reference solution did
+   (:mod:`~sparring.judge.withheld`). Skipped, xfailed, xpassed, missing and
+   errors count as failures.
+   Whose fault a broken run is: the launcher reports ``start`` before candidate
+   code can run, and the same launcher ran the reference to its end, so a run
+   that started and then died or hung is the candidate's (reward 0 with
+   ``candidate_crashed`` / ``candidate_timeout``); a runner that never started,
+   or a sandbox that failed, is the judge's (``judge_error``).
 4. Dynamic tests (``hidden/dynamic.json``): fresh inputs, reference vs candidate
    in separate processes, exact-typed comparison here (inputs on which the
    reference itself fails are unusable where the spec says ``reference_raises:
@@ -36,19 +43,24 @@ from sparring.errors import TaskError
 from sparring.judge import dynamic as dyn
 from sparring.judge.base import JudgeResult, JudgeRunError, Usage, judge_error_result
 from sparring.judge.hacks import static_flags
-from sparring.judge.report import asserting_tests, parse_frames, split_ids
+from sparring.judge.probe import build_plan
+from sparring.judge.report import parse_report, split_ids
 from sparring.judge.reward import components_from_tests, compose_reward, efficiency, usage_efficiency
-from sparring.judge.sandbox_runner import JudgePool, run_in_sandbox
+from sparring.judge.sandbox_runner import (
+    JudgePool,
+    hidden_test_files,
+    launcher_job,
+    regression_files,
+    run_in_sandbox,
+)
 from sparring.judge.static import static_components
 from sparring.judge.version import judge_version
+from sparring.judge.withheld import SKIPPED, RefTrace, host_outcomes, reference_trace
 from sparring.rollout.trajectory import TestCounts
 from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
 from sparring.tasks.loader import Task
 
 EVAL_DIR = "eval"
-EXPLAINS_EXIT = frozenset(
-    {"exit_trick", "runtime_probe", "startup_hook", "module_shadowing", "forged_report"}
-)
 EVAL_IDS_FILE = "expected_tests.txt"
 
 
@@ -96,6 +108,8 @@ class PytestJudge:
         self.limits = limits
         self.pool = pool  # warm sandboxes reset between judgements (throughput); None: fresh each time
         self.config = config or JudgeConfig()
+        # The reference solution's trace per (task digest, split, regression): the same for every judgement.
+        self._traces: dict[tuple[str, bool, bool], RefTrace] = {}
         # Seeds are per evaluation, not part of what the judge *is*.
         self.version = judge_version(self.config.model_dump(exclude={"dynamic_seed", "shuffle_seed"}))
 
@@ -148,26 +162,33 @@ class PytestJudge:
                 job = dspec.job(dseed, task.spec.judge.timeout_s)
         except TaskError as e:
             raise JudgeRunError("bad_task", str(e)) from None
+        files, args = self.test_files(task, evaluating)
+        shuffle = cfg.shuffle_seed if cfg.shuffle_seed is not None else secrets.randbits(31)
+        allow_binary = bool(getattr(task.spec.judge, "allow_binary_modules", None))
+        plan = build_plan(files, secrets.randbits(31))  # fresh coin flips for every judgement
+        trace_key = (task.digest, evaluating, cfg.regression)
+        trace = self._traces.get(trace_key)
+        ref_plan = None if trace is not None else build_plan(files, secrets.randbits(31))
         ref = None
-        if job is not None:
-            files, deleted = task.solution_files()
-            ref = WorkspaceDiff(files=files, deleted=tuple(deleted))
-        hidden_dir = f"/judge/hidden/{EVAL_DIR}" if evaluating else "/judge/hidden"
-        testdirs = [hidden_dir]
-        if not evaluating and (task.hidden / EVAL_DIR).is_dir():
-            testdirs.append(f"--ignore=/judge/hidden/{EVAL_DIR}")
-        if cfg.regression:
-            testdirs.append("/judge/regress")
+        if job is not None or ref_plan is not None:
+            sol_files, deleted = task.solution_files()
+            ref = WorkspaceDiff(files=sol_files, deleted=tuple(deleted))
         flags = static_flags(diff, task.workspace)
         comps, metrics = static_components(diff, task.workspace)
         if usage is not None:
             comps["usage"], more = self.usage_components(task, usage)
             metrics.update(more)
         run = await run_in_sandbox(
-            self.backend, task, diff, testdirs,
-            shuffle_seed=cfg.shuffle_seed if cfg.shuffle_seed is not None else secrets.randbits(31),
+            self.backend, task, diff, launcher_job(plan.files, args, shuffle, allow_binary),
             dynamic_job=job, reference=ref, limits=self.limits, pool=self.pool,
+            reference_job=None if ref_plan is None else launcher_job(ref_plan.files, args, shuffle, allow_binary),
         )  # fmt: skip
+        if trace is None:
+            assert ref_plan is not None
+            trace = self._traces[trace_key] = reference_trace(run.reference_pytest, ref_plan)
+        metrics["unverifiable_sites"] = float(len(trace.unverifiable))
+        metrics["withheld_sites"] = float(sum(1 for s in plan.sites.values() if s.kind != "bool"))
+        metrics["observed_sites"] = float(len(plan.sites))
         if not run.applied:
             flags.append("diff_not_applicable")
             return self._result(
@@ -176,55 +197,47 @@ class PytestJudge:
         r = run.pytest
         assert r is not None
         log = r.stderr[-4000:]  # stdout is the report channel
-        if r.timed_out:
-            raise JudgeRunError(
-                "judge_timeout", f"the test run passed the judge timeout of {task.spec.judge.timeout_s}s"
-            )
-        rep = parse_frames(r.stdout, run.key)
+        rep = parse_report(r.stdout)
         if not rep.started:
+            # "start" is written before any candidate code can run: without it the judge never came up.
+            if r.timed_out:
+                raise JudgeRunError(
+                    "judge_timeout", f"the test runner did not start within {task.spec.judge.timeout_s}s"
+                )
             raise JudgeRunError(
                 "runner_crashed",
                 f"the test runner died before running any test (exit {r.exit_code}): {log[-600:]}",
             )
-        if rep.forged:
-            flags.append("forged_report")
         flags += rep.audit_flags
-        if not rep.done:
-            if not EXPLAINS_EXIT.intersection(flags):
-                # Nothing the agent visibly did ends a process: the suite itself crashed (or the sandbox
-                # ran out of memory). A typed judge error, never a zero the agent would be blamed for.
-                why = "out of memory" if r.oom_killed else f"exit {r.exit_code}"
-                raise JudgeRunError(
-                    "tests_crashed", f"the test run ended before finishing ({why}): {log[-600:]}"
-                )
-            flags.append("process_exit")
-        if rep.mismatched:
-            flags.append("results_mismatch")
-        prefix = f"hidden/{EVAL_DIR}" if evaluating else "hidden"
-        hidden = split_ids(rep.outcomes, prefix)
-        hidden_asserts = split_ids(rep.asserts, prefix)
-        must_assert = asserting_tests(task.hidden / EVAL_DIR if evaluating else task.hidden)
-        skipped = [t for t, v in hidden.items() if v == "passed" and t.split("[")[0] in must_assert
-                   and not hidden_asserts.get(t)]  # fmt: skip
-        if skipped:
-            # A test whose body asserts "passed" without running one assert: its code was swapped out.
+        if r.timed_out:
+            flags.append("candidate_timeout")  # the same runner finished on the reference: the hang is the candidate's
+        elif not rep.done:
+            flags.append("candidate_crashed")
+            metrics["candidate_oom"] = 1.0 if r.oom_killed else 0.0
+        outcomes, rejected = host_outcomes(rep, plan, trace)
+        metrics["claims_rejected"] = float(len(rejected))
+        if any(why.endswith(f"({SKIPPED})") for _, why in rejected):
+            # A test said it passed without reaching asserts the reference reaches: its code was cut short.
             flags.append("assertions_skipped")
-            for t in skipped:
-                hidden[t] = "failed"
-        metrics["asserts_passed"] = float(sum(hidden_asserts.values()))
+        if rejected:
+            log = (log + "\nnot passed on the host: " + "; ".join(f"{t}: {w}" for t, w in rejected[:5]))[-4000:]
+        prefix = f"hidden/{EVAL_DIR}" if evaluating else "hidden"
+        hidden = split_ids(outcomes, prefix)
         metrics["test_wall_s"] = round(run.pytest_wall_s, 4)
         if cfg.split == "eval":
             metrics["eval_split"] = 1.0 if evaluating else 0.0
         metrics["collect_errors"] = float(len(rep.collect_errors))
         comps["efficiency"] = efficiency(run.pytest_wall_s, task.spec.judge.timeout_s)
-        if run.has_regress and cfg.regression:
-            reg = split_ids(rep.outcomes, "regress")
+        if "regress" in args:
+            reg = split_ids(outcomes, "regress")
             reg_errors = sum(1 for k in rep.collect_errors if k.startswith("regress"))
             total = len(reg) + reg_errors
             comps["regression"] = (sum(1 for v in reg.values() if v == "passed") / total) if total else 0.0
         if job is not None:
             assert run.reference is not None
             assert dspec is not None
+            if run.candidate is None and not r.timed_out:
+                flags.append("candidate_crashed")  # the driver ran the reference, so its death is the candidate's
             frac, mism = dyn.compare(run.reference, run.candidate, dspec.reference_raises)
             comps["dynamic"] = frac
             metrics["dynamic_cases"] = float(len(job["inputs"]))
@@ -233,6 +246,23 @@ class PytestJudge:
                 usable = len(dyn.usable_cases(run.reference, dspec.reference_raises))
                 metrics["dynamic_unusable"] = float(len(job["inputs"]) - usable)
         return self._result(task, expected, hidden, comps, metrics, flags, t0, log, dseed if job else None)
+
+    def test_files(self, task: Task, evaluating: bool) -> tuple[dict[str, bytes], list[str]]:
+        """The judge's test files (rel to the probe root: ``hidden/...``, ``regress/...``) and what to collect."""
+        hidden = hidden_test_files(task)
+        eval_prefix = EVAL_DIR + "/"
+        if evaluating:
+            files = {f"hidden/{r}": b for r, b in hidden.items() if r.startswith(eval_prefix)}
+            args = [f"hidden/{EVAL_DIR}"]
+        else:
+            files = {f"hidden/{r}": b for r, b in hidden.items() if not r.startswith(eval_prefix)}
+            args = ["hidden"] + ([f"--ignore=hidden/{EVAL_DIR}"] if (task.hidden / EVAL_DIR).is_dir() else [])
+        if self.config.regression:
+            reg = regression_files(task)
+            files.update({f"regress/{r}": b for r, b in reg.items()})
+            if reg:
+                args.append("regress")
+        return files, args
 
     def _result(
         self,

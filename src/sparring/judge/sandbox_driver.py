@@ -105,6 +105,9 @@ def main(argv: list[str]) -> int:
     os.set_inheritable(out_fd, False)
     os.dup2(2, 1)
     workspace = argv[0]
+    import sandbox_imports
+
+    sandbox_imports.source_only(workspace, "/tmp/.sparring-driver-pycache", bool(job.get("allow_binary")))
     os.chdir(workspace)
     sys.path.append(workspace)
     results: list[dict[str, Any]] = []

@@ -1,36 +1,42 @@
 """The judge's pytest launcher. It runs INSIDE the judge's sandbox, never on the host.
 
 Copied into the judge's read-only config mount (``/judge/cfg``) and started as
-``python -s /judge/cfg/sandbox_pytest.py WORKSPACE TESTDIR...`` with the judge's
-secrets on stdin (one JSON line: ``key`` (hex), ``seed``). Before any code of the
-candidate is imported it:
+``python -s /judge/cfg/sandbox_pytest.py WORKSPACE`` with one JSON line on stdin:
+``root`` (a scratch directory to run in), ``files`` (probe test files, relative to
+``root``: the judge's tests rewritten on the host so that every assert only
+*observes*, see :mod:`sparring.judge.probe`), ``copy`` (read-only directories
+whose files the tests may need, copied under ``root`` first), ``args`` (what to
+collect, relative to ``root``) and ``seed`` (test order).
 
-* reads and closes stdin, so the key is gone from every file descriptor;
-* keeps a private duplicate of the real stdout for the report and points fd 1
-  at stderr: whatever the candidate prints can neither flood nor forge the
-  report channel by writing to stdout;
+Nothing here is trusted. The candidate's code runs in this process and may
+rewrite anything in it, this module included; the host decides every outcome
+from observations compared with expected values that never enter the sandbox.
+What this launcher still does keeps honest runs clean and failures readable:
+
+* reads and closes stdin, keeps a private duplicate of the real stdout for the
+  report and points fd 1 at stderr, so a candidate's prints never mix with it;
 * imports pytest and its own modules while /workspace is not on ``sys.path``,
-  then *appends* /workspace, so agent files cannot shadow pytest, hmac or any
-  module already imported (sitecustomize/usercustomize in /workspace are never
-  seen: site ran before /workspace was on the path);
+  then *appends* /workspace, with a path hook that imports only Python *source*
+  from it (no extension modules, no bytecode) and a private bytecode cache
+  (``sys.pycache_prefix``), so a workspace ``__pycache__`` is never read;
 * runs pytest with the judge's pinned ini, no conftest files, no autoloaded
-  plugins and a shuffled test order (seeded by the judge).
+  plugins and a shuffled test order (seeded by the judge);
+* emits ``start`` before any candidate code can run (the host reads a missing
+  ``start`` as the judge's own fault, anything later as the candidate's).
 
-The report is a stream of frames ``@@SPARRING-JUDGE@@ SEQ JSON HMAC``; each
-test's outcome is its own frame, sent as soon as the test ends, so a run killed
-half-way still reports what ran. The host accepts only frames whose HMAC-SHA256
-(over ``SEQ|JSON``) verifies with the per-run key.
+The report is a stream of lines ``@@SPARRING-JUDGE@@ JSON``: ``start``,
+``collected``, ``collect_error``, one ``test`` per test with its outcome and
+its observations, ``audit`` (what the audit hook saw) and ``done``.
 
 Only the standard library and pytest may be imported here.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 import random
+import shutil
 import sys
 from typing import Any
 
@@ -67,25 +73,21 @@ PATH_EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
 
 
 class Reporter:
-    """A pytest plugin object: final outcome per test id, as signed frames."""
+    """A pytest plugin object: outcome and observations per test id, as report lines."""
 
-    def __init__(self, key: bytes, fd: int, seed: int) -> None:
-        self._key = key
+    def __init__(self, fd: int, seed: int, recorder: Any) -> None:
         self._fd = fd
-        self._seq = 0
         self._seed = seed
+        self._rec = recorder
         self._state: dict[str, str] = {}
         self._dur: dict[str, float] = {}
-        self._raised: dict[str, str | None] = {}
-        self._mismatch: set[str] = set()
         self._workspace = "/workspace/"
         self._stdlib = os.path.dirname(os.__file__) + "/"
         self._in_hook = False
         self._audit_flags: set[str] = set()
-        self._asserts: dict[str, int] = {}
 
     def audit(self, event: str, args: tuple[Any, ...]) -> None:
-        """An audit hook (it cannot be removed once added): flags what the candidate's code does at runtime."""
+        """An audit hook: flags what the candidate's code does at runtime (evidence for review only)."""
         rule = AUDITED.get(event)
         if rule is None or self._in_hook:
             return
@@ -118,10 +120,7 @@ class Reporter:
         return False
 
     def emit(self, obj: dict[str, Any]) -> None:
-        body = json.dumps(obj, sort_keys=True, separators=(",", ":"))
-        mac = hmac.new(self._key, f"{self._seq}|{body}".encode(), hashlib.sha256).hexdigest()
-        data = f"{MARK} {self._seq} {body} {mac}\n".encode()
-        self._seq += 1
+        data = f"{MARK} {json.dumps(obj, sort_keys=True, separators=(',', ':'))}\n".encode()
         while data:
             n = os.write(self._fd, data)
             data = data[n:]
@@ -137,20 +136,8 @@ class Reporter:
         if report.failed:
             self.emit({"kind": "collect_error", "id": report.nodeid, "detail": str(report.longrepr)[-800:]})
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: Any) -> Any:
-        """What the test function itself did, seen before any report object exists: a candidate
-        that rewrites reports (TestReport patches, makereport hooks) contradicts this."""
-        try:
-            res = yield
-        except BaseException as e:
-            self._raised[item.nodeid] = type(e).__name__
-            raise
-        self._raised[item.nodeid] = None
-        return res
-
-    def pytest_assertion_pass(self, item: Any, lineno: int, orig: str, expl: str) -> None:
-        self._asserts[item.nodeid] = self._asserts.get(item.nodeid, 0) + 1
+    def pytest_runtest_setup(self, item: Any) -> None:
+        self._rec.start(item.nodeid)
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         tid = report.nodeid
@@ -162,10 +149,7 @@ class Reporter:
             elif report.skipped:
                 self._state[tid] = "xfailed" if xfail else "skipped"
         elif report.when == "call":
-            if report.passed and self._raised.get(tid, "never called") is not None and not xfail:
-                self._mismatch.add(tid)
-                self._state[tid] = "failed"
-            elif report.passed:
+            if report.passed:
                 self._state[tid] = "xpassed" if xfail else "passed"
             elif report.failed:
                 self._state[tid] = "failed"
@@ -175,19 +159,26 @@ class Reporter:
             outcome = self._state.get(tid, "error")
             if report.failed:
                 outcome = "error"
-            frame: dict[str, Any] = {"kind": "test", "id": tid, "outcome": outcome}
-            frame["duration"] = round(self._dur.get(tid, 0.0), 6)
-            frame["asserts"] = self._asserts.get(tid, 0)
-            if tid in self._mismatch:
-                frame["mismatch"] = True
-            self.emit(frame)
+            self.emit({"kind": "test", "id": tid, "outcome": outcome, "duration": round(self._dur.get(tid, 0.0), 6),
+                       "obs": self._rec.take()})  # fmt: skip
 
     def pytest_sessionfinish(self, session: Any, exitstatus: int) -> None:
         self.emit({"kind": "done", "exitstatus": int(exitstatus), "collected": int(session.testscollected)})
 
 
+def _stage(root: str, files: dict[str, str], copy: dict[str, str]) -> None:
+    for rel, src in copy.items():
+        if os.path.isdir(src):
+            shutil.copytree(src, os.path.join(root, rel), symlinks=True, dirs_exist_ok=True)
+    for rel, text in files.items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
 def main(argv: list[str]) -> int:
-    secrets = json.loads(sys.stdin.readline())
+    job = json.loads(sys.stdin.readline())
     sys.stdin.close()
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -195,21 +186,31 @@ def main(argv: list[str]) -> int:
     report_fd = os.dup(1)
     os.set_inheritable(report_fd, False)
     os.dup2(2, 1)
-    import pytest
+    import sandbox_imports
+    import sandbox_observe
 
-    workspace, testdirs = argv[0], argv[1:]
-    reporter = Reporter(bytes.fromhex(secrets["key"]), report_fd, int(secrets["seed"]))
-    secrets.clear()
+    workspace = os.path.abspath(argv[0])
+    root = str(job["root"])
+    _stage(root, dict(job.get("files", {})), dict(job.get("copy", {})))
+    reporter = Reporter(report_fd, int(job["seed"]), sandbox_observe.RECORDER)
     sys.addaudithook(reporter.audit)
+    sandbox_imports.source_only(workspace, os.path.join(root, ".pycache"), bool(job.get("allow_binary")))
     os.chdir(workspace)
     sys.path.append(workspace)
     os.environ["PYTHONPATH"] = workspace  # for test subprocesses; this interpreter is already up
     args = [
         "-c", os.path.join(os.path.dirname(os.path.abspath(__file__)), "pytest.ini"),
-        "--rootdir", "/judge", "--noconftest", "-p", "no:cacheprovider", "-p", "no:stepwise",
-        "-q", "-o", "addopts=", "-o", "python_files=test_*.py *_test.py", *testdirs,
+        "--rootdir", root, "--noconftest", "-p", "no:cacheprovider", "-p", "no:stepwise",
+        "-q", "-o", "addopts=", "-o", "python_files=test_*.py *_test.py",
+        *[a if a.startswith("-") and not a.startswith("--ignore=") else _under(root, a) for a in job["args"]],
     ]  # fmt: skip
     return int(pytest.main(args, plugins=[reporter]))
+
+
+def _under(root: str, arg: str) -> str:
+    if arg.startswith("--ignore="):
+        return "--ignore=" + os.path.join(root, arg[len("--ignore="):])
+    return os.path.join(root, arg)
 
 
 if __name__ == "__main__":

@@ -2,15 +2,22 @@
 
 Mounts (all read-only; the candidate's sandbox gets no writable judge mount):
 
-    /judge/cfg      the launcher, the driver and the judge's pinned pytest.ini
-    /judge/hidden   the task's hidden/ (added now, never in the agent's sandbox)
-    /judge/regress  pristine copies of the task's own (visible) tests
+    /judge/cfg      the launcher, the driver, their in-sandbox helpers and the
+                    judge's pinned pytest.ini
+    /judge/hidden   the task's hidden/ *without* its test files and without
+                    .admission/: data the tests may read, never an expected value
 
-Order inside one sandbox: (1) with dynamic tests, the reference solution is
-written and the driver computes reference outputs; ``reset()`` discards it;
-(2) the agent's diff is applied; (3) the launcher runs the hidden and
-regression tests; (4) the driver runs the candidate on the same inputs. Every
-wall time is measured here, outside the sandbox.
+The judge's tests themselves (hidden and pristine visible ones) reach the sandbox
+only as probes (:mod:`sparring.judge.probe`), on the launcher's stdin: every
+assert there observes, and what it is compared with stays on the host.
+
+Order inside one sandbox: (1) the reference solution is written; with dynamic
+tests the driver computes reference outputs, and where the judge has no trace
+of the reference yet, the probes run on it (the trace says which sites each
+test observes, and how often); ``reset()`` discards all of it; (2) the agent's
+diff is applied; (3) the launcher runs the probes; (4) the driver runs the
+candidate on the same inputs. Every wall time is measured here, outside the
+sandbox.
 
 Warm pool (:class:`JudgePool`, for throughput): instead of a fresh sandbox per
 judgement, sandboxes of the same task are reused, with a full ``reset()``
@@ -24,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import secrets
 import shutil
 import tempfile
 import time
@@ -39,10 +45,7 @@ from sparring.judge.hacks import is_test_path
 from sparring.sandbox.base import ExecResult, Sandbox, SandboxBackend, SandboxSpec, WorkspaceDiff
 from sparring.tasks.loader import Task
 
-PYTEST_INI = (
-    "[pytest]\naddopts =\nconsider_namespace_packages = false\nxfail_strict = false\n"
-    "enable_assertion_pass_hook = true\n"
-)
+PYTEST_INI = "[pytest]\naddopts =\nconsider_namespace_packages = false\nxfail_strict = false\n"
 PYTHON = "python"
 
 
@@ -54,11 +57,22 @@ class RunOutput:
     apply_error: str = ""
     pytest: ExecResult | None = None
     pytest_wall_s: float = 0.0
-    key: bytes = b""
+    reference_pytest: ExecResult | None = None
+    """The probes' run on the reference solution (only when a trace was asked for)."""
     reference: list[dict[str, Any]] | None = None
     candidate: list[dict[str, Any]] | None = None
-    has_regress: bool = False
     timings: dict[str, float] = field(default_factory=dict)
+
+
+IN_SANDBOX = ("sandbox_pytest.py", "sandbox_driver.py", "sandbox_observe.py", "sandbox_imports.py")
+PROBE_ROOT = "/tmp/sparring-judge"
+ADMISSION_DIR = ".admission"
+
+
+def is_collected(rel: str) -> bool:
+    """A file the judge's pytest collects (its python_files patterns)."""
+    name = rel.rsplit("/", 1)[-1]
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
 
 def regression_files(task: Task) -> dict[str, bytes]:
@@ -72,21 +86,37 @@ def regression_files(task: Task) -> dict[str, bytes]:
     return out
 
 
-def _stage(work: Path, task: Task) -> tuple[Path, Path | None]:
+def hidden_test_files(task: Task) -> dict[str, bytes]:
+    """The hidden test files the judge collects (never mounted: they reach the sandbox as probes)."""
+    out: dict[str, bytes] = {}
+    if task.hidden.is_dir():
+        for p in sorted(task.hidden.rglob("*.py")):
+            rel = p.relative_to(task.hidden).as_posix()
+            if is_collected(rel) and not rel.startswith(ADMISSION_DIR + "/") and p.is_file():
+                out[rel] = p.read_bytes()
+    return out
+
+
+def _stage(work: Path, task: Task) -> tuple[Path, Path]:
     cfg = work / "cfg"
     cfg.mkdir()
     pkg = resources.files("sparring.judge")
-    for name in ("sandbox_pytest.py", "sandbox_driver.py"):
+    for name in IN_SANDBOX:
         (cfg / name).write_bytes(pkg.joinpath(name).read_bytes())
     (cfg / "pytest.ini").write_text(PYTEST_INI)
-    files = regression_files(task)
-    if not files:
-        return cfg, None
-    reg = work / "regress"
-    for rel, data in files.items():
-        (reg / rel).parent.mkdir(parents=True, exist_ok=True)
-        (reg / rel).write_bytes(data)
-    return cfg, reg
+    view = work / "hidden"
+    view.mkdir()
+    if task.hidden.is_dir():
+        for p in sorted(task.hidden.rglob("*")):
+            rel = p.relative_to(task.hidden).as_posix()
+            if rel == ADMISSION_DIR or rel.startswith(ADMISSION_DIR + "/") or p.is_symlink():
+                continue
+            if p.is_dir():
+                (view / rel).mkdir(parents=True, exist_ok=True)
+            elif p.is_file() and not is_collected(rel):
+                (view / rel).parent.mkdir(parents=True, exist_ok=True)
+                (view / rel).write_bytes(p.read_bytes())
+    return cfg, view
 
 
 class JudgePool:
@@ -102,10 +132,10 @@ class JudgePool:
         self.enabled = getattr(backend, "mode", "copy") == "overlay"
         self._pool = SandboxPool(backend, max_idle=max_idle, max_size=max_size, pin_workspaces=False)
         self._root = Path(tempfile.mkdtemp(prefix="sparring-judge-pool-"))
-        self._staged: dict[str, tuple[Path, Path | None]] = {}
+        self._staged: dict[str, tuple[Path, Path]] = {}
         self.judgements = 0
 
-    def stage(self, task: Task) -> tuple[Path, Path | None]:
+    def stage(self, task: Task) -> tuple[Path, Path]:
         """The judge's mounts for ``task``, staged once (same paths, so the sandbox spec and pool key repeat)."""
         key = f"{task.id}@{task.digest}"
         if key not in self._staged:
@@ -149,34 +179,42 @@ async def run_driver(sb: Sandbox, job: dict[str, Any], timeout: float) -> list[d
     return out if isinstance(out, list) else None
 
 
+def launcher_job(probe_files: dict[str, str], args: list[str], seed: int, allow_binary: bool) -> bytes:
+    """The launcher's stdin: probes, what to collect, the order seed; no secret (there is none to keep)."""
+    job = {"root": PROBE_ROOT, "files": probe_files, "copy": {"hidden": "/judge/hidden"}, "args": args,
+           "seed": seed, "allow_binary": allow_binary}  # fmt: skip
+    return (json.dumps(job) + "\n").encode()
+
+
+async def run_launcher(sb: Sandbox, job: bytes, timeout: float) -> ExecResult:
+    return await sb.exec([PYTHON, "-s", "/judge/cfg/sandbox_pytest.py", "/workspace"], timeout=timeout, stdin=job)
+
+
 async def run_in_sandbox(
     backend: SandboxBackend,
     task: Task,
     diff: WorkspaceDiff,
-    testdirs: list[str],
+    job: bytes,
     *,
-    shuffle_seed: int,
     dynamic_job: dict[str, Any] | None,
     reference: WorkspaceDiff | None,
+    reference_job: bytes | None = None,
     limits: bool = True,
     pool: JudgePool | None = None,
 ) -> RunOutput:
-    """Everything of one judgement that executes code, in one fresh (or freshly reset, pooled) sandbox."""
+    """Everything of one judgement that executes code, in one fresh (or freshly reset, pooled) sandbox.
+
+    ``job`` is the launcher's stdin for the candidate's run; with ``reference_job``, the probes also run
+    on the reference solution first (for the judge's trace of it)."""
     pooled = pool if pool is not None and pool.enabled else None
     work = Path(tempfile.mkdtemp(prefix="sparring-judge-"))
     out = RunOutput()
     try:
-        cfg, reg = pooled.stage(task) if pooled is not None else _stage(work, task)
-        out.has_regress = reg is not None
-        mounts = {"/judge/hidden": task.hidden, "/judge/cfg": cfg}
-        if reg is not None:
-            mounts["/judge/regress"] = reg
-        else:
-            testdirs = [d for d in testdirs if d != "/judge/regress"]
+        cfg, view = pooled.stage(task) if pooled is not None else _stage(work, task)
         lim = task.spec.limits
         spec = SandboxSpec(
             workspace=task.workspace,
-            extra_ro=mounts,
+            extra_ro={"/judge/hidden": view, "/judge/cfg": cfg},
             memory_mb=lim.memory_mb if limits else None,
             pids=lim.pids if limits else None,
             cpus=lim.cpus if limits else None,
@@ -191,13 +229,16 @@ async def run_in_sandbox(
         broken = True
         try:
             timeout = task.spec.judge.timeout_s
-            if dynamic_job is not None and reference is not None:
+            if reference is not None and (dynamic_job is not None or reference_job is not None):
                 await apply_diff(sb, reference)
-                out.reference = await run_driver(sb, dynamic_job, timeout)
-                if out.reference is None:
-                    raise JudgeRunError(
-                        "reference_failed", "the reference solution produced no dynamic-test outputs"
-                    )
+                if dynamic_job is not None:
+                    out.reference = await run_driver(sb, dynamic_job, timeout)
+                    if out.reference is None:
+                        raise JudgeRunError(
+                            "reference_failed", "the reference solution produced no dynamic-test outputs"
+                        )
+                if reference_job is not None:
+                    out.reference_pytest = await run_launcher(sb, reference_job, timeout)
                 await sb.reset()
             try:
                 await apply_diff(sb, diff)
@@ -205,11 +246,8 @@ async def run_in_sandbox(
                 out.applied, out.apply_error = False, str(e)
                 broken = False
                 return out
-            out.key = secrets.token_bytes(32)
-            stdin = json.dumps({"key": out.key.hex(), "seed": shuffle_seed}) + "\n"
             t = time.perf_counter()
-            out.pytest = await sb.exec([PYTHON, "-s", "/judge/cfg/sandbox_pytest.py", "/workspace", *testdirs],
-                                       timeout=timeout, stdin=stdin.encode())  # fmt: skip
+            out.pytest = await run_launcher(sb, job, timeout)
             out.pytest_wall_s = time.perf_counter() - t
             if dynamic_job is not None and not out.pytest.timed_out:
                 t = time.perf_counter()

@@ -12,12 +12,16 @@ import json
 from importlib import resources
 from typing import Any
 
-BASE = "pytest-judge/2"
+BASE = "pytest-judge/3"
 SCORING_MODULES = (
     "pytest_judge.py",
     "sandbox_runner.py",
     "sandbox_pytest.py",
     "sandbox_driver.py",
+    "sandbox_observe.py",
+    "sandbox_imports.py",
+    "probe.py",
+    "withheld.py",
     "report.py",
     "reward.py",
     "hacks.py",

@@ -1,0 +1,377 @@
+"""Withheld expectations: the judge's tests rewritten so the candidate's process never holds a pass.
+
+Runs on the host, over the task's pristine test files. The candidate controls every
+byte and every process of the judge's sandbox, including the pytest process that
+imports its code, so nothing decided *there* can be trusted. Each ``assert`` of a
+judge test file is therefore turned into an *observation*: the test process only
+reports the value the candidate's code produced, and the host, which kept the
+expected side, decides whether it matches (:mod:`sparring.judge.withheld`).
+
+Three kinds of site, numbered in source order (numbering never depends on the
+per-judgement randomness, so a reference run's trace applies to every judgement):
+
+``value``   ``assert L op C`` where ``C`` is a constant the host can evaluate
+            (literals, arithmetic on them, names bound once to such values in the
+            module or the function, ``pytest.approx(...)`` of them). The probe
+            reports ``L``; ``op`` and ``C`` stay on the host, and a name used only
+            there is removed from the probe, so the expected value is nowhere in
+            the sandbox.
+``bool``    any other ``assert E``. The probe reports ``bool(E)`` or ``bool(not
+            E)`` (a comparison has its operator swapped instead), chosen at random
+            per judgement; the host keeps which. A forged report must guess one
+            fair coin per site.
+``raises``  ``with pytest.raises(E, match=M) [as info]:``. The probe catches what
+            the block raises and reports its class chain and message; ``E`` and
+            ``M`` stay on the host.
+
+A passing test on the host is one the test process says ran to the end, whose
+every observation matches, and which observed each site at least as often as the
+reference solution did (so skipping the hard asserts is a failure, not a pass).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+OBSERVE = "__sparring_obs__"
+RAISES = "__sparring_raises__"
+IMPORT_LINE = f"from sandbox_observe import observe as {OBSERVE}, raises as {RAISES}\n"
+SAFE_CALLS = ("list", "tuple", "set", "frozenset", "dict", "range", "sorted", "float", "int", "str", "bytes",
+              "len", "abs", "min", "max", "sum", "round", "reversed", "bool", "complex")  # fmt: skip
+_SAFE_BUILTINS = {n: getattr(builtins, n) for n in SAFE_CALLS}
+VALUE_OPS: dict[type[ast.cmpop], str] = {
+    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+    ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not",
+}  # fmt: skip
+MIRROR = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+"""``C op L`` as ``L op' C``."""
+COMPLEMENT: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt,
+    ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is,
+}  # fmt: skip
+SINGLETONS = (None, True, False, Ellipsis)
+
+
+@dataclass(frozen=True)
+class Site:
+    """What the host expects of one site's observations."""
+
+    kind: Literal["value", "bool", "raises"]
+    op: str = "=="
+    """value: the comparison, observed value on the left (``in``: observed in C; ``contains``: C in observed)."""
+    expected: Any = None
+    """value: the constant; bool: the expected truth value; raises: exception class names accepted."""
+    approx: tuple[float | None, float | None] | None = None
+    """value with ``pytest.approx``: (rel, abs) as given (None: pytest's default)."""
+    match: str | None = None
+    """raises: the ``match=`` pattern."""
+    file: str = ""
+    line: int = 0
+
+
+@dataclass
+class ProbePlan:
+    """Probe sources to run in the sandbox, and the sites the host keeps."""
+
+    files: dict[str, str] = field(default_factory=dict)
+    sites: dict[int, Site] = field(default_factory=dict)
+    withheld_names: int = 0
+    """Constant names removed from the probes because only withheld sides used them."""
+
+
+class _Scope:
+    """Names bound exactly once to a constant expression in one scope, with their values."""
+
+    def __init__(self, consts: dict[str, Any], parent: _Scope | None = None) -> None:
+        self.consts = consts
+        self.parent = parent
+
+    def lookup(self, name: str) -> tuple[bool, Any]:
+        if name in self.consts:
+            return True, self.consts[name]
+        return self.parent.lookup(name) if self.parent is not None else (False, None)
+
+    def env(self) -> dict[str, Any]:
+        out = self.parent.env() if self.parent is not None else {}
+        out.update(self.consts)
+        return out
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _is_approx(node: ast.AST) -> bool:
+    f = node.func if isinstance(node, ast.Call) else None
+    return (isinstance(f, ast.Attribute) and f.attr == "approx" and isinstance(f.value, ast.Name)
+            and f.value.id == "pytest") or (isinstance(f, ast.Name) and f.id == "approx")  # fmt: skip
+
+
+def _pure(node: ast.AST, scope: _Scope) -> bool:
+    """Only literals, known constant names, operators, containers and the safe builtins' calls."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name):
+            if not scope.lookup(n.id)[0] and n.id not in SAFE_CALLS:
+                return False
+        elif isinstance(n, ast.Call):
+            if not (isinstance(n.func, ast.Name) and n.func.id in SAFE_CALLS) or any(
+                isinstance(a, ast.Starred) for a in n.args
+            ):
+                return False
+        elif not isinstance(n, (ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.BinOp, ast.UnaryOp,
+                                ast.BoolOp, ast.Load, ast.operator, ast.unaryop, ast.boolop, ast.keyword,
+                                ast.Subscript, ast.Slice, ast.IfExp, ast.Compare, ast.cmpop)):  # fmt: skip
+            return False
+    return True
+
+
+def const_value(node: ast.AST, scope: _Scope) -> tuple[bool, Any]:
+    """(True, value) when ``node`` is a constant expression the host can evaluate, else (False, None)."""
+    if not _pure(node, scope):
+        return False, None
+    try:
+        code = compile(ast.Expression(body=node), "<judge-constant>", "eval")  # type: ignore[arg-type]
+        return True, eval(code, {"__builtins__": _SAFE_BUILTINS}, scope.env())  # noqa: S307 - trusted test source
+    except Exception:  # noqa: BLE001 - not a constant after all
+        return False, None
+
+
+def _approx_spec(node: ast.Call, scope: _Scope) -> tuple[bool, Any, tuple[float | None, float | None]]:
+    if len(node.args) != 1:
+        return False, None, (None, None)
+    ok, value = const_value(node.args[0], scope)
+    tol: dict[str, float | None] = {"rel": None, "abs": None}
+    for kw in node.keywords:
+        if kw.arg not in tol:
+            return False, None, (None, None)
+        k_ok, v = const_value(kw.value, scope)
+        if not k_ok or not isinstance(v, int | float):
+            return False, None, (None, None)
+        tol[kw.arg] = float(v)
+    return ok, value, (tol["rel"], tol["abs"])
+
+
+def _scope_consts(body: list[ast.stmt], parent: _Scope | None, stores: Counter[str]) -> _Scope:
+    """Names assigned once (in the whole scope) to a constant expression at the top level of ``body``."""
+    scope = _Scope({}, parent)
+    for st in body:
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+            name = st.targets[0].id
+            if stores[name] == 1:
+                ok, v = const_value(st.value, scope)
+                if ok:
+                    scope.consts[name] = v
+    return scope
+
+
+def _stores(node: ast.AST, nested: bool) -> Counter[str]:
+    """How often each name is bound in ``node`` (nested function bodies included when ``nested``)."""
+    c: Counter[str] = Counter()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        for ch in ast.iter_child_nodes(n):
+            if isinstance(ch, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) and not nested:
+                if not isinstance(ch, ast.Lambda):
+                    c[ch.name] += 1
+                continue
+            if isinstance(ch, ast.Name) and isinstance(ch.ctx, ast.Store | ast.Del):
+                c[ch.id] += 1
+            elif isinstance(ch, ast.arg):
+                c[ch.arg] += 2  # a parameter is never a constant
+            elif isinstance(ch, ast.Global | ast.Nonlocal):
+                for name in ch.names:
+                    c[name] += 2
+            elif isinstance(ch, ast.alias):
+                c[(ch.asname or ch.name).split(".")[0]] += 1
+            elif isinstance(ch, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                c[ch.name] += 1
+            stack.append(ch)
+    return c
+
+
+class _Rewriter(ast.NodeTransformer):
+    def __init__(self, rel: str, plan: ProbePlan, next_id: int, rng: random.Random, module: _Scope) -> None:
+        self.rel = rel
+        self.plan = plan
+        self.next_id = next_id
+        self.rng = rng
+        self.scope = module
+        self.stripped: Counter[str] = Counter()
+        """Loads of constant names that moved out of the probe with a withheld side."""
+
+    def _site(self, site: Site) -> int:
+        sid = self.next_id
+        self.next_id += 1
+        self.plan.sites[sid] = site
+        return sid
+
+    def _obs(self, sid: int, value: ast.expr, like: ast.AST) -> ast.stmt:
+        call = ast.Call(ast.Name(OBSERVE, ast.Load()), [ast.Constant(sid), value], [])
+        return ast.copy_location(ast.Expr(call), like)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        return self._function(node)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AST:
+        return self._function(node)
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        outer = self.scope
+        self.scope = _scope_consts(node.body, outer, _stores(node, nested=True))
+        try:
+            self.generic_visit(node)
+        finally:
+            self.scope = outer
+        return node
+
+    def visit_Assert(self, node: ast.Assert) -> ast.AST:
+        t = node.test
+        if isinstance(t, ast.Compare) and len(t.ops) == 1 and type(t.ops[0]) in VALUE_OPS:
+            site = self._value_site(t)
+            if site is not None:
+                return site
+        return self._bool_site(node)
+
+    def _value_site(self, t: ast.Compare) -> ast.stmt | None:
+        op = VALUE_OPS[type(t.ops[0])]
+        left, right = t.left, t.comparators[0]
+        for observed, const_side, mirrored in ((left, right, False), (right, left, True)):
+            if isinstance(const_side, ast.Call) and _is_approx(const_side):
+                if op not in ("==", "!="):
+                    continue
+                ok, value, tol = _approx_spec(const_side, self.scope)
+                if not ok:
+                    continue
+                site = Site("value", op, value, approx=tol, file=self.rel, line=t.lineno)
+            else:
+                ok, value = const_value(const_side, self.scope)
+                if not ok or (op in ("is", "is not") and not any(value is s for s in SINGLETONS)):
+                    continue
+                if mirrored:
+                    if op in ("in", "not in"):
+                        op = "contains" if op == "in" else "not contains"
+                    elif op in MIRROR:
+                        op = MIRROR[op]
+                    else:
+                        continue
+                site = Site("value", op, value, file=self.rel, line=t.lineno)
+            if _names(observed) & set(self.scope.env()) == _names(observed) and _pure(observed, self.scope):
+                continue  # both sides constant: nothing of the candidate's is observed
+            self.stripped.update(n.id for n in ast.walk(const_side) if isinstance(n, ast.Name))
+            sid = self._site(site)
+            return self._obs(sid, self.visit(observed), t)
+        return None
+
+    def _bool_site(self, node: ast.Assert) -> ast.stmt:
+        test = self.visit(node.test)
+        expected = True
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, expected = test.operand, False
+        if self.rng.random() < 0.5:
+            expected = not expected
+            if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in COMPLEMENT:
+                test = ast.Compare(test.left, [COMPLEMENT[type(test.ops[0])]()], test.comparators)
+            else:
+                test = ast.UnaryOp(ast.Not(), test)
+        value = ast.Call(ast.Name("bool", ast.Load()), [test], [])
+        sid = self._site(Site("bool", expected=expected, file=self.rel, line=node.lineno))
+        return self._obs(sid, value, node)
+
+    def visit_With(self, node: ast.With) -> ast.AST:
+        self.generic_visit(node)
+        if len(node.items) != 1:
+            return node
+        item = node.items[0]
+        call = item.context_expr
+        f = call.func if isinstance(call, ast.Call) else None
+        is_raises = (isinstance(f, ast.Attribute) and f.attr == "raises" and isinstance(f.value, ast.Name)
+                     and f.value.id == "pytest") or (isinstance(f, ast.Name) and f.id == "raises")  # fmt: skip
+        if not is_raises or not isinstance(call, ast.Call) or len(call.args) != 1:
+            return node
+        names = _exception_names(call.args[0])
+        match: str | None = None
+        for kw in call.keywords:
+            if kw.arg != "match":
+                return node
+            ok, m = const_value(kw.value, self.scope)
+            if not ok or not isinstance(m, str):
+                return node
+            match = m
+        if not names:
+            return node
+        sid = self._site(Site("raises", expected=tuple(names), match=match, file=self.rel, line=node.lineno))
+        item.context_expr = ast.copy_location(
+            ast.Call(ast.Name(RAISES, ast.Load()), [ast.Constant(sid)], []), call
+        )
+        return node
+
+
+def _exception_names(node: ast.AST) -> list[str]:
+    """Class names of ``pytest.raises``'s first argument: a name, a dotted name, or a tuple of them."""
+    items = node.elts if isinstance(node, ast.Tuple) else [node]
+    out: list[str] = []
+    for it in items:
+        if isinstance(it, ast.Name):
+            out.append(it.id)
+        elif isinstance(it, ast.Attribute):
+            out.append(it.attr)
+        else:
+            return []
+    return out
+
+
+def _drop_withheld(tree: ast.Module, stripped: Counter[str], scope_loads: Counter[str]) -> int:
+    """Remove ``NAME = <constant>`` statements whose every load moved out with a withheld side."""
+    gone = {n for n, k in stripped.items() if k and k == scope_loads[n]}
+    removed = 0
+    for holder in [tree, *[n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]]:
+        body: list[ast.stmt] = holder.body
+        for i, st in enumerate(body):
+            if (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+                    and st.targets[0].id in gone):  # fmt: skip
+                body[i] = ast.copy_location(ast.Pass(), st)
+                removed += 1
+    return removed
+
+
+def rewrite_file(source: str, rel: str, plan: ProbePlan, rng: random.Random) -> str:
+    """The probe version of one test file; its sites are added to ``plan``."""
+    tree = ast.parse(source)
+    stores = _stores(tree, nested=True)
+    loads: Counter[str] = Counter(n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                                  and isinstance(n.ctx, ast.Load))  # fmt: skip
+    module = _scope_consts(tree.body, None, stores)
+    rw = _Rewriter(rel, plan, len(plan.sites), rng, module)
+    tree = rw.visit(tree)
+    plan.withheld_names += _drop_withheld(tree, rw.stripped, loads)
+    ast.fix_missing_locations(tree)
+    # The import goes after any ``from __future__`` lines, which must stay first.
+    at = 0
+    for i, st in enumerate(tree.body):
+        if isinstance(st, ast.ImportFrom) and st.module == "__future__":
+            at = i + 1
+    tree.body[at:at] = ast.parse(IMPORT_LINE).body
+    return ast.unparse(tree) + "\n"
+
+
+def build_plan(files: dict[str, bytes], seed: int) -> ProbePlan:
+    """Probes of every test file in ``files`` (rel path -> pristine bytes), sites numbered in path order.
+
+    A file that does not parse is passed through unchanged: its tests error at collection, as they would.
+    """
+    plan = ProbePlan()
+    rng = random.Random(seed)
+    for rel in sorted(files):
+        data = files[rel]
+        try:
+            text = data.decode("utf-8-sig")
+            plan.files[rel] = rewrite_file(text, rel, plan, rng)
+        except (SyntaxError, UnicodeDecodeError, ValueError, RecursionError):
+            plan.files[rel] = data.decode("utf-8", errors="replace")
+    return plan

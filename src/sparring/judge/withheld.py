@@ -1,0 +1,253 @@
+"""The host's verdict on a probe run: observations against the expectations that never left the host.
+
+Pure functions over plain data (see :mod:`sparring.judge.probe` for the sites and
+:mod:`sparring.judge.sandbox_observe` for the encoding). A test passes here only when
+
+1. the test process says it ran to the end (``passed``): necessary, never sufficient,
+   since the candidate controls that process;
+2. every observation of every site the plan knows matches the site's expectation
+   (a value that is not plain data, an overflowing site or an unknown shape fails);
+3. each site the reference solution observed in this test was observed at least as
+   often (a run that skips the asserts it cannot satisfy does not pass).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sparring.judge.probe import Site
+from sparring.judge.sandbox_observe import canonical, plain
+
+SKIPPED = "asserts skipped"
+Trace = dict[str, dict[int, int]]
+"""test id -> site -> observations (a reference run's)."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    count: int
+    values: tuple[str, ...]
+    overflow: bool
+
+
+class Undecodable(ValueError):
+    pass
+
+
+def decode(v: Any) -> Any:
+    """The Python value behind an encoded observation (the inverse of ``sandbox_observe.plain``)."""
+    if v is None or isinstance(v, bool | int | str):
+        return v
+    if isinstance(v, list):
+        return [decode(x) for x in v]
+    if isinstance(v, dict) and len(v) == 1:
+        ((tag, inner),) = v.items()
+        if tag == "float" and isinstance(inner, str):
+            return float(inner)
+        if tag == "complex" and isinstance(inner, list) and len(inner) == 2:
+            return complex(float(inner[0]), float(inner[1]))
+        if tag == "bytes" and isinstance(inner, str):
+            return bytes.fromhex(inner)
+        if tag == "tuple" and isinstance(inner, list):
+            return tuple(decode(x) for x in inner)
+        if tag == "dict" and isinstance(inner, list):
+            return {_key(decode(k)): decode(x) for k, x in inner}
+        if tag in ("set", "frozenset") and isinstance(inner, list):
+            return (set if tag == "set" else frozenset)(_key(decode(x)) for x in inner)
+        if tag == "range" and isinstance(inner, list) and len(inner) == 3:
+            return range(*(int(i) for i in inner))
+    raise Undecodable(f"not plain data: {str(v)[:80]}")
+
+
+def _key(x: Any) -> Any:
+    if isinstance(x, list | dict | set):
+        raise Undecodable("unhashable key")
+    return x
+
+
+def _approx_equal(got: Any, want: Any, rel: float | None, abs_: float | None) -> bool:
+    """pytest.approx's rule: |got - want| <= max(rel * |want|, abs), defaults rel 1e-6 and abs 1e-12;
+    sequences and mappings element by element."""
+    if isinstance(want, dict):
+        return (isinstance(got, dict) and got.keys() == want.keys()
+                and all(_approx_equal(got[k], want[k], rel, abs_) for k in want))  # fmt: skip
+    if isinstance(want, list | tuple):
+        return (isinstance(got, list | tuple) and len(got) == len(want)
+                and all(_approx_equal(g, w, rel, abs_) for g, w in zip(got, want, strict=True)))  # fmt: skip
+    if isinstance(got, bool) or not isinstance(got, int | float) or isinstance(want, bool):
+        return bool(got == want)
+    if not isinstance(want, int | float):
+        return False
+    if math.isinf(want) or math.isinf(got):
+        return got == want
+    if rel is None and abs_ is not None:
+        tol = abs_
+    else:
+        tol = max((1e-6 if rel is None else rel) * abs(want), 1e-12 if abs_ is None else abs_)
+    return abs(got - want) <= tol
+
+
+def _compare(op: str, got: Any, want: Any) -> bool:
+    if op == "==":
+        return bool(got == want)
+    if op == "!=":
+        return bool(got != want)
+    if op == "is":
+        return got is want
+    if op == "is not":
+        return got is not want
+    if op == "<":
+        return bool(got < want)
+    if op == "<=":
+        return bool(got <= want)
+    if op == ">":
+        return bool(got > want)
+    if op == ">=":
+        return bool(got >= want)
+    if op == "in":
+        return bool(got in want)
+    if op == "not in":
+        return bool(got not in want)
+    if op == "contains":
+        return bool(want in got)
+    if op == "not contains":
+        return bool(want not in got)
+    raise ValueError(f"unknown comparison {op}")
+
+
+def _builtin_chain_ok(chain: list[str]) -> bool:
+    """The built-in exception classes in an observed class chain are exactly one built-in's own chain.
+
+    A forged chain naming many unrelated built-ins (to match any ``pytest.raises``) fails this."""
+    named = {c.split(".", 1)[1] for c in chain if c.startswith("builtins.")} - {"object"}
+    real = {n for n in named if isinstance(getattr(builtins, n, None), type)
+            and issubclass(getattr(builtins, n), BaseException)}  # fmt: skip
+    if real != named or not real or len(chain) > 16:
+        return False
+    return any({c.__name__ for c in getattr(builtins, n).__mro__} - {"object"} == real for n in real)
+
+
+def matches(site: Site, encoded: str) -> bool:
+    """One observation against its site's expectation."""
+    try:
+        raw = json.loads(encoded)
+    except json.JSONDecodeError:
+        return False
+    try:
+        if site.kind == "raises":
+            if not isinstance(raw, dict) or not isinstance(raw.get("raised"), list):
+                return False
+            chain = [str(c) for c in raw["raised"]]
+            names = {c.rsplit(".", 1)[-1] for c in chain}
+            if not _builtin_chain_ok(chain) or not names.intersection(site.expected):
+                return False
+            return site.match is None or re.search(site.match, str(raw.get("msg", ""))) is not None
+        if site.kind == "bool":
+            return raw is site.expected
+        if isinstance(raw, dict) and "digest" in raw:
+            # Too long to travel: equal only if the expected value encodes to the same digest.
+            want = canonical(plain(site.expected))
+            return site.op == "==" and site.approx is None and want == encoded
+        got = decode(raw)
+        if site.approx is not None:
+            eq = _approx_equal(got, site.expected, *site.approx)
+            return eq if site.op == "==" else not eq
+        return _compare(site.op, got, site.expected)
+    except Exception:  # noqa: BLE001 - any value the comparison cannot handle is not a match
+        return False
+
+
+@dataclass(frozen=True)
+class RefTrace:
+    """What the reference solution's run of the probes showed: per passing test, how often it observed
+    each site; and the value sites where even the reference produced something that is not plain data
+    (``unverifiable``: the host cannot compare those, so they are left out; the test's other sites
+    still count). A site the reference *fails* stays: the reference fails that test, as admission sees."""
+
+    counts: Trace
+    unverifiable: frozenset[int]
+
+
+def claim_holds(
+    test_id: str,
+    outcome: str,
+    observed: Mapping[int, Observation],
+    sites: Mapping[int, Site],
+    trace: RefTrace,
+) -> tuple[bool, str]:
+    """(passed, why not) for one test of the candidate's run."""
+    if outcome != "passed":
+        return False, outcome
+    for sid, obs in observed.items():
+        site = sites.get(sid)
+        if site is None or sid in trace.unverifiable:
+            continue  # nothing the host can expect here
+        if obs.overflow:
+            return False, f"{site.file}:{site.line}: too many distinct values observed"
+        for v in obs.values:
+            if not matches(site, v):
+                return False, f"{site.file}:{site.line}: observed {v[:120]}"
+    for sid, n in trace.counts.get(test_id, {}).items():
+        if sid in trace.unverifiable:
+            continue
+        got = observed.get(sid)
+        if got is None or got.count < n:
+            site = sites.get(sid)
+            where = f"{site.file}:{site.line}" if site else str(sid)
+            return False, f"{where}: observed {got.count if got else 0} times, the reference {n} ({SKIPPED})"
+    return True, ""
+
+
+def host_outcomes(report: Any, plan: Any, trace: RefTrace) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """Each reported test's outcome as the host decides it, and the claimed passes it rejected (with why)."""
+    outcomes: dict[str, str] = {}
+    rejected: list[tuple[str, str]] = []
+    for tid, claim in report.outcomes.items():
+        ok, why = claim_holds(tid, claim, report.observations.get(tid, {}), plan.sites, trace)
+        outcomes[tid] = "passed" if ok else ("failed" if claim == "passed" else claim)
+        if claim == "passed" and not ok:
+            rejected.append((tid, why))
+    return outcomes, rejected
+
+
+def reference_trace(run: Any, plan: Any) -> RefTrace:
+    """The trace of the reference solution's probe run (an ``ExecResult``); a run that did not finish is the
+    judge's problem (``reference_failed``), never the candidate's."""
+    from sparring.judge.base import JudgeRunError
+    from sparring.judge.report import parse_report
+
+    if run is None:
+        raise JudgeRunError("reference_failed", "the reference solution's test run did not happen")
+    rep = parse_report(run.stdout)
+    if run.timed_out or not rep.started or not rep.done:
+        why = "timed out" if run.timed_out else f"exit {run.exit_code}"
+        raise JudgeRunError(
+            "reference_failed",
+            f"the reference solution's test run did not finish ({why}): {run.stderr[-600:]}",
+        )
+    bad: set[int] = set()
+    for obs in rep.observations.values():
+        for sid, o in obs.items():
+            site = plan.sites.get(sid)
+            if site is not None and site.kind == "value" and any(_opaque(v) for v in o.values):
+                bad.add(sid)
+    return RefTrace(trace_of(rep.observations, rep.outcomes), frozenset(bad))
+def _opaque(encoded: str) -> bool:
+    """An observation the host cannot compare: the value was not plain data."""
+    try:
+        raw = json.loads(encoded)
+    except json.JSONDecodeError:
+        return True
+    return isinstance(raw, dict) and "opaque" in raw
+
+
+def trace_of(observations: Mapping[str, Mapping[int, Observation]], outcomes: Mapping[str, str]) -> Trace:
+    """The reference run's site counts, for the tests it passed."""
+    return {tid: {sid: o.count for sid, o in obs.items()} for tid, obs in observations.items()
+            if outcomes.get(tid) == "passed"}  # fmt: skip

@@ -1,0 +1,153 @@
+"""Probes and the host's verdict: the expected side of every assert stays on the host, and a probe
+plus the host's check agrees with the original asserts (property tests on plain values)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparring.judge import sandbox_observe as so
+from sparring.judge.probe import Site, build_plan
+from sparring.judge.withheld import Observation, RefTrace, claim_holds, matches
+
+SECRET_TEST = b'''\
+import pytest
+from mod import f, g
+
+EXPECTED = [3, 1, 4, 1, 5, 9, 2, 6]
+OTHER = "shown-to-candidate"
+
+
+def test_list():
+    assert f() == EXPECTED
+
+
+def test_string():
+    want = "secret-value-xyz"
+    assert g(2) == want
+    assert g(OTHER) is not None
+
+
+def test_raises():
+    with pytest.raises(KeyError, match="no such"):
+        g(None)
+'''
+
+
+def test_expected_values_never_reach_the_probe():
+    plan = build_plan({"hidden/test_secret.py": SECRET_TEST}, seed=1)
+    src = plan.files["hidden/test_secret.py"]
+    for secret in ("3, 1, 4", "secret-value-xyz", "KeyError", "no such"):
+        assert secret not in src, (secret, src)
+    assert "shown-to-candidate" in src  # used as an input, so it stays
+    kinds = sorted(s.kind for s in plan.sites.values())
+    assert kinds == ["raises", "value", "value", "value"]
+    assert plan.withheld_names == 2  # EXPECTED and want are gone from the probe
+
+
+def test_site_numbering_does_not_depend_on_the_coin_flips():
+    src = b"def test_a():\n    assert h(1)\n    assert not h(2)\n    assert h(3) == h(4)\n    assert f() == 2\n"
+    plans = [build_plan({"hidden/test_a.py": src}, seed=s) for s in range(30)]
+    shapes = {tuple((i, s.kind, s.line) for i, s in sorted(p.sites.items())) for p in plans}
+    assert len(shapes) == 1
+    # ...while what a bool site expects varies: both truth values occur for each bool site.
+    for sid in (0, 1, 2):
+        assert {p.sites[sid].expected for p in plans} == {True, False}
+
+
+def _run_probe(source: str, env: dict) -> dict[int, list[str]]:
+    """Execute one probe test function in-process (trusted test code here) and return its observations."""
+    so.RECORDER.start("t")
+    ns = dict(env)
+    code = source.replace("from sandbox_observe import", "from sparring.judge.sandbox_observe import")
+    exec(compile(code, "<probe>", "exec"), ns)  # noqa: S102 - our own generated probe
+    with contextlib.suppress(AssertionError):
+        ns["test_it"]()
+    return {sid: sorted(vals) for sid, _n, vals, _o in so.RECORDER.take()}
+
+
+def _original_passes(source: bytes, env: dict) -> bool:
+    ns = dict(env)
+    exec(compile(source, "<orig>", "exec"), ns)  # noqa: S102 - the test's own asserts
+    try:
+        ns["test_it"]()
+    except AssertionError:
+        return False
+    return True
+
+
+PLAIN = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.floats(allow_nan=False, width=32) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner),
+    max_leaves=6,
+)
+ORIGINAL = b"""\
+def test_it():
+    assert f() == 2
+    assert f() != (1, 2)
+    assert f() in (1, 2, "a")
+    assert not f() is None
+    assert f() is not True
+    assert [1] != f()
+    assert bool(f()) or f() == 0
+"""
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=PLAIN, seed=st.integers(0, 2**31))
+def test_probe_and_host_agree_with_the_original_asserts(value, seed):
+    env = {"f": lambda: value}
+    plan = build_plan({"hidden/test_it.py": ORIGINAL}, seed=seed)
+    obs = _run_probe(plan.files["hidden/test_it.py"], env)
+    host_ok = all(matches(plan.sites[sid], v) for sid, vals in obs.items() for v in vals)
+    # The original stops at its first failing assert; the probe observes every site. Passing means all hold.
+    assert host_ok == _original_passes(ORIGINAL, env)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=PLAIN)
+def test_an_encoded_value_matches_itself_and_nothing_else(value):
+    enc = so.encode(value)
+    assert matches(Site("value", "==", value), enc)
+    other = [value, 1] if value != [value, 1] else None
+    assert not matches(Site("value", "==", other), enc)
+    assert json.loads(enc) == json.loads(so.canonical(so.plain(value)))
+
+
+def test_a_value_that_is_not_plain_data_never_matches():
+    class Anything:
+        def __eq__(self, other):
+            return True
+
+    assert not matches(Site("value", "==", 3), so.encode(Anything()))
+    assert not matches(Site("value", "==", [1]), so.encode([Anything()]))
+
+
+def test_raises_sites_accept_real_chains_and_refuse_forged_ones():
+    site = Site("raises", expected=("KeyError",), match="no such")
+    honest = json.dumps({"raised": ["m.Missing", "builtins.KeyError", "builtins.LookupError",
+                                    "builtins.Exception", "builtins.BaseException", "builtins.object"],
+                         "msg": "'no such key'"}, sort_keys=True)  # fmt: skip
+    assert matches(site, honest)
+    wrong_msg = honest.replace("no such", "other")
+    assert not matches(site, wrong_msg)
+    forged = json.dumps({"raised": ["builtins.KeyError", "builtins.ValueError", "builtins.TypeError",
+                                    "builtins.Exception", "builtins.BaseException"], "msg": "no such"})  # fmt: skip
+    assert not matches(site, forged)
+    assert not matches(site, json.dumps({"raised": None}))
+
+
+def test_a_claimed_pass_needs_every_site_the_reference_observed():
+    site = Site("value", "==", 5, file="t.py", line=3)
+    trace = RefTrace({"t": {0: 3}}, frozenset())
+    full = {0: Observation(3, (so.encode(5),), False)}
+    assert claim_holds("t", "passed", full, {0: site}, trace) == (True, "")
+    ok, why = claim_holds("t", "passed", {0: Observation(1, (so.encode(5),), False)}, {0: site}, trace)
+    assert not ok and "the reference 3" in why
+    assert not claim_holds("t", "passed", {}, {0: site}, trace)[0]
+    assert not claim_holds("t", "failed", full, {0: site}, trace)[0]
+    wrong = {0: Observation(3, (so.encode(5), so.encode(6)), False)}
+    assert not claim_holds("t", "passed", wrong, {0: site}, trace)[0]

@@ -1,0 +1,121 @@
+"""The verdict is made where the candidate cannot reach (issue 14, "Reporter in the candidate's process").
+
+Each attack runs as candidate code inside the judge's sandbox, through the real judge: it takes the
+test process over (finds the reporter and the observation recorder through the garbage collector,
+claims every test passed, forges observations), crashes it, or searches the sandbox for the expected
+values. A positive control shows each payload ran; the assertions show it bought nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sparring.judge import sandbox_runner
+from sparring.judge.pytest_judge import PytestJudge
+from sparring.judge.redteam import COMPILED_EXIT, OBSERVATION_FORGERY, REPORTER_REWRITE, SEGFAULT, target
+from sparring.sandbox.base import WorkspaceDiff
+from sparring.tasks.check import solution_diff
+
+FAMILIES = ["clamp", "code-repair", "function-impl"]
+
+
+def run(judge, task, diff):
+    return asyncio.run(judge.score_or_error(task, diff))
+
+
+def appended(task, code: str, base: WorkspaceDiff | None = None) -> WorkspaceDiff:
+    rel = target(task)
+    files = dict(base.files) if base is not None else {}
+    start = files.get(rel) or (task.workspace / rel).read_bytes()
+    return WorkspaceDiff(files={**files, rel: start + b"\n" + code.encode()})
+
+
+@pytest.fixture(scope="module")
+def judge(backend):
+    return PytestJudge(backend)
+
+
+@pytest.mark.parametrize("payload", ["reporter_rewrite", "observation_forgery"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_test_process_taken_over_cannot_claim_a_pass(judge, family_tasks, family, payload):
+    t = family_tasks[family]
+    code = REPORTER_REWRITE if payload == "reporter_rewrite" else OBSERVATION_FORGERY
+    initial = run(judge, t, WorkspaceDiff())
+    r = run(judge, t, appended(t, code))
+    assert r.status == "ok", r.log
+    # Positive control: the payload ran and every test the host failed had been claimed a pass.
+    failed = r.tests.failed + r.tests.errors
+    assert failed > 0 and r.metrics["claims_rejected"] >= r.tests.failed, (r.metrics, r.per_test)
+    assert r.reward == 0.0 and r.components["all_pass"] == 0.0
+    assert r.components["hidden_fraction"] <= initial.components["hidden_fraction"], (r.per_test, initial.per_test)
+
+
+@pytest.mark.parametrize("family", ["clamp", "code-repair"])
+def test_taking_over_the_process_on_a_correct_solution_still_needs_every_observation(judge, family_tasks, family):
+    """Control for the above: the reference with the recorder silenced fails (the observations are what
+    passes a test, not the claim), while the plain reference passes."""
+    t = family_tasks[family]
+    ref = solution_diff(t)
+    assert run(judge, t, ref).reward == 1.0
+    r = run(judge, t, appended(t, REPORTER_REWRITE, base=ref))
+    assert r.components["all_pass"] == 0.0 and r.reward == 0.0 and "assertions_skipped" in r.flags
+
+
+@pytest.mark.parametrize("payload", ["segfault", "compiled_exit"])
+@pytest.mark.parametrize("family", ["clamp", "dynamic"])
+def test_a_candidate_that_kills_the_test_process_scores_zero_not_a_judge_error(
+    judge, family_tasks, family, payload
+):
+    t = family_tasks[family]
+    code = SEGFAULT if payload == "segfault" else COMPILED_EXIT
+    r = run(judge, t, appended(t, code, base=solution_diff(t)))
+    assert r.status == "ok" and r.reason is None, (r.reason, r.log)
+    assert "candidate_crashed" in r.flags and r.reward == 0.0, (r.flags, r.log[-400:])
+
+
+def test_a_judge_that_cannot_start_is_a_judge_error_never_the_candidates_zero(backend, clamp_task, monkeypatch):
+    """Which is which: with the judge's own runner broken, the same honest diff is a judge_error (retried
+    upstream), for a fresh judge (no reference trace yet) and for one that already has it."""
+    j = PytestJudge(backend)
+    ref = solution_diff(clamp_task)
+    assert run(j, clamp_task, ref).reward == 1.0  # healthy: the trace is cached now
+    monkeypatch.setattr(sandbox_runner, "PYTHON", "/nonexistent/python3")
+    r = run(j, clamp_task, ref)
+    assert r.status == "judge_error" and r.reason == "runner_crashed", (r.reason, r.log)
+    fresh = run(PytestJudge(backend), clamp_task, ref)
+    assert fresh.status == "judge_error" and fresh.reason == "reference_failed", (fresh.reason, fresh.log)
+
+
+SCAVENGE = """
+import os as _os, sys as _sys
+_found, _n = [], 0
+for _top in ("/judge", "/tmp"):
+    for _d, _s, _fs in _os.walk(_top):
+        for _f in _fs:
+            try:
+                _data = open(_os.path.join(_d, _f), "rb").read(1 << 20)
+            except OSError:
+                continue
+            _n += 1
+            for _needle in NEEDLES:
+                if _needle in _data:
+                    _found.append(_needle.decode())
+_msg = f"SCANNED {_n} FOUND {sorted(set(_found))}\\n".encode()
+__import__("atexit").register(lambda: _os.write(2, _msg))  # after pytest's capture has ended
+"""
+
+
+def test_the_expected_values_are_nowhere_in_the_judges_sandbox(judge, clamp_task):
+    """The candidate reads every file it can reach while the judge's tests run; none holds an expected
+    value of the hidden tests (they stayed on the host). Positive control: the scan did read files."""
+    needles = [b"== -2", b"== 10", b"== 0\n", b"== 5\n"]  # the expected side of each hidden assert
+    hidden = (clamp_task.hidden / "test_hidden_clamp.py").read_bytes()
+    assert all(n in hidden for n in needles)
+    control = b"clamp(0, -9, -2)"  # the input side of an assert: it is in the probes, so the scan finds it
+    code = f"NEEDLES = {[*needles, control]!r}\n" + SCAVENGE
+    r = run(judge, clamp_task, appended(clamp_task, code, base=solution_diff(clamp_task)))  # short log
+    line = next(ln for ln in r.log.splitlines() if ln.startswith("SCANNED"))
+    assert int(line.split()[1]) > 3, line
+    assert line.endswith(f"FOUND {[control.decode()]!r}"), line
