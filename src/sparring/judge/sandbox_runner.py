@@ -43,6 +43,7 @@ from sparring.errors import SandboxError
 from sparring.judge.base import JudgeRunError
 from sparring.judge.hacks import is_test_path
 from sparring.sandbox.base import ExecResult, Sandbox, SandboxBackend, SandboxSpec, WorkspaceDiff
+from sparring.sandbox.pool import resets_completely
 from sparring.tasks.loader import Task
 
 PYTEST_INI = "[pytest]\naddopts =\nconsider_namespace_packages = false\nxfail_strict = false\n"
@@ -239,7 +240,12 @@ async def run_in_sandbox(
                         )
                 if reference_job is not None:
                     out.reference_pytest = await run_launcher(sb, reference_job, timeout)
-                await sb.reset()
+                if resets_completely(sb):
+                    await sb.reset()
+                else:
+                    # Reset would leave the reference's /tmp (its bytecode, the probes) to the candidate.
+                    await sb.close()
+                    sb = await backend.create(spec)
             try:
                 await apply_diff(sb, diff)
             except (OSError, SandboxError) as e:

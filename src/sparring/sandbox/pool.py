@@ -45,7 +45,7 @@ def _healthy(sb: Sandbox) -> bool:
     return bool(getattr(sb, "healthy", True))
 
 
-def _reusable(sb: Sandbox) -> bool:
+def resets_completely(sb: Sandbox) -> bool:
     """Whether ``reset`` clears everything the last user left (a local sandbox in copy mode does not)."""
     return bool(getattr(sb, "reusable", True))
 
@@ -154,7 +154,7 @@ class SandboxPool:
     async def release(self, sb: Sandbox, broken: bool = False) -> None:
         key = self._spec_of.pop(sb.id, None)
         keep = False
-        if not broken and key is not None and _healthy(sb) and _reusable(sb):
+        if not broken and key is not None and _healthy(sb) and resets_completely(sb):
             try:
                 await sb.reset()
                 keep = _healthy(sb)
