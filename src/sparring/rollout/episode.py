@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparring.env.tools import ToolExecutor, tool_schemas, truncate_observation
-from sparring.errors import JudgeError, PolicyError, SandboxError
+from sparring.errors import JudgeError, PolicyError, SandboxError, WorkspaceFault
 from sparring.judge.base import Judge, Usage, score_with_usage
 from sparring.policy.base import ActRequest, Policy
 from sparring.rollout.trajectory import Status, ToolStep, Trajectory
@@ -220,7 +220,10 @@ class Episode:
                 }
             )
         if self.snapshot_every and self.step % self.snapshot_every == 0:
-            sid = await asyncio.wait_for(sandbox.snapshot(), self.tool_limit)
+            try:
+                sid = await asyncio.wait_for(sandbox.snapshot(), self.tool_limit)
+            except WorkspaceFault:
+                return False  # the agent's own making (too large...): no checkpoint; the final diff says why
             elapsed = self.play_ms + (time.perf_counter() - self._play_start) * 1000
             self.mark = _Mark(sid, self.step, len(self.messages), len(self.steps), len(self.traces), elapsed,
                               self.policy_ms, self.tool_ms)  # fmt: skip
@@ -294,6 +297,10 @@ async def score_trajectory(
     or overruns its stage limit is retried, then the status is ``judge_error`` with reward None."""
     limits = limits or StageLimits()
     if traj.status == "policy_error":
+        return
+    if diff.flags:
+        # the host refused the agent's workspace (too large, unrepresentable): 0, never half-judged
+        traj.reward, traj.components, traj.flags = 0.0, {}, list(diff.flags)
         return
     last = ""
     usage = trajectory_usage(traj)
