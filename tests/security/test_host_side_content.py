@@ -248,7 +248,7 @@ def test_copy_mode_snapshots_never_pull_host_content_through_a_swapped_symlink(t
         "os.makedirs('box/real', exist_ok=True); open('box/real/own.txt', 'w').write('own')\n"
         "n, end = 0, time.time() + 60\n"
         "while time.time() < end and not os.path.exists('stop'):\n"
-        f"    os.rename('box/real', 'box/held'); os.symlink({str(canary_dir)!r}, 'box/real')\n"
+        f"    os.rename('box/real', 'box/held'); os.symlink({str(canary_dir)!r}, 'box/real'); time.sleep(0.001)\n"
         "    os.unlink('box/real'); os.rename('box/held', 'box/real'); n += 1\n"
         "    if n % 50 == 0: open('count.tmp', 'w').write(str(n)); os.rename('count.tmp', 'count')\n"
     )
@@ -276,9 +276,7 @@ def test_copy_mode_snapshots_never_pull_host_content_through_a_swapped_symlink(t
             await sb.close()
 
     started, sids, swaps, linked, seen = run(body())
-    assert int(started.stdout) >= 50 and swaps > int(
-        started.stdout
-    )  # positive control: it swapped throughout
+    assert int(started.stdout) >= 50 and swaps >= int(started.stdout)  # positive control: the swapper ran
     assert linked, "no snapshot caught the directory swapped for the link (the race never happened)"
     for sid in sids:
         layer = b.snapshots[sid][0]
