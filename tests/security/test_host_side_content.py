@@ -12,6 +12,7 @@ itself; the only host path involved is a canary under the test's tmp dir.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import resource
@@ -86,13 +87,18 @@ def test_a_sparse_file_beyond_the_quota_costs_the_host_neither_memory_nor_disk(a
                 tracemalloc.stop()
             grown_rss, grown_store = _peak_rss() - before_rss, _store_bytes(b.root) - before_store
             leftovers = [p.name for p in (b.root / "layers").iterdir() if p.name.startswith(".tmp-")]
+            try:  # the agent's read_file tool: refused by apparent size, never read
+                await sb.read_file("big.bin")
+                read_error = None
+            except OSError as e:
+                read_error = e
             still = await sb.exec("rm big.bin && echo alive")
             small_snap = await sb.snapshot()  # within the quota again: snapshots work
-            return made, diff, fault, peak, grown_rss, grown_store, leftovers, still, small_snap
+            return made, diff, fault, read_error, peak, grown_rss, grown_store, leftovers, still, small_snap
         finally:
             await sb.close()
 
-    made, diff, fault, peak, grown_rss, grown_store, leftovers, still, small_snap = run(body())
+    made, diff, fault, read_error, peak, grown_rss, grown_store, leftovers, still, small_snap = run(body())
     size, blocks = made.stdout.split()
     assert (
         made.exit_code == 0 and int(size) == SPARSE and int(blocks) < 64
@@ -100,6 +106,7 @@ def test_a_sparse_file_beyond_the_quota_costs_the_host_neither_memory_nor_disk(a
     assert diff.flags == ("workspace_too_large",) and not diff.files and "MiB" in diff.detail
     assert len(json.dumps(diff.to_json())) < 4096  # the record stays small
     assert isinstance(fault, WorkspaceFault) and fault.flag == "workspace_too_large"
+    assert isinstance(read_error, OSError) and read_error.errno == errno.EFBIG
     assert peak < 32 << 20, f"host Python memory peaked at {peak >> 20} MiB"
     assert grown_rss < 200 << 20, f"host peak RSS grew by {grown_rss >> 20} MiB"
     assert grown_store < 8 << 20 and leftovers == []
@@ -163,6 +170,7 @@ def test_names_that_are_not_utf8_break_nothing(any_backend, ws):
         try:
             made = await sb.exec(make + " && echo Y=2 > pkg/mod.py")
             diff = await sb.diff()
+            listed = await sb.list_dir()  # what the agent's list_dir tool shows
             sid = await sb.snapshot()
             await sb.reset()
             gone = await sb.exec("ls")
@@ -170,14 +178,16 @@ def test_names_that_are_not_utf8_break_nothing(any_backend, ws):
             back = await sb.exec(
                 "python3 -c \"import os; print(open(b'dir-\\xc3/in.txt').read(), len(os.listdir(b'.')))\""
             )
-            return made, diff, gone, back
+            return made, diff, listed, gone, back
         finally:
             await sb.close()
 
-    made, diff, gone, back = run(body())
+    made, diff, listed, gone, back = run(body())
     assert made.exit_code == 0 and made.stdout.strip() == "2"  # positive control: both odd names exist
     assert diff.flags == ("unrepresentable_path",) and diff.files == {"pkg/mod.py": b"Y=2\n"}
     json.dumps(diff.to_json())  # the record is valid JSON
+    assert "\\xff\\xfe-odd.txt" in listed and "dir-\\xc3/" in listed
+    json.dumps(listed)  # so is a tool observation listing them
     assert "odd" not in gone.stdout
     assert back.exit_code == 0 and back.stdout.split() == ["y", "3"]  # the snapshot kept the raw names
 
