@@ -122,16 +122,18 @@ def test_a_sparse_file_within_the_quota_stays_sparse_in_the_layer_store(any_back
             made = await sb.exec(
                 "truncate -s 100M hole.bin && printf tail >> hole.bin && stat -c %s hole.bin"
             )
+            diff = await sb.diff()  # a 100 MiB file is beyond what one diff carries (diff_caps), quota or not
             sid = await sb.snapshot()
             await sb.exec("rm hole.bin")
             await sb.restore(sid)
             back = await sb.exec("stat -c %s hole.bin && tail -c 4 hole.bin")
-            return made, sid, back
+            return made, diff, sid, back
         finally:
             await sb.close()
 
-    made, sid, back = run(body())
+    made, diff, sid, back = run(body())
     assert made.stdout.strip() == str((100 << 20) + 4)  # positive control
+    assert diff.flags == ("workspace_too_large",) and "32 MiB" in diff.detail
     layer = b.snapshots[sid][0]
     st = os.lstat(layer / "hole.bin")
     assert st.st_size == (100 << 20) + 4 and st.st_blocks * 512 < 1 << 20  # kept sparse on the host

@@ -262,6 +262,20 @@ def copy_file(entry: Entry, dst_dir: int, mode: int) -> bytes:
     return h.digest()
 
 
+def _chmod_dir(e: Entry, mode: int) -> None:
+    """chmod a directory reached by its parent's fd without following a link (an O_PATH fd, changed
+    through /proc: fchmodat cannot refuse links)."""
+    try:
+        fd = os.open(e.name, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=e.dir_fd)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.chmod(f"/proc/self/fd/{fd}", mode)
+    finally:
+        os.close(fd)
+
+
 def remove_tree(path: Path) -> None:
     """Remove ``path`` and everything below it, however deep, never leaving its file system.
 
@@ -279,6 +293,8 @@ def remove_tree(path: Path) -> None:
 
     def entry(e: Entry) -> bool:
         if stat.S_ISDIR(e.st.st_mode):
+            if e.st.st_mode & 0o700 != 0o700:
+                _chmod_dir(e, 0o700)  # the agent's chmod 000 must not keep its tree on the host
             return True
         with contextlib.suppress(FileNotFoundError):
             os.unlink(e.name, dir_fd=e.dir_fd)

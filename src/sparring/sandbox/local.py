@@ -53,7 +53,7 @@ from sparring.sandbox.layers import LayerStore, Snapshot, copy_tree, discard
 from sparring.sandbox.netns import NetnsPool, make_user_namespace, set_loopback
 from sparring.sandbox.proxy import PROXY_PORT, AllowlistProxy, Attempt, parse_allow
 from sparring.sandbox.rootfs import HOME, SERVER, WRITABLE, RootPlan, install_server
-from sparring.sandbox.workspace import tree_diff
+from sparring.sandbox.workspace import diff_caps, tree_diff
 
 log = logging.getLogger("sparring.sandbox")
 
@@ -527,13 +527,13 @@ class LocalSandbox(HostFiles):
     async def diff(self) -> WorkspaceDiff:
         """The change to /workspace, taken with the sandbox frozen so nothing moves under the walk.
 
-        It carries at most the disk quota (apparent sizes); beyond that, or for names a diff cannot
-        hold, it comes back flagged (see :class:`WorkspaceDiff`) rather than raising.
+        It carries at most :func:`diff_caps` of the disk quota (apparent sizes); beyond that, or for
+        names a diff cannot hold, it comes back flagged (see :class:`WorkspaceDiff`) rather than raising.
         """
         self._live()
         frozen = self.cg.freeze()
         try:
-            return await asyncio.to_thread(tree_diff, self.lower, self.merged, self.spec.disk_mb << 20)
+            return await asyncio.to_thread(tree_diff, self.lower, self.merged, *diff_caps(self.spec.disk_mb))
         finally:
             if frozen:
                 self.cg.thaw()

@@ -26,7 +26,16 @@ IGNORED_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_
 IGNORED_SUFFIXES = (".pyc", ".pyo")
 _IGNORED_DIRS_B = frozenset(d.encode() for d in IGNORED_DIRS)
 _IGNORED_SUFFIXES_B = tuple(s.encode() for s in IGNORED_SUFFIXES)
-DEFAULT_MAX_BYTES = 512 << 20  # what a diff carries at most when the caller names no quota
+# What a diff carries at most: it is held in memory, written into every trajectory as JSON and shipped
+# to the judge. An honest change to a workspace is kilobytes; the caps leave room for data files.
+MAX_DIFF_BYTES = 128 << 20  # all changed files together (never more than the sandbox's disk quota)
+MAX_FILE_BYTES = 32 << 20  # one changed file
+
+
+def diff_caps(disk_mb: int) -> tuple[int, int]:
+    """(total, per file) bytes a diff of a sandbox with ``disk_mb`` of quota may carry."""
+    total = min(disk_mb << 20, MAX_DIFF_BYTES)
+    return total, min(total, MAX_FILE_BYTES)
 
 
 def _regular_files(root: Path, on_file: Callable[[hosttree.Entry], None]) -> None:
@@ -44,20 +53,23 @@ def _regular_files(root: Path, on_file: Callable[[hosttree.Entry], None]) -> Non
     hosttree.walk(root, entry)
 
 
-def _too_large(max_bytes: int) -> WorkspaceFault:
+def _too_large(what: str, cap: int) -> WorkspaceFault:
     return WorkspaceFault(
-        f"the changed files add up to more than {max_bytes >> 20} MiB (apparent sizes, sparse files included): "
-        "beyond the sandbox's disk quota, the diff is not taken",
+        f"{what} more than the {cap >> 20} MiB a diff carries (apparent sizes, sparse files included): "
+        "the diff is not taken",
         "workspace_too_large",
     )
 
 
-def tree_diff(initial: Path, final: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> WorkspaceDiff:
+def tree_diff(
+    initial: Path, final: Path, max_bytes: int = MAX_DIFF_BYTES, max_file_bytes: int = MAX_FILE_BYTES
+) -> WorkspaceDiff:
     """Files whose content differs (or are new) in ``final``, and files of ``initial`` gone from it.
 
-    The changed files together carry at most ``max_bytes`` (apparent sizes); beyond that, or when the
-    final tree cannot be walked, the diff is empty with a flag saying why. Names that are not UTF-8
-    cannot be keys of a diff: they are left out and flagged ``unrepresentable_path``.
+    The changed files carry at most ``max_file_bytes`` each and ``max_bytes`` together (apparent
+    sizes, counted before reading); beyond that, or when the final tree cannot be walked, the diff is
+    empty with a flag saying why. Names that are not UTF-8 cannot be keys of a diff: they are left
+    out and flagged ``unrepresentable_path``.
     """
     sizes: dict[bytes, int] = {}
     try:
@@ -83,9 +95,11 @@ def tree_diff(initial: Path, final: Path, max_bytes: int = DEFAULT_MAX_BYTES) ->
             data = hosttree.read_file(e, size)
             if (initial / rel).read_bytes() == data:
                 return
+        if size > max_file_bytes:
+            raise _too_large(f"file {rel!r} has", max_file_bytes)
         total += size
         if total > max_bytes:
-            raise _too_large(max_bytes)
+            raise _too_large("the changed files add up to", max_bytes)
         changed[rel] = data if data is not None else hosttree.read_file(e, size)
 
     try:
