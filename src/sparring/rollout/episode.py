@@ -5,7 +5,10 @@ Statuses (DESIGN.md §4): ``ok`` (submitted), ``truncated`` (step budget),
 ``timeout`` (wall budget), ``policy_error``, ``judge_error``. Sandbox faults
 (and a tool call or sandbox start that outlives its stage limit) raise
 :class:`SandboxError` so the scheduler can retry on a fresh sandbox: they are
-``infra_error`` only once retries are spent.
+``infra_error`` only once retries are spent. What the agent made and the host
+refuses to carry (a workspace beyond its quota, names a diff cannot hold) is
+the agent's doing, not the infrastructure's: the diff comes back flagged and
+scores 0 with the flag, and a checkpoint that cannot be taken is skipped.
 
 The loop's state lives in an :class:`Episode`, not on the stack, so a rollout
 whose sandbox dies can continue: every ``snapshot_every`` steps the sandbox is
