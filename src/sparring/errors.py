@@ -4,7 +4,8 @@
      ├── ConfigError (ValueError)            bad config / CLI input
      ├── TaskError (ValueError)              a task directory is missing or malformed
      ├── SandboxError (RuntimeError)         the sandbox infrastructure failed
-     │    └── SandboxUnavailableError        the backend cannot run here (e.g. no bwrap)
+     │    ├── SandboxUnavailableError        the backend cannot run here (e.g. no bwrap)
+     │    └── WorkspaceFault                 the host refuses what the agent made (too large, unreadable)
      ├── PolicyError (RuntimeError)          the policy could not produce an action
      ├── JudgeError (RuntimeError)           the judge could not score (infra, not the agent)
      ├── StoreError (RuntimeError)           the trajectory store failed or is corrupt
@@ -35,6 +36,20 @@ class SandboxError(SparringError, RuntimeError):
 
 class SandboxUnavailableError(SandboxError):
     """The sandbox backend cannot run on this machine."""
+
+
+class WorkspaceFault(SandboxError):
+    """What the agent made in its sandbox cannot be handled on the host: a fault of that sandbox alone.
+
+    ``flag`` names the cause for records and verdicts: ``workspace_too_large``
+    (apparent sizes or entries beyond the quota), ``workspace_unreadable``,
+    ``workspace_changed`` (moved under a walk no freezer stopped). The agent
+    caused it, so a rollout scores it 0 with the flag; nothing else is affected.
+    """
+
+    def __init__(self, message: str, flag: str) -> None:
+        super().__init__(message)
+        self.flag = flag
 
 
 class PolicyError(SparringError, RuntimeError):

@@ -243,3 +243,34 @@ def test_a_straggler_does_not_stall_its_group_when_spares_are_provisioned(backen
         2,
     ]  # the straggler (index 0) was cancelled, not stored
     store.close()
+
+
+class _SparseOracle(OraclePolicy):
+    """The oracle, after first making a 1.5 GiB sparse file (no blocks) in a workspace of 256 MiB."""
+
+    def plan(self, request):
+        return [
+            ("bash", {"command": "truncate -s 1536M big.bin && stat -c %s big.bin"}),
+            *super().plan(request),
+        ]
+
+
+def test_a_workspace_beyond_its_quota_scores_zero_with_a_flag_never_infra_error(
+    backend, clamp_task, tmp_path
+):
+    """The host refuses to carry a diff beyond the quota (apparent sizes) and to snapshot it: the rollout
+    is not retried nor left unscored (the policy would escape its penalty), it scores 0 with the flag.
+    The next rollout on the same backend is unaffected."""
+    store = SQLiteStore(tmp_path / "s.db")
+    s = run(
+        backend, backend, store, [clamp_task], _SparseOracle(), 1, "sparse", concurrency=1, snapshot_every=1
+    )
+    (t,) = assert_accounted(store, "sparse", 1)
+    assert t.steps[0].output.split()[-1] == str(1536 << 20)  # positive control: the sparse file was made
+    assert t.status == "ok" and t.reward == 0.0 and t.flags == ["workspace_too_large"]
+    assert t.attempts == 1 and t.infra_errors == [] and s.retried == 0
+    assert t.diff["flags"] == ["workspace_too_large"] and t.diff["files"] == {}
+    run(backend, backend, store, [clamp_task], OraclePolicy(), 1, "after", concurrency=1)
+    (after,) = assert_accounted(store, "after", 1)
+    assert after.status == "ok" and after.reward == 1.0
+    store.close()

@@ -5,7 +5,10 @@ Statuses (DESIGN.md §4): ``ok`` (submitted), ``truncated`` (step budget),
 ``timeout`` (wall budget), ``policy_error``, ``judge_error``. Sandbox faults
 (and a tool call or sandbox start that outlives its stage limit) raise
 :class:`SandboxError` so the scheduler can retry on a fresh sandbox: they are
-``infra_error`` only once retries are spent.
+``infra_error`` only once retries are spent. What the agent made and the host
+refuses to carry (a workspace beyond its quota, names a diff cannot hold) is
+the agent's doing, not the infrastructure's: the diff comes back flagged and
+scores 0 with the flag, and a checkpoint that cannot be taken is skipped.
 
 The loop's state lives in an :class:`Episode`, not on the stack, so a rollout
 whose sandbox dies can continue: every ``snapshot_every`` steps the sandbox is
@@ -23,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparring.env.tools import ToolExecutor, tool_schemas, truncate_observation
-from sparring.errors import JudgeError, PolicyError, SandboxError
+from sparring.errors import JudgeError, PolicyError, SandboxError, WorkspaceFault
 from sparring.judge.base import Judge, Usage, score_with_usage
 from sparring.policy.base import ActRequest, Policy
 from sparring.rollout.trajectory import Status, ToolStep, Trajectory
@@ -220,7 +223,10 @@ class Episode:
                 }
             )
         if self.snapshot_every and self.step % self.snapshot_every == 0:
-            sid = await asyncio.wait_for(sandbox.snapshot(), self.tool_limit)
+            try:
+                sid = await asyncio.wait_for(sandbox.snapshot(), self.tool_limit)
+            except WorkspaceFault:
+                return False  # the agent's own making (too large...): no checkpoint; the final diff says why
             elapsed = self.play_ms + (time.perf_counter() - self._play_start) * 1000
             self.mark = _Mark(sid, self.step, len(self.messages), len(self.steps), len(self.traces), elapsed,
                               self.policy_ms, self.tool_ms)  # fmt: skip
@@ -294,6 +300,10 @@ async def score_trajectory(
     or overruns its stage limit is retried, then the status is ``judge_error`` with reward None."""
     limits = limits or StageLimits()
     if traj.status == "policy_error":
+        return
+    if diff.flags:
+        # the host refused the agent's workspace (too large, unrepresentable): 0, never half-judged
+        traj.reward, traj.components, traj.flags = 0.0, {}, list(diff.flags)
         return
     last = ""
     usage = trajectory_usage(traj)

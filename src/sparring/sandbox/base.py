@@ -97,13 +97,22 @@ class ExecResult:
 
 @dataclass(frozen=True)
 class WorkspaceDiff:
-    """The agent's change to /workspace: whole files written and paths deleted."""
+    """The agent's change to /workspace: whole files written and paths deleted.
+
+    ``flags`` non-empty means the host refused to take the diff as it is
+    (``workspace_too_large``: apparent sizes beyond the sandbox's disk quota;
+    ``unrepresentable_path``: a name that is not UTF-8; ``workspace_unreadable``,
+    ``workspace_changed``), ``detail`` says why: the diff is then incomplete
+    and is scored 0 with those flags, never judged as if it were the agent's work.
+    """
 
     files: dict[str, bytes] = field(default_factory=dict)
     deleted: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+    detail: str = ""
 
     def is_empty(self) -> bool:
-        return not self.files and not self.deleted
+        return not self.files and not self.deleted and not self.flags
 
     def to_json(self) -> dict[str, object]:
         import base64
@@ -114,7 +123,10 @@ class WorkspaceDiff:
                 enc[k] = {"text": v.decode("utf-8")}
             except UnicodeDecodeError:
                 enc[k] = {"b64": base64.b64encode(v).decode()}
-        return {"files": enc, "deleted": sorted(self.deleted)}
+        out: dict[str, object] = {"files": enc, "deleted": sorted(self.deleted)}
+        if self.flags:
+            out["flags"], out["detail"] = list(self.flags), self.detail
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, object]) -> WorkspaceDiff:
@@ -123,7 +135,12 @@ class WorkspaceDiff:
         files: dict[str, bytes] = {}
         for k, v in dict(d.get("files") or {}).items():  # type: ignore[call-overload]
             files[k] = v["text"].encode() if "text" in v else base64.b64decode(v["b64"])
-        return cls(files=files, deleted=tuple(d.get("deleted") or ()))  # type: ignore[arg-type]
+        return cls(
+            files=files,
+            deleted=tuple(d.get("deleted") or ()),  # type: ignore[arg-type]
+            flags=tuple(d.get("flags") or ()),  # type: ignore[arg-type]
+            detail=str(d.get("detail") or ""),
+        )
 
 
 @runtime_checkable

@@ -8,6 +8,7 @@ outside /workspace go through the sandbox itself.
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +16,14 @@ from typing import TYPE_CHECKING
 from sparring.errors import SandboxError
 from sparring.sandbox import mounts
 from sparring.sandbox.base import WORKSPACE, ExecResult
+
+READ_CAP = 16 << 20  # the most one read_file carries into host memory
+
+
+def _shown(name: str) -> str:
+    """A listed name as valid text: bytes that are not UTF-8 show as ``\\xNN`` escapes (a name
+    decoded with surrogates could not be written to JSON, and would break the trajectory record)."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 class HostFiles:
@@ -57,9 +66,16 @@ class HostFiles:
             if r.exit_code != 0:
                 raise FileNotFoundError(2, r.stderr.strip() or "cannot read", path)
             return r.stdout.encode()
-        fd = mounts.open_beneath(self.ws, rel, os.O_RDONLY)
+        fd = mounts.open_beneath(self.ws, rel, os.O_RDONLY | os.O_NONBLOCK)
         with os.fdopen(fd, "rb") as f:
-            return f.read()
+            size = os.fstat(fd).st_size  # apparent size: a sparse file counts in full
+            if size > READ_CAP:
+                raise OSError(
+                    errno.EFBIG,
+                    f"{path} has {size} bytes, more than the {READ_CAP >> 20} MiB the host reads at once; "
+                    "read parts of it with bash (head, sed -n)",
+                )
+            return f.read(READ_CAP + 1)[:READ_CAP]
 
     async def write_file(self, path: str, content: bytes) -> None:
         self._check_open()
@@ -111,6 +127,8 @@ class HostFiles:
             else os.open(self.ws, os.O_RDONLY | os.O_DIRECTORY)
         )
         try:
-            return sorted(e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in os.scandir(fd))
+            return sorted(
+                _shown(e.name) + ("/" if e.is_dir(follow_symlinks=False) else "") for e in os.scandir(fd)
+            )
         finally:
             os.close(fd)

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
-import shutil
 import stat
 import time
 import uuid
@@ -31,103 +31,165 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparring.errors import SandboxError
+from sparring.errors import SandboxError, WorkspaceFault
+from sparring.sandbox import hosttree
+
+log = logging.getLogger("sparring.sandbox")
 
 OPAQUE = "trusted.overlay.opaque"
 
 
-def _hash_file(p: str, h: hashlib._Hash) -> None:
-    with open(p, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
+def _scan(
+    src: Path,
+    dst: Path | None = None,
+    owner: int | None = None,
+    max_bytes: int | None = None,
+    into: bool = False,
+) -> str:
+    """Digest of ``src`` (see :func:`tree_digest`), copying it into the new directory ``dst`` on the way.
 
+    The walk is :func:`hosttree.walk`'s (iterative, no link followed, bytes
+    names); sparse files stay sparse. ``max_bytes`` bounds the apparent size
+    of all regular files together: beyond it the tree is refused with a
+    :class:`WorkspaceFault` before a byte more is read or written.
+    """
+    lines: list[tuple[bytes, bytes]] = []
+    total = 0
+    dst_fd = -1
 
-def _walk(root: Path) -> list[tuple[str, os.stat_result]]:
-    """Every entry below ``root`` (relative path, lstat), sorted, never following a link."""
-    out: list[tuple[str, os.stat_result]] = []
-    stack = [""]
-    while stack:
-        rel = stack.pop()
-        with os.scandir(root / rel if rel else root) as it:
-            for e in it:
-                r = f"{rel}/{e.name}" if rel else e.name
-                st = e.stat(follow_symlinks=False)
-                out.append((r, st))
-                if stat.S_ISDIR(st.st_mode):
-                    stack.append(r)
-    out.sort()
-    return out
+    def own(name: bytes, st: os.stat_result) -> None:
+        uid, gid = (owner, owner) if owner is not None else (st.st_uid, st.st_gid)
+        os.chown(name, uid, gid, dir_fd=dst_fd, follow_symlinks=False)
 
-
-def _entry_line(root: Path, rel: str, st: os.stat_result, h: hashlib._Hash) -> None:
-    """Feed one entry into ``h``: kind, executable bit, content (files), target (links)."""
-    mode = st.st_mode
-    p = str(root / rel)
-    if stat.S_ISDIR(mode):
+    def on_enter(rel: bytes, name: bytes, fd: int) -> None:
+        nonlocal dst_fd
         opaque = b""
         with contextlib.suppress(OSError):
-            opaque = os.getxattr(p, OPAQUE, follow_symlinks=False)
-        h.update(b"d\0" + rel.encode() + b"\0" + opaque + b"\n")
-    elif stat.S_ISLNK(mode):
-        h.update(b"l\0" + rel.encode() + b"\0" + os.fsencode(os.readlink(p)) + b"\n")
-    elif stat.S_ISREG(mode):
-        h.update(b"f\0" + rel.encode() + (b"\0x\0" if mode & 0o111 else b"\0-\0"))
-        fh = hashlib.sha256()
-        _hash_file(p, fh)
-        h.update(fh.digest() + b"\n")
-    elif stat.S_ISCHR(mode) and st.st_rdev == 0:
-        h.update(b"w\0" + rel.encode() + b"\n")  # an overlayfs whiteout: the path is deleted
-    else:
-        h.update(b"?\0" + rel.encode() + b"\n")  # sockets, fifos, devices: kept out of layers
+            opaque = os.getxattr(fd, OPAQUE)
+        if rel:
+            lines.append((rel, b"d\0" + rel + b"\0" + opaque + b"\n"))
+        if dst is None:
+            return
+        nfd = os.open(
+            name if rel else dst, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dst_fd if rel else None
+        )
+        if dst_fd >= 0:
+            os.close(dst_fd)
+        dst_fd = nfd
+        if opaque:
+            with contextlib.suppress(OSError):
+                os.setxattr(dst_fd, OPAQUE, opaque)
 
+    def on_leave(rel: bytes, name: bytes, fd: int) -> None:
+        nonlocal dst_fd
+        if dst is None:
+            return
+        up = os.open(b"..", os.O_RDONLY | os.O_DIRECTORY, dir_fd=dst_fd) if rel else -1
+        os.close(dst_fd)
+        dst_fd = up
 
-def tree_digest(root: Path) -> str:
-    """Digest of a directory tree's content (names, kinds, executable bits, bytes, link targets)."""
+    def on_entry(e: hosttree.Entry) -> bool:
+        nonlocal total
+        mode, rel = e.st.st_mode, e.rel
+        copy = dst is not None
+        if stat.S_ISDIR(mode):
+            if copy:
+                os.mkdir(e.name, stat.S_IMODE(mode) | 0o700, dir_fd=dst_fd)
+                own(e.name, e.st)
+            return True  # its line is written on entering it, with its opaque mark
+        if stat.S_ISLNK(mode):
+            try:
+                target = os.readlink(e.name, dir_fd=e.dir_fd)
+            except OSError as err:
+                raise hosttree.unreadable(err, rel) from None
+            lines.append((rel, b"l\0" + rel + b"\0" + target + b"\n"))
+            if copy:
+                os.symlink(target, e.name, dir_fd=dst_fd)
+        elif stat.S_ISREG(mode):
+            total += e.st.st_size
+            if max_bytes is not None and total > max_bytes:
+                raise WorkspaceFault(
+                    f"the workspace's files add up to more than {max_bytes >> 20} MiB (apparent sizes, sparse "
+                    "files included): beyond the sandbox's disk quota, the host does not copy it",
+                    "workspace_too_large",
+                )
+            if copy:
+                digest = hosttree.copy_file(e, dst_fd, stat.S_IMODE(mode))
+            else:
+                fh = hashlib.sha256()
+                fd = hosttree.open_file(e)
+                try:
+                    hosttree.stream(fd, e.st.st_size, lambda off, data: None, fh)
+                except OSError as err:
+                    raise hosttree.unreadable(err, rel) from None
+                finally:
+                    os.close(fd)
+                digest = fh.digest()
+            lines.append((rel, b"f\0" + rel + (b"\0x\0" if mode & 0o111 else b"\0-\0") + digest + b"\n"))
+        elif stat.S_ISCHR(mode) and e.st.st_rdev == 0:
+            lines.append((rel, b"w\0" + rel + b"\n"))  # an overlayfs whiteout: the path is deleted
+            if copy:
+                os.mknod(e.name, 0o600 | stat.S_IFCHR, os.makedev(0, 0), dir_fd=dst_fd)
+        else:
+            lines.append((rel, b"?\0" + rel + b"\n"))  # sockets, fifos, devices: kept out of layers
+            return False
+        if copy:
+            own(e.name, e.st)
+        return False
+
+    if dst is not None and not into:
+        os.mkdir(dst, 0o755)
+        if owner is not None:
+            os.chown(dst, owner, owner)
+    try:
+        hosttree.walk(src, on_entry, on_enter, on_leave)
+    finally:
+        if dst_fd >= 0:
+            os.close(dst_fd)
     h = hashlib.sha256()
-    for rel, st in _walk(root):
-        _entry_line(root, rel, st, h)
+    for _, line in sorted(lines):
+        h.update(line)
     return h.hexdigest()
 
 
-def copy_tree(src: Path, dst: Path, owner: int | None = None) -> str:
-    """Copy ``src`` into the new directory ``dst`` preserving overlayfs metadata; returns its digest.
+def tree_digest(root: Path, max_bytes: int | None = None) -> str:
+    """Digest of a directory tree's content (names, kinds, executable bits, bytes, link targets)."""
+    return _scan(root, max_bytes=max_bytes)
+
+
+def copy_tree(
+    src: Path, dst: Path, owner: int | None = None, max_bytes: int | None = None, into: bool = False
+) -> str:
+    """Copy ``src`` into the new directory ``dst`` (``into``: the existing, empty directory) preserving
+    overlayfs metadata; returns its digest.
 
     Every entry is owned by ``owner`` (uid = gid) when given, else keeps its source owner.
     """
-    h = hashlib.sha256()
-    os.mkdir(dst, 0o755)
-    if owner is not None:
-        os.chown(dst, owner, owner)
-    for rel, st in _walk(src):
-        _entry_line(src, rel, st, h)
-        s, d = str(src / rel), str(dst / rel)
-        mode = st.st_mode
-        if stat.S_ISDIR(mode):
-            os.mkdir(d, stat.S_IMODE(mode) | 0o700)
-            with contextlib.suppress(OSError):
-                os.setxattr(d, OPAQUE, os.getxattr(s, OPAQUE, follow_symlinks=False), follow_symlinks=False)
-        elif stat.S_ISLNK(mode):
-            os.symlink(os.readlink(s), d)
-        elif stat.S_ISREG(mode):
-            shutil.copyfile(s, d, follow_symlinks=False)
-            os.chmod(d, stat.S_IMODE(mode))
-        elif stat.S_ISCHR(mode) and st.st_rdev == 0:
-            os.mknod(d, 0o600 | stat.S_IFCHR, os.makedev(0, 0))
-        else:
-            continue
-        if owner is not None:
-            os.lchown(d, owner, owner)
-        else:
-            os.lchown(d, st.st_uid, st.st_gid)
-    return h.hexdigest()
+    return _scan(src, dst, owner, max_bytes, into)
 
 
 def stat_signature(root: Path) -> str:
     """A cheap fingerprint of a tree (names, kinds, sizes, mtimes, inodes): no file is read."""
     h = hashlib.sha256()
-    for rel, st in _walk(root):
-        h.update(f"{rel}\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode())
+    rows: list[tuple[bytes, os.stat_result]] = []
+
+    def on_entry(e: hosttree.Entry) -> bool:
+        rows.append((e.rel, e.st))
+        return True
+
+    hosttree.walk(root, on_entry)
+    for rel, st in sorted(rows, key=lambda r: r[0]):
+        h.update(rel + f"\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode())
     return h.hexdigest()
+
+
+def discard(path: Path) -> None:
+    """Remove a tree the store no longer needs; a tree that resists is logged and left, never raised:
+    one bad layer must not stop a backend from starting or another layer from going."""
+    try:
+        hosttree.remove_tree(path)
+    except Exception as e:  # noqa: BLE001 - cleanup goes on whatever one tree does
+        log.warning("could not remove %s (%s); remove it by hand", path, e)
 
 
 def _mtime(p: Path) -> float:
@@ -164,7 +226,7 @@ class LayerStore:
         try:
             os.rename(tmp, final)
         except OSError:  # the same content is already there: keep the first copy
-            shutil.rmtree(tmp, ignore_errors=True)
+            discard(tmp)
             if not final.is_dir():
                 raise
         return final
@@ -206,10 +268,10 @@ class LayerStore:
         try:
             found = copy_tree(src, tmp, owner=self.owner)
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            discard(tmp)
             raise
         if digest is not None and found != digest.removeprefix("sha256:"):
-            shutil.rmtree(tmp, ignore_errors=True)
+            discard(tmp)
             raise SandboxError(
                 f"workspace {src} does not match its pinned digest (expected {digest}, found sha256:{found}): "
                 "the task changed after it was admitted; re-admit it"
@@ -217,13 +279,19 @@ class LayerStore:
         self._verified.add((str(src), found))
         return self._commit(tmp, f"ws-{found}")
 
-    def freeze(self, upper: Path, below: tuple[Path, ...], base: Path) -> Snapshot:
-        """Freeze an upper directory as a layer on top of ``below``; record the snapshot for this process."""
+    def freeze(
+        self, upper: Path, below: tuple[Path, ...], base: Path, max_bytes: int | None = None
+    ) -> Snapshot:
+        """Freeze an upper directory as a layer on top of ``below``; record the snapshot for this process.
+
+        ``max_bytes`` bounds the apparent size of what is copied (the sandbox's quota): a larger tree is
+        refused with a :class:`WorkspaceFault` and nothing of it stays in the store.
+        """
         tmp = self._tmp()
         try:
-            digest = copy_tree(upper, tmp)
+            digest = copy_tree(upper, tmp, max_bytes=max_bytes)
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            discard(tmp)
             raise
         layer = self.layers / f"L-{digest}"
         stack = (layer, *below)
@@ -261,7 +329,7 @@ class LayerStore:
         now = time.time()
         for d in self.records.iterdir():
             if d.name.isdigit() and is_orphaned(int(d.name)):
-                shutil.rmtree(d, ignore_errors=True)
+                discard(d)
         needed: set[str] = set()
         for d in self.records.iterdir():
             for rec in d.iterdir() if d.is_dir() else ():
@@ -273,9 +341,9 @@ class LayerStore:
             if name.startswith(".tmp-"):
                 owner = name.split("-")[1]
                 if owner.isdigit() and is_orphaned(int(owner)):
-                    shutil.rmtree(layer, ignore_errors=True)
+                    discard(layer)
                 continue
             if name.startswith("L-") and name not in needed and now - _mtime(layer) > min_age_s:
-                shutil.rmtree(layer, ignore_errors=True)
+                discard(layer)
                 n += 1
         return n

@@ -41,22 +41,23 @@ import contextlib
 import logging
 import os
 import shutil
+import stat
 import time
 import uuid
 from pathlib import Path
 
 from sparring.errors import SandboxError, SandboxUnavailableError
-from sparring.sandbox import execserver, ipcns, mounts, reaper, seccomp
+from sparring.sandbox import execserver, hosttree, ipcns, mounts, reaper, seccomp
 from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.cgroups import CgroupSet
 from sparring.sandbox.channel import ExecChannel, OutputCallback
 from sparring.sandbox.environment import AGENT_GID, AGENT_HOST_UID, AGENT_UID, HOSTNAME, SandboxEnvironment
 from sparring.sandbox.hostfiles import HostFiles
-from sparring.sandbox.layers import LayerStore, Snapshot
+from sparring.sandbox.layers import LayerStore, Snapshot, copy_tree, discard
 from sparring.sandbox.netns import NetnsPool, make_user_namespace, set_loopback
 from sparring.sandbox.proxy import PROXY_PORT, AllowlistProxy, Attempt, parse_allow
 from sparring.sandbox.rootfs import HOME, SERVER, WRITABLE, RootPlan, install_server
-from sparring.sandbox.workspace import tree_diff
+from sparring.sandbox.workspace import diff_caps, tree_diff
 
 log = logging.getLogger("sparring.sandbox")
 
@@ -85,7 +86,10 @@ class LocalBackend:
         root: Path | None = None,
         environment: SandboxEnvironment | None = None,
         server: str | None = None,
+        mode: str = "auto",
     ) -> None:
+        if mode not in ("auto", "copy"):
+            raise SandboxError(f"unknown sandbox mode {mode!r}: use 'auto' (overlay when root) or 'copy'")
         self.bwrap = shutil.which("bwrap")
         if self.bwrap is None:
             raise SandboxUnavailableError(
@@ -94,7 +98,8 @@ class LocalBackend:
         self.root = Path(root or DEFAULT_ROOT).absolute()
         self.root.mkdir(parents=True, exist_ok=True, mode=0o711)
         self.environment = environment or SandboxEnvironment.current_python()
-        self.overlay = os.geteuid() == 0 and mounts.overlay_supported()
+        # Copy mode is the non-root fallback; mode="copy" forces it as root too (tests of that fallback).
+        self.overlay = mode == "auto" and os.geteuid() == 0 and mounts.overlay_supported()
         # As root, every sandbox joins one user namespace made here, in which the agent's uid 1000 maps
         # to an unprivileged host user, never to host root (whose /proc/sys and /dev nodes it would own).
         self.agent_uid: int | None = AGENT_HOST_UID if self.overlay else None
@@ -209,6 +214,7 @@ class LocalSandbox(HostFiles):
         self._sb_mounted = False
         self._layer_mounts: list[Path] = []
         self._shm_point = self.dir / "shm"  # outside root/: only the sandbox's /dev/shm is bound from it
+        self._lower_size: int | None = None
 
     @property
     def lower(self) -> Path:
@@ -238,7 +244,7 @@ class LocalSandbox(HostFiles):
         if b.overlay:
             self._bind_static()
         self._mount_layers(shm=False)  # /dev/shm only once bubblewrap has bound its propagation point
-        self.cg = CgroupSet.create(self.id, s.memory_mb, s.pids, s.cpus, freezer=b.overlay)
+        self.cg = CgroupSet.create(self.id, s.memory_mb, s.pids, s.cpus, freezer=True)
         if self.cg.dirs:
             (self.dir / "cgroups").write_text("\n".join(map(str, self.cg.dirs.values())) + "\n")
         if s.network == "allowlist":
@@ -341,15 +347,7 @@ class LocalSandbox(HostFiles):
         """The sandbox's writable state, fresh: the workspace overlay, /tmp, home and /dev/shm, all on one
         tmpfs of disk_mb (so they share the quota, and unmounting it discards every byte written)."""
         if not self.backend.overlay:
-            # Copy mode: refill the directory in place (bubblewrap holds a bind of it).
-            self.merged.mkdir(exist_ok=True)
-            for e in os.scandir(self.merged):
-                if e.is_dir(follow_symlinks=False):
-                    shutil.rmtree(e.path)
-                else:
-                    os.unlink(e.path)
-            src = self.layers[0] if self.layers else self.lower
-            shutil.copytree(src, self.merged, symlinks=True, dirs_exist_ok=True)
+            self._refill_copy()
             return
         rw, uid = self.rw, self.backend.agent_uid
         rw.mkdir(exist_ok=True)
@@ -391,6 +389,20 @@ class LocalSandbox(HostFiles):
         mounts.bind(self.rw / "shm", self._shm_point)
         self._layer_mounts.append(self._shm_point)
 
+    def _refill_copy(self) -> None:
+        """Copy mode: empty the workspace directory in place (bubblewrap holds a bind of it) and copy
+        the top layer in. Both walks are iterative and never follow a link the agent left."""
+        try:
+            self.merged.mkdir(exist_ok=True)
+            with os.scandir(self.merged) as it:
+                for e in list(it):
+                    hosttree.remove_tree(Path(e.path))
+            src = self.layers[0] if self.layers else self.lower
+            if src.is_dir():
+                copy_tree(src, self.merged, into=True)
+        except OSError as e:
+            raise SandboxError(f"sandbox {self.id}: refilling the copied workspace failed ({e})") from None
+
     def _unmount_layers(self) -> None:
         for mp in reversed(self._layer_mounts):
             mounts.umount(mp)
@@ -415,7 +427,7 @@ class LocalSandbox(HostFiles):
         except FileNotFoundError:
             pass
         except OSError:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            discard(self.dir)  # iterative: however deep the agent's tree
 
     def _check_open(self) -> None:
         self._live()
@@ -529,29 +541,55 @@ class LocalSandbox(HostFiles):
         raise SandboxError(f"sandbox {self.id}: {why}; it was killed")
 
     async def diff(self) -> WorkspaceDiff:
-        """The change to /workspace, taken with the sandbox frozen so nothing moves under the walk."""
+        """The change to /workspace, taken with the sandbox frozen so nothing moves under the walk.
+
+        It carries at most :func:`diff_caps` of the disk quota (apparent sizes); beyond that, or for
+        names a diff cannot hold, it comes back flagged (see :class:`WorkspaceDiff`) rather than raising.
+        """
         self._live()
         frozen = self.cg.freeze()
         try:
-            return await asyncio.to_thread(tree_diff, self.lower, self.merged)
+            return await asyncio.to_thread(tree_diff, self.lower, self.merged, *diff_caps(self.spec.disk_mb))
         finally:
             if frozen:
                 self.cg.thaw()
 
     # ---------- layers ----------
     async def snapshot(self) -> str:
-        """Freeze the current state as a new read-only layer; cost is proportional to the change."""
+        """Freeze the current state as a new read-only layer; cost is proportional to the change.
+
+        The sandbox is frozen during the copy in both modes, and the copy never follows a link. What
+        the agent made beyond its quota (apparent sizes) raises :class:`WorkspaceFault`, a fault of
+        this sandbox only; the sandbox itself stays usable.
+        """
         self._live()
-        if not self.backend.overlay:
-            snap = await asyncio.to_thread(self.backend.layers.freeze, self.merged, (), self.lower)
-            return snap.id
+        b = self.backend
+        if b.overlay:
+            src, below, budget = self.rw / "upper", self.layers, self.spec.disk_mb << 20
+        else:  # copy mode copies the whole tree: the quota comes on top of the initial workspace
+            src, below, budget = self.merged, (), (self.spec.disk_mb << 20) + await self._lower_bytes()
         frozen = self.cg.freeze()
         try:
-            snap = self.backend.layers.freeze(self.rw / "upper", self.layers, self.lower)
+            snap = await asyncio.to_thread(b.layers.freeze, src, below, self.lower, budget)
         finally:
             if frozen:
                 self.cg.thaw()
         return snap.id
+
+    async def _lower_bytes(self) -> int:
+        """Apparent size of the initial workspace's files (computed once: the lower never changes)."""
+        if self._lower_size is None:
+            total = 0
+
+            def count(e: hosttree.Entry) -> bool:
+                nonlocal total
+                total += e.st.st_size if stat.S_ISREG(e.st.st_mode) else 0
+                return True
+
+            if self.lower.is_dir():
+                await asyncio.to_thread(hosttree.walk, self.lower, count)
+            self._lower_size = total
+        return self._lower_size
 
     async def restore(self, snapshot_id: str) -> None:
         """Return to a snapshot: every process is killed, the files are the snapshot's."""

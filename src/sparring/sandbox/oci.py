@@ -39,7 +39,6 @@ import itertools
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import time
 import uuid
@@ -49,6 +48,7 @@ from sparring.errors import SandboxError, SandboxUnavailableError
 from sparring.sandbox import mounts
 from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.hostfiles import HostFiles
+from sparring.sandbox.layers import copy_tree, discard
 from sparring.sandbox.oci_image import ensure_image, first_line, podman_argv, podman_cycle_ms, ulimit_flags
 from sparring.sandbox.oci_support import (
     BASE_ENV,
@@ -60,7 +60,6 @@ from sparring.sandbox.oci_support import (
     SERVER_SH,
     Sink,
     cg_procs,
-    copy_layer_entry,
     kill_tree,
     pids_root,
     remove_cgroups,
@@ -68,7 +67,7 @@ from sparring.sandbox.oci_support import (
     tree_empty,
 )
 from sparring.sandbox.reaper import orphaned
-from sparring.sandbox.workspace import tree_diff
+from sparring.sandbox.workspace import diff_caps, tree_diff
 
 __all__ = ["CG_PREFIX", "CGROUP_ROOT", "OCIBackend", "OCISandbox", "podman_cycle_ms"]
 
@@ -163,7 +162,7 @@ class OCIBackend:
         for layer in (self.root / "oci-layers").glob("snap-*"):
             parts = layer.name.split("-")
             if orphaned(int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else -1):
-                shutil.rmtree(layer, ignore_errors=True)
+                discard(layer)
         return n
 
     def new_layer_dir(self) -> tuple[str, Path]:
@@ -181,7 +180,7 @@ def _teardown_dir(podman: list[str], d: Path) -> None:
         with contextlib.suppress(SandboxError):
             mounts.umount(mp)
     remove_cgroups(d.name.removeprefix("oci-"))
-    shutil.rmtree(d, ignore_errors=True)
+    discard(d)
 
 
 class OCISandbox(HostFiles):
@@ -452,7 +451,7 @@ class OCISandbox(HostFiles):
             # Frozen, no process inside can swap a file for a symlink while the host reads it.
             self._freeze("FROZEN")
             try:
-                return tree_diff(self.lower, self.ws)
+                return tree_diff(self.lower, self.ws, *diff_caps(self.spec.disk_mb))
             finally:
                 self._freeze("THAWED")
 
@@ -476,8 +475,14 @@ class OCISandbox(HostFiles):
             sid, d = self.backend.new_layer_dir()
             self._freeze("FROZEN")
             try:
-                # copystat keeps the trusted.overlay.opaque xattr of replaced directories
-                shutil.copytree(self.dir / "rw" / "upper", d, symlinks=True, copy_function=copy_layer_entry)
+                # iterative, no link followed, sparse files kept sparse, opaque marks and whiteouts kept;
+                # beyond the quota (apparent sizes) a WorkspaceFault, and nothing of it stays
+                d.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    copy_tree(self.dir / "rw" / "upper", d, max_bytes=self.spec.disk_mb << 20)
+                except BaseException:
+                    discard(d)
+                    raise
                 stack = (d, *self.layers)
                 self.backend.snapshots[sid] = stack
                 self._unmount_layers()

@@ -10,9 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
-import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -105,15 +103,6 @@ def rmdir_tree(d: Path) -> None:
                 os.rmdir(os.path.join(dirpath, sub))
     with contextlib.suppress(OSError):
         os.rmdir(d)
-
-
-def copy_layer_entry(src: str, dst: str) -> None:
-    """copytree's copy function for an overlay upper dir: whiteouts (0/0 char devices) stay whiteouts."""
-    st = os.lstat(src)
-    if stat.S_ISCHR(st.st_mode):
-        os.mknod(dst, st.st_mode, st.st_rdev)
-    else:
-        shutil.copy2(src, dst, follow_symlinks=False)
 
 
 def remove_cgroups(sid: str, wait_s: float = 3.0) -> None:

@@ -19,7 +19,6 @@ import argparse
 import contextlib
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from pathlib import Path
 
 from sparring.errors import SandboxError
 from sparring.sandbox import mounts
-from sparring.sandbox.layers import LayerStore
+from sparring.sandbox.layers import LayerStore, discard
 
 
 def pid_alive(pid: int) -> bool:
@@ -91,7 +90,7 @@ def remove_sandbox_dir(d: Path) -> None:
     for mp in mounts.mounts_below(d):
         with contextlib.suppress(Exception):
             mounts.umount(mp)
-    shutil.rmtree(d, ignore_errors=True)
+    discard(d)  # iterative and logged: a deep or stubborn tree never stops the reaper
 
 
 def run_dir() -> Path:
