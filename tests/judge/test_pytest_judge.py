@@ -101,3 +101,15 @@ def test_admission_rejects_a_task_whose_solution_fails(judge, tmp_path):
 
     rep = asyncio.run(check_task(load_task(t.path), judge, repeats=2))
     assert not rep.ok and "solution_passes" in {p.rule for p in rep.problems}
+
+
+def test_a_diff_the_host_refused_scores_zero_with_its_reason(judge, clamp_task):
+    """A workspace the host would not read whole (too large, unrepresentable names) is never half-judged:
+    even with the fix in what is left, the verdict is 0 with the refusal's flag."""
+    from sparring.tasks.check import solution_diff
+
+    ref = solution_diff(clamp_task)
+    assert asyncio.run(judge.score(clamp_task, ref)).reward == 1.0  # control: the same files pass
+    refused = WorkspaceDiff(files=ref.files, flags=("workspace_too_large",), detail="big.bin: 1.5 GiB")
+    r = asyncio.run(judge.score(clamp_task, refused))
+    assert r.status == "ok" and r.reward == 0.0 and r.flags == ["workspace_too_large"], (r.flags, r.log)

@@ -153,6 +153,10 @@ class PytestJudge:
         t0 = time.perf_counter()
         cfg = self.config
         expected = self.expected_ids(task)
+        if diff.flags:
+            # The host refused part of the workspace (too large, unreadable, unrepresentable names): a
+            # verdict on what is left would score a different workspace, so it is 0 with the reason.
+            return self._result(task, expected, {}, {}, {}, list(diff.flags), t0, diff.detail, None)
         evaluating = self.uses_eval_split(task)
         dseed = cfg.dynamic_seed if cfg.dynamic_seed is not None else secrets.randbits(31)
         job = None

@@ -39,6 +39,10 @@ ZEROING_FLAGS: frozenset[str] = frozenset(
         "tests_not_run",
         "candidate_crashed",
         "candidate_timeout",
+        "workspace_too_large",
+        "workspace_unreadable",
+        "workspace_changed",
+        "unrepresentable_path",
     }
 )
 GATED: frozenset[str] = frozenset({"efficiency", "usage"})
