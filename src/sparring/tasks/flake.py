@@ -34,8 +34,8 @@ MISSING = "missing"
 
 
 def runs_to_catch(detection: float = FLAKE_DETECTION, flake_rate: float = FLAKE_RATE) -> int:
-    """Fewest runs ``n`` with ``1 - (1 - flake_rate)^n >= detection``: a test failing with probability
-    ``flake_rate`` per run fails at least once in ``n`` runs with probability ``detection`` or more."""
+    """Fewest runs ``n`` with ``(1 - flake_rate)^n <= 1 - detection``: a test failing with probability
+    ``flake_rate`` per run passes all ``n`` runs (slips through) with probability ``1 - detection`` or less."""
     if not 0.0 < detection < 1.0 or not 0.0 < flake_rate <= 1.0:
         raise ValueError(
             f"detection must be in (0, 1) and flake_rate in (0, 1], got {detection} and {flake_rate}"
