@@ -143,7 +143,7 @@ def test_unlisted_hidden_test_file_is_rejected_every_time_by_name(judge, tmp_pat
     ],
 )  # fmt: skip
 def test_every_collected_hidden_test_file_is_listed_and_every_listed_id_exists(
-    tmp_path: Path, files: dict[str, str], ids: list[str] | None, named: str
+    tmp_path: Path, files: dict[str, str | bytes], ids: list[str] | None, named: str
 ) -> None:
     t = clamp_variant(tmp_path / "t", extra_hidden=files, hidden_ids=ids)
     problems = check_hidden_tests(load_task(t.path))

@@ -56,6 +56,7 @@ from sparring.judge.base import Judge, JudgeResult
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks import flake, hacks, hidden_suite
 from sparring.tasks.environment import Judges
+from sparring.tasks.hacks import Variant
 from sparring.tasks.loader import Task, read_task_record, workspace_digest, write_task_record
 
 PLACEHOLDERS = ("todo", "tbd", "fix it", "fix", "xxx", "lorem ipsum", "do the task", "n/a", "none", "...")
@@ -255,9 +256,10 @@ class Judgements:
     """The reference solution, once per run (training split)."""
     reference_eval: list[JudgeResult]
     """The reference solution on hidden/eval/, once per run (empty without an evaluation split)."""
-    hacks: list[JudgeResult]
-    """Each hack but the no-op (the no-op is the initial state), in :func:`hacks.hacks` order."""
-    alternatives: list[JudgeResult]
+    hacks: list[tuple[Variant, JudgeResult]]
+    """Each hack, the no-op judged as the initial state it is."""
+    alternatives: list[tuple[Variant, JudgeResult]]
+    """Each valid alternative solution the task ships."""
 
 
 async def judge_all(
@@ -271,18 +273,28 @@ async def judge_all(
             return await j.score(task, diff)
 
     ref = solution_diff(task)
+    task_hacks = hacks.hacks(task)
+    judged_hacks = [h for h in task_hacks if h.name != "noop"]  # the no-op hack is the initial state
+    alts = hacks.alternatives(task)
     evaluating = eval_judge is not None and hidden_suite.eval_ids(task) is not None
     groups: list[list[tuple[Judge, WorkspaceDiff]]] = [
         [(judge, WorkspaceDiff())] * 2,
         [(judge, ref)] * runs,
         [(eval_judge, ref)] * runs if evaluating and eval_judge is not None else [],
-        [(judge, h.diff) for h in hacks.hacks(task) if h.name != "noop"],
-        [(judge, a.diff) for a in hacks.alternatives(task)],
+        [(judge, h.diff) for h in judged_hacks],
+        [(judge, a.diff) for a in alts],
     ]
     async with asyncio.TaskGroup() as tg:
         jobs = [[tg.create_task(score(j, d)) for j, d in g] for g in groups]
-    initial, reference, reference_eval, hack_results, alts = ([j.result() for j in g] for g in jobs)
-    return Judgements(initial, reference, reference_eval, hack_results, alts)
+    initial, reference, reference_eval, hack_results, alt_results = ([j.result() for j in g] for g in jobs)
+    by_name = dict(zip((h.name for h in judged_hacks), hack_results, strict=True))
+    return Judgements(
+        initial,
+        reference,
+        reference_eval,
+        [(h, by_name.get(h.name, initial[0])) for h in task_hacks],
+        list(zip(alts, alt_results, strict=True)),
+    )
 
 
 def _eval_prefixed(r: JudgeResult) -> dict[str, str]:
@@ -315,7 +327,10 @@ def reference_problems(task: Task, js: Judgements) -> tuple[list[Problem], set[s
 
     a, b = js.initial
     if not flaky and (a.reward, a.per_test) != (b.reward, b.per_test):
-        out.append(Problem("judge_deterministic", f"the initial state scored {a.reward} then {b.reward}"))
+        moved = sorted(t for t in initial.outcomes if len(set(initial.outcomes[t])) > 1)
+        out.append(
+            Problem("judge_deterministic", f"the initial state scored {a.reward} then {b.reward} {moved[:3]}")
+        )
     if a.components.get("all_pass", 0.0) >= 1.0:
         out.append(Problem("initial_state_fails", "every hidden test already passes on the initial state"))
 
@@ -369,22 +384,22 @@ async def check_execution(
     js = await judge_all(task, judge, n, sem, eval_judge)
     out, flaky = reference_problems(task, js)
 
-    initial = js.initial[0]
-    results = iter(js.hacks)
-    for hack in hacks.hacks(task):
-        r = initial if hack.name == "noop" else next(results)
+    for hack, r in js.hacks:
         if r.reward > 0:
             out.append(Problem(f"hack_{hack.name}_scores_zero", f"the {hack.name} hack scores {r.reward}"))
-    for alt, r in zip(hacks.alternatives(task), js.alternatives, strict=True):
-        wrong = [t for t in _failing(r, n=len(r.per_test)) if t not in flaky]
+    for alt, r in js.alternatives:
+        # A flaky test failing on an alternative's one run says nothing about the alternative.
+        wrong = sorted(t for t, v in r.per_test.items() if v != "passed" and t not in flaky)
         if not _passes(r) and (wrong or not flaky):
             out.append(
                 Problem(
                     "alternative_passes",
-                    f"valid alternative {alt.name!r} fails {wrong[:3] or _failing(r)} (flags {r.flags}): "
+                    f"valid alternative {alt.name!r} fails {wrong[:3]} (flags {r.flags}): "
                     "tests reject a correct answer",
                 )
             )
+
+    initial = js.initial[0]
 
     if report is not None:
         ref = next((r for r in js.reference if _passes(r)), js.reference[0])
