@@ -20,10 +20,9 @@ import fnmatch
 from collections.abc import Iterable
 from pathlib import Path
 
+from sparring.judge.pytest_judge import EVAL_DIR, EVAL_IDS_FILE
 from sparring.tasks.loader import Task
 
-EVAL_DIR = "eval"  # the judge's evaluation split (sparring.judge.pytest_judge.EVAL_DIR)
-EVAL_IDS_FILE = "expected_tests.txt"
 TEST_FILE_PATTERNS = ("test_*.py", "*_test.py")
 NORECURSE_DIRS = ("*.egg", ".*", "_darcs", "build", "CVS", "dist", "node_modules", "venv", "{arch}")
 
