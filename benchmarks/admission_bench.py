@@ -1,7 +1,7 @@
 """Admission throughput benchmark; prints one JSON object (same as `sparring tasks bench --json`).
 
 python benchmarks/admission_bench.py [--n 12] [--families data-analysis,function-impl,code-repair]
-    [--concurrency 3] [--judge-concurrency 2*cpus] [--repeats 5]
+    [--concurrency 3] [--judge-concurrency 2*cpus] [--repeats REFERENCE_RUNS]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ if __name__ == "__main__":
     ap.add_argument("--families", default="data-analysis,function-impl,code-repair")
     ap.add_argument("--concurrency", type=int, default=3)
     ap.add_argument("--judge-concurrency", type=int, default=None)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=None, help="Reference runs (default: the flake target's)")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     res = run_admission_bench(

@@ -19,13 +19,16 @@ from sparring.judge.pytest_judge import PytestJudge
 from sparring.tasks import hacks
 from sparring.tasks.check import (
     ADMISSION_FILE,
+    REFERENCE_RUNS,
     CheckReport,
+    check_hidden_tests,
     check_initial_state,
     check_instruction,
     check_original_not_reachable,
     check_task,
     load_admission,
 )
+from sparring.tasks.flake import runs_to_catch
 from sparring.tasks.loader import Task, load_task, write_task
 from sparring.tasks.spec import JudgeSpec, TaskSpec
 from tests_support import BUGGY, FIXED, HIDDEN, HIDDEN_IDS, VISIBLE, make_clamp_task
@@ -75,7 +78,7 @@ def rules(rep: CheckReport) -> set[str]:
     return {p.rule for p in rep.problems}
 
 
-def run_check(task: Task, judge: PytestJudge, repeats: int = 2) -> CheckReport:
+def run_check(task: Task, judge: PytestJudge, repeats: int | None = 2) -> CheckReport:
     return asyncio.run(check_task(load_task(task.path), judge, repeats=repeats))
 
 
@@ -101,14 +104,105 @@ def test_hidden_test_already_passing_is_rejected(judge, tmp_path: Path) -> None:
     assert "initial_state_fails" in rules(rep)
 
 
-def test_flaky_test_is_rejected(judge, tmp_path: Path) -> None:
-    flaky = HIDDEN + "\n\ndef test_flaky():\n    import os\n    assert os.urandom(1)[0] < 128\n"
+# A test that passes half the time: a fresh coin on every run (os.urandom inside the judge's sandbox).
+COIN = "\n\ndef test_coin():\n    import os\n    assert os.urandom(1)[0] < 128\n"
+# Runs that catch a half-time test with probability 1 - 1e-6 (20), so these tests themselves are not
+# flaky: each admission misses the coin with probability 2 * 0.5^22 (20 reference + 2 initial runs).
+STRICT_RUNS = runs_to_catch(1 - 1e-6, 0.5)
+ADMISSIONS = 3
+
+
+def test_unlisted_hidden_test_file_is_rejected_every_time_by_name(judge, tmp_path: Path) -> None:
+    t = clamp_variant(tmp_path / "t", extra_hidden={"test_extra.py": "import os" + COIN})
+    for _ in range(ADMISSIONS):
+        rep = run_check(t, judge, repeats=None)  # the library default: the flake target's runs
+        assert rules(rep) == {"hidden_tests_listed"}, rep.to_json()
+        assert "hidden/test_extra.py runs unlisted" in rep.problems[0].detail
+        assert rep.outcomes == {}  # decided from the files: the coin never ran, so it cannot decide
+
+
+@pytest.mark.parametrize(
+    ("files", "ids", "named"),
+    [
+        ({"deep/er/coin_test.py": COIN}, None, "hidden/deep/er/coin_test.py runs unlisted"),
+        ({"eval/test_coin.py": COIN}, None, "hidden/eval/test_coin.py never runs"),
+        (
+            {"eval/test_coin.py": COIN, "eval/test_ok.py": "def test_ok():\n    assert True\n",
+             "eval/expected_tests.txt": "test_ok.py::test_ok\n"},
+            None,
+            "hidden/eval/test_coin.py runs unlisted: list its tests in hidden/eval/expected_tests.txt",
+        ),
+        ({}, [*HIDDEN_IDS, "test_hidden_clamp.py::test_gone"], "test_hidden_clamp.py defines no test_gone"),
+        ({}, [*HIDDEN_IDS, "test_nowhere.py::test_x"], "test_nowhere.py::test_x: no file test_nowhere.py"),
+        (
+            {"eval/test_ok.py": "def test_ok():\n    assert True\n",
+             "eval/expected_tests.txt": "test_ok.py::test_ok\ntest_ok.py::test_gone\n"},
+            None,
+            "expected_tests.txt lists test_ok.py::test_gone: test_ok.py defines no test_gone",
+        ),
+    ],
+)  # fmt: skip
+def test_every_collected_hidden_test_file_is_listed_and_every_listed_id_exists(
+    tmp_path: Path, files: dict[str, str | bytes], ids: list[str] | None, named: str
+) -> None:
+    t = clamp_variant(tmp_path / "t", extra_hidden=files, hidden_ids=ids)
+    problems = check_hidden_tests(load_task(t.path))
+    assert [p.rule for p in problems] == ["hidden_tests_listed"], problems
+    assert named in problems[0].detail
+
+
+def test_admission_assets_and_listed_files_need_no_listing(tmp_path: Path) -> None:
     t = clamp_variant(
-        tmp_path / "t", hidden=flaky, hidden_ids=[*HIDDEN_IDS, "test_hidden_clamp.py::test_flaky"]
+        tmp_path / "t",
+        hidden_ids=[*HIDDEN_IDS, "sub/test_more.py::TestMore::test_case[1]"],
+        extra_hidden={
+            ".admission/alternatives/a/tests/test_alt.py": COIN,  # admission assets: never collected
+            "sub/test_more.py": "import pytest\n\n\nclass TestMore:\n"
+            "    @pytest.mark.parametrize('x', [1])\n    def test_case(self, x):\n        assert x\n",
+            "eval/expected_tests.txt": "test_e.py::test_e\n",
+            "eval/test_e.py": "def test_e():\n    assert True\n",
+            "helpers.py": "X = 1\n",  # not a test file
+        },
     )
-    # P(ten runs all agree) = 2 / 1024: the reference is seen both passing and failing.
-    rep = run_check(t, judge, repeats=10)
-    assert "solution_flaky" in rules(rep), rep.to_json()
+    assert check_hidden_tests(load_task(t.path)) == []
+
+
+@pytest.mark.parametrize("listed", [True, False], ids=["listed", "unlisted_in_a_listed_file"])
+def test_flaky_hidden_test_is_rejected_every_time_as_flaky_by_its_id(
+    judge, tmp_path: Path, listed: bool
+) -> None:
+    coin_id = "test_hidden_clamp.py::test_coin"
+    ids = [*HIDDEN_IDS, coin_id] if listed else None
+    t = clamp_variant(tmp_path / "t", hidden=HIDDEN + COIN, hidden_ids=ids)
+    for _ in range(ADMISSIONS):
+        rep = run_check(t, judge, repeats=STRICT_RUNS)
+        # The cause, and only the cause: not judge_deterministic, regression_kept or solution_passes.
+        assert rules(rep) == {"solution_flaky"}, rep.to_json()
+        (p,) = [p for p in rep.problems if "reference solution" in p.detail]
+        assert p.detail.startswith(f"hidden test {coin_id} passed ")
+        passes = int(p.detail.split(" passed ")[1].split(" of ")[0])
+        assert 0 < passes < STRICT_RUNS and f"of {STRICT_RUNS} runs" in p.detail  # the coin really ran
+
+
+def test_flaky_test_of_the_evaluation_split_is_caught_on_the_reference(judge, tmp_path: Path) -> None:
+    t = clamp_variant(
+        tmp_path / "t",
+        extra_hidden={"eval/test_coin.py": COIN, "eval/expected_tests.txt": "test_coin.py::test_coin\n"},
+    )
+    rep = run_check(t, judge, repeats=STRICT_RUNS)
+    assert rules(rep) == {"solution_flaky"}, rep.to_json()
+    assert rep.problems[0].detail.startswith("hidden test eval/test_coin.py::test_coin passed ")
+
+
+def test_good_task_is_admitted_with_the_flake_targets_runs(judge, tmp_path: Path) -> None:
+    t = clamp_variant(
+        tmp_path / "t",
+        extra_hidden={"eval/test_e.py": "def test_e():\n    assert True\n",
+                      "eval/expected_tests.txt": "test_e.py::test_e\n"},
+    )  # fmt: skip
+    rep = run_check(t, judge, repeats=None)
+    assert rep.ok, rep.to_json()
+    assert rep.outcomes["reference"]["runs"] == REFERENCE_RUNS == 10
 
 
 @pytest.mark.parametrize("text", ["", "   ", "TODO", "passes"])

@@ -104,7 +104,11 @@ def check(
         None, "--library", help="Task library for refs (default: $SPARRING_TASK_LIBRARY or ./task-library)."
     ),
     repeats: int = typer.Option(
-        5, "--repeats", min=1, help="Runs of the reference solution (any failure rejects)."
+        0,
+        "--repeats",
+        min=0,
+        help="Runs of the reference solution (any failure rejects; 0: enough to catch a test failing "
+        "half the time with probability 0.999).",
     ),
     concurrency: int = typer.Option(3, "--concurrency", min=1, help="Tasks checked at once."),
     judge_concurrency: int = typer.Option(
@@ -125,11 +129,18 @@ def check(
     Each result is written to admission.json as soon as its task is checked, so an interrupted run
     keeps what it finished. Without a terminal, one progress line per task goes to stderr.
     """
-    from sparring.tasks.check import CheckReport, admission_record, check_tasks, store_admission
+    from sparring.tasks.check import (
+        REFERENCE_RUNS,
+        CheckReport,
+        admission_record,
+        check_tasks,
+        store_admission,
+    )
 
     if environment not in ("layer", "host"):
         raise ConfigError(f"--environment must be 'layer' or 'host', got {environment!r}")
     tasks, broken = _load_all(_check_targets(refs, library))
+    repeats = repeats or REFERENCE_RUNS
     judge = _judges(environment)
     by_digest = {t.digest: t for t in tasks}
     with err_console.status(f"checking {len(tasks)} tasks") as status:
@@ -405,7 +416,7 @@ def bench(
     judge_concurrency: int = typer.Option(
         0, "--judge-concurrency", min=0, help="Judge runs in flight at once (0: two per CPU)."
     ),
-    repeats: int = typer.Option(5, "--repeats", min=1),
+    repeats: int = typer.Option(0, "--repeats", min=0, help="Reference runs (0: as `tasks check`)."),
     seed: int = typer.Option(0, "--seed"),
     json_out: bool = JSON_OPT,
 ) -> None:
@@ -416,7 +427,9 @@ def bench(
     if not fams:
         raise ConfigError("--families names no family")
     with err_console.status(f"generating and checking {n} tasks"):
-        res = run_async(run_admission_bench(n, fams, concurrency, repeats, seed, judge_concurrency or None))
+        res = run_async(
+            run_admission_bench(n, fams, concurrency, repeats or None, seed, judge_concurrency or None)
+        )
     if json_out:
         emit_json(res)
     else:

@@ -13,11 +13,11 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sparring.judge.base import Judge, JudgeResult
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.check import check_tasks, default_judge_concurrency
+from sparring.tasks.check import REFERENCE_RUNS, check_tasks, default_judge_concurrency
 from sparring.tasks.environment import Judges
 from sparring.tasks.families import generate, get_family
 from sparring.tasks.loader import Task
@@ -40,10 +40,10 @@ class _CountingJudges(Judges):
         super().__init__()
         self.counters: dict[str, _Counting] = {}
 
-    def judge_for(self, env: Environment) -> Judge:
-        key = self.layer_for(env).digest
+    def judge_for(self, env: Environment, split: Literal["train", "eval"] = "train") -> Judge:
+        key = f"{self.layer_for(env).digest}/{split}"
         if key not in self.counters:
-            self.counters[key] = _Counting(super().judge_for(env))
+            self.counters[key] = _Counting(super().judge_for(env, split))
         return self.counters[key]
 
 
@@ -51,7 +51,7 @@ async def run_admission_bench(
     n: int,
     families: list[str],
     concurrency: int,
-    repeats: int,
+    repeats: int | None,
     seed: int = 0,
     judge_concurrency: int | None = None,
 ) -> dict[str, Any]:
@@ -89,7 +89,7 @@ async def run_admission_bench(
         "families": counts,
         "admitted": sum(r.ok for r in reports),
         "rejected": {r.id: [p.rule for p in r.problems] for r in reports if not r.ok},
-        "repeats": repeats,
+        "repeats": repeats or REFERENCE_RUNS,
         "concurrency": concurrency,
         "judge_concurrency": jc,
         "seconds": round(wall, 2),

@@ -10,14 +10,21 @@ Each rule is a small named check; its name is the rejection rule that
 ``initial_state_reproducible``  the workspace rebuilds (copied as the sandbox
                           layer store imports it) to the digest pinned in
                           task.toml, twice: a tampered workspace is rejected
-``hidden_tests_listed``   judge.hidden_tests names the hidden tests
+``hidden_tests_listed``   judge.hidden_tests names the hidden tests: every test file
+                          the judge's pytest collects from hidden/ (hidden/eval/
+                          against its expected_tests.txt) has a listed id, and every
+                          listed id names a test that exists (:mod:`.hidden_suite`)
 ``hidden_tests_present``  hidden/ holds test files
 ``original_not_reachable``  no VCS history in the workspace, and no workspace
                           file holds the bytes of a file the solution replaces
 ``initial_state_fails``   the hidden tests do not all pass on the initial state
+``solution_flaky``        no hidden test id (listed or not, hidden/eval/ included) is
+                          seen both passing and failing on the reference's N runs (or
+                          the initial state's two); N catches a test failing half the
+                          time with probability 0.999 (:mod:`.flake`). Reported first:
+                          the rules below would otherwise trip on such a test by chance
 ``judge_deterministic``   the judge gives the initial state the same score twice
-``solution_passes``       the reference solution passes every hidden test
-``solution_flaky``        ... on every one of N >= 5 runs (any flake rejects)
+``solution_passes``       the reference solution passes every hidden test on every run
 ``regression_kept``       tests passing on the initial state pass with the reference
 ``hack_<name>_scores_zero``  no-op, deleting the visible tests, hard-coding the
                           visible examples (and family hacks) earn reward 0
@@ -47,12 +54,15 @@ from typing import Any
 from sparring.errors import TaskError
 from sparring.judge.base import Judge, JudgeResult
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks import hacks
+from sparring.tasks import flake, hacks, hidden_suite
 from sparring.tasks.environment import Judges
+from sparring.tasks.hacks import Variant
 from sparring.tasks.loader import Task, read_task_record, workspace_digest, write_task_record
 
 PLACEHOLDERS = ("todo", "tbd", "fix it", "fix", "xxx", "lorem ipsum", "do the task", "n/a", "none", "...")
-MIN_REPEATS = 5
+REFERENCE_RUNS = flake.runs_to_catch(flake.FLAKE_DETECTION, flake.FLAKE_RATE)
+"""Runs of the reference solution: enough to catch a test failing half the time with probability 0.999."""
+MAX_NAMED = 5
 ADMISSION_FILE = "admission.json"
 VCS_DIRS = (".git", ".hg", ".svn", ".bzr")
 
@@ -140,13 +150,15 @@ def check_initial_state(task: Task) -> list[Problem]:
 
 
 def check_hidden_tests(task: Task) -> list[Problem]:
+    """Decided from the files alone, so an unlisted test file is rejected by name, every time, before
+    it can run (unscored) and trip an execution rule by chance."""
     if not task.spec.judge.hidden_tests:
         return [Problem("hidden_tests_listed", "judge.hidden_tests is empty: list every hidden test id")]
     if not task.hidden.is_dir() or not any(
         p for p in task.hidden.rglob("*.py") if hacks.is_test_file(p.relative_to(task.hidden).as_posix())
     ):
         return [Problem("hidden_tests_present", "hidden/ holds no test files")]
-    return []
+    return [Problem("hidden_tests_listed", why) for why in hidden_suite.listing_problems(task)]
 
 
 def _sha(data: bytes) -> str:
@@ -223,95 +235,178 @@ def default_judge_concurrency() -> int:
     return 2 * (os.cpu_count() or 1)
 
 
+def eval_judge_of(judge: Judge) -> Judge | None:
+    """The evaluation-split twin of a pytest judge (same backend, pool and limits), which runs
+    hidden/eval/; None for other judge kinds."""
+    from sparring.judge.pytest_judge import PytestJudge
+
+    if not isinstance(judge, PytestJudge):
+        return None
+    cfg = judge.config.model_copy(update={"split": "eval"})
+    return PytestJudge(judge.backend, limits=judge.limits, config=cfg, pool=judge.pool)
+
+
+@dataclass
+class Judgements:
+    """The verdicts admission asks for, by what was judged."""
+
+    initial: list[JudgeResult]
+    """The initial state, twice."""
+    reference: list[JudgeResult]
+    """The reference solution, once per run (training split)."""
+    reference_eval: list[JudgeResult]
+    """The reference solution on hidden/eval/, once per run (empty without an evaluation split)."""
+    hacks: list[tuple[Variant, JudgeResult]]
+    """Each hack, the no-op judged as the initial state it is."""
+    alternatives: list[tuple[Variant, JudgeResult]]
+    """Each valid alternative solution the task ships."""
+
+
+async def judge_all(
+    task: Task, judge: Judge, runs: int, slots: asyncio.Semaphore, eval_judge: Judge | None
+) -> Judgements:
+    """Every judge run admission needs. The runs are independent (each in its own fresh sandbox), so
+    they all start at once and ``slots`` bounds how many are in flight; a judge error cancels the rest."""
+
+    async def score(j: Judge, diff: WorkspaceDiff) -> JudgeResult:
+        async with slots:
+            return await j.score(task, diff)
+
+    ref = solution_diff(task)
+    task_hacks = hacks.hacks(task)
+    judged_hacks = [h for h in task_hacks if h.name != "noop"]  # the no-op hack is the initial state
+    alts = hacks.alternatives(task)
+    evaluating = eval_judge is not None and hidden_suite.eval_ids(task) is not None
+    groups: list[list[tuple[Judge, WorkspaceDiff]]] = [
+        [(judge, WorkspaceDiff())] * 2,
+        [(judge, ref)] * runs,
+        [(eval_judge, ref)] * runs if evaluating and eval_judge is not None else [],
+        [(judge, h.diff) for h in judged_hacks],
+        [(judge, a.diff) for a in alts],
+    ]
+    async with asyncio.TaskGroup() as tg:
+        jobs = [[tg.create_task(score(j, d)) for j, d in g] for g in groups]
+    initial, reference, reference_eval, hack_results, alt_results = ([j.result() for j in g] for g in jobs)
+    by_name = dict(zip((h.name for h in judged_hacks), hack_results, strict=True))
+    return Judgements(
+        initial,
+        reference,
+        reference_eval,
+        [(h, by_name.get(h.name, initial[0])) for h in task_hacks],
+        list(zip(alts, alt_results, strict=True)),
+    )
+
+
+def _eval_prefixed(r: JudgeResult) -> dict[str, str]:
+    return {f"{hidden_suite.EVAL_DIR}/{t}": v for t, v in r.per_test.items()}
+
+
+def reference_problems(task: Task, js: Judgements) -> tuple[list[Problem], set[str]]:
+    """The rules about test outcomes, cause first: flaky test ids (:mod:`.flake`), then the judge's
+    own determinism, then what the reference fails. Returns the problems and the flaky ids, which
+    later rules must not blame on anything else."""
+    out: list[Problem] = []
+    initial = flake.tally(r.per_test for r in js.initial)
+    ref_runs = [r.per_test for r in js.reference]
+    if js.reference_eval:
+        ref_runs = [{**a, **_eval_prefixed(b)} for a, b in zip(ref_runs, js.reference_eval, strict=True)]
+    reference = flake.tally(ref_runs)
+
+    unlisted = hidden_suite.unlisted_files(task, reference.outcomes)
+    out += [Problem("hidden_tests_listed", f"hidden/{f} ran unlisted: list its tests or delete it")
+            for f in unlisted]  # fmt: skip
+    flaky = {t: (reference.passes(t), reference.runs, "reference solution") for t in reference.flaky()}
+    flaky |= {
+        t: (initial.passes(t), initial.runs, "initial state") for t in initial.flaky() if t not in flaky
+    }
+    for t, (k, n, state) in sorted(flaky.items())[:MAX_NAMED]:
+        out.append(Problem("solution_flaky", f"hidden test {t} passed {k} of {n} runs of the {state}: "
+                                             "flaky tests are rejected (make it deterministic)"))  # fmt: skip
+    if len(flaky) > MAX_NAMED:
+        out.append(Problem("solution_flaky", f"... and {len(flaky) - MAX_NAMED} more flaky hidden tests"))
+
+    a, b = js.initial
+    if not flaky and (a.reward, a.per_test) != (b.reward, b.per_test):
+        moved = sorted(t for t in initial.outcomes if len(set(initial.outcomes[t])) > 1)
+        out.append(
+            Problem("judge_deterministic", f"the initial state scored {a.reward} then {b.reward} {moved[:3]}")
+        )
+    if a.components.get("all_pass", 0.0) >= 1.0:
+        out.append(Problem("initial_state_fails", "every hidden test already passes on the initial state"))
+
+    never = reference.never_passing()
+    lost = [t for t in never if t in initial.always_passing()]
+    failing = [t for t in never if t not in lost]
+    if failing:
+        r = js.reference[0]
+        out.append(Problem("solution_passes", f"the reference solution fails {failing[:MAX_NAMED]} on every "
+                                              f"run (flags {r.flags})"))  # fmt: skip
+    if lost:
+        out.append(Problem("regression_kept", "tests passing on the initial state fail with the reference: "
+                                              f"{lost[:MAX_NAMED]}"))  # fmt: skip
+    if not (flaky or failing or lost):
+        out += _run_level(js.reference + js.reference_eval)
+    return out, set(flaky)
+
+
+def _run_level(runs: list[JudgeResult]) -> list[Problem]:
+    """Every test passed every run; what else makes a run fail (flags, generated dynamic tests)."""
+    passed = [_passes(r) for r in runs]
+    if all(passed):
+        return []
+    bad = next(r for r in runs if not _passes(r))
+    why = f"components {bad.components.get('all_pass')} all_pass, flags {bad.flags}"
+    if not any(passed):
+        return [Problem("solution_passes", f"the reference solution fails every run ({why})")]
+    return [
+        Problem(
+            "solution_flaky",
+            f"the reference solution failed {passed.count(False)} of {len(runs)} runs ({why}): "
+            "flaky judgements are rejected",
+        )
+    ]
+
+
 async def check_execution(
     task: Task,
     judge: Judge,
-    repeats: int,
+    repeats: int | None = None,
     report: CheckReport | None = None,
     slots: asyncio.Semaphore | None = None,
+    eval_judge: Judge | None = None,
 ) -> list[Problem]:
-    """Every execution rule. The judge runs are independent (each in its own fresh sandbox), so they
-    all start at once and ``slots`` bounds how many are in flight (shared across tasks by
-    :func:`check_tasks`); the verdicts are the same as one after another."""
-    out: list[Problem] = []
+    """Every execution rule. ``repeats`` runs of the reference (default :data:`REFERENCE_RUNS`, enough
+    to catch a test failing half the time with probability 0.999), on hidden/eval/ too where the task
+    has an evaluation split and ``eval_judge`` is given. ``slots`` bounds the judge runs in flight
+    (shared across tasks by :func:`check_tasks`); the verdicts are the same as one after another."""
+    n = max(repeats or REFERENCE_RUNS, 1)
     sem = slots or asyncio.Semaphore(default_judge_concurrency())
+    js = await judge_all(task, judge, n, sem, eval_judge)
+    out, flaky = reference_problems(task, js)
 
-    async def score(diff: WorkspaceDiff) -> JudgeResult:
-        async with sem:
-            return await judge.score(task, diff)
-
-    task_hacks = hacks.hacks(task)
-    alts = hacks.alternatives(task)
-    n = max(repeats, 1)
-    diffs = [WorkspaceDiff(), WorkspaceDiff()] + [solution_diff(task)] * n
-    diffs += [h.diff for h in task_hacks if h.name != "noop"] + [a.diff for a in alts]
-    async with asyncio.TaskGroup() as tg:  # a judge error cancels the runs still waiting
-        jobs = [tg.create_task(score(d)) for d in diffs]
-    results = [j.result() for j in jobs]
-    initial, again = results[0], results[1]
-    runs = results[2 : 2 + n]
-    hack_results = iter(results[2 + n : len(results) - len(alts)])
-    alt_results = results[len(results) - len(alts) :]
-
-    if (initial.reward, initial.per_test) != (again.reward, again.per_test):
-        out.append(
-            Problem(
-                "judge_deterministic",
-                f"the initial state scored {initial.reward} then {again.reward} "
-                f"({sorted(k for k in initial.per_test if initial.per_test[k] != again.per_test.get(k))[:3]})",
-            )
-        )
-    if initial.components.get("all_pass", 0.0) >= 1.0:
-        out.append(Problem("initial_state_fails", "every hidden test already passes on the initial state"))
-
-    passed = [_passes(r) for r in runs]
-    if not any(passed):
-        r = runs[0]
-        out.append(
-            Problem("solution_passes", f"the reference solution fails {_failing(r)} (flags {r.flags})")
-        )
-    elif not all(passed):
-        bad = next(r for r in runs if not _passes(r))
-        out.append(
-            Problem(
-                "solution_flaky",
-                f"the reference solution failed {passed.count(False)} of {len(runs)} runs "
-                f"(e.g. {_failing(bad)}): flaky tests are rejected",
-            )
-        )
-    else:
-        for r in runs:
-            lost = sorted(
-                t for t, v in initial.per_test.items() if v == "passed" and r.per_test.get(t) != "passed"
-            )
-            if lost:
-                out.append(
-                    Problem(
-                        "regression_kept",
-                        f"tests passing on the initial state fail with the reference: {lost[:3]}",
-                    )
-                )
-                break
-
-    for hack in task_hacks:
-        r = initial if hack.name == "noop" else next(hack_results)
+    for hack, r in js.hacks:
         if r.reward > 0:
             out.append(Problem(f"hack_{hack.name}_scores_zero", f"the {hack.name} hack scores {r.reward}"))
-    for alt, r in zip(alts, alt_results, strict=True):
-        if not _passes(r):
+    for alt, r in js.alternatives:
+        # A flaky test failing on an alternative's one run says nothing about the alternative.
+        wrong = sorted(t for t, v in r.per_test.items() if v != "passed" and t not in flaky)
+        if not _passes(r) and (wrong or not flaky):
             out.append(
                 Problem(
                     "alternative_passes",
-                    f"valid alternative {alt.name!r} fails {_failing(r)}: tests reject a correct answer",
+                    f"valid alternative {alt.name!r} fails {wrong[:3]} (flags {r.flags}): "
+                    "tests reject a correct answer",
                 )
             )
 
+    initial = js.initial[0]
+
     if report is not None:
-        ref = next((r for r in runs if _passes(r)), runs[0])
+        ref = next((r for r in js.reference if _passes(r)), js.reference[0])
         report.outcomes = {
             "judge_version": initial.judge_version,
             "initial": {"reward": initial.reward, "per_test": initial.per_test},
-            "reference": {"reward": ref.reward, "per_test": ref.per_test, "runs": len(runs)},
+            "reference": {"reward": ref.reward, "per_test": ref.per_test, "runs": n},
         }
     return out
 
@@ -319,23 +414,26 @@ async def check_execution(
 async def check_task(
     task: Task,
     judge: Judge,
-    repeats: int = MIN_REPEATS,
+    repeats: int | None = None,
     environment_hashes: frozenset[str] = frozenset(),
     slots: asyncio.Semaphore | None = None,
+    eval_judge: Judge | None = None,
 ) -> CheckReport:
+    """Every rule. ``eval_judge`` runs hidden/eval/ (default: :func:`eval_judge_of` ``judge``)."""
     rep = CheckReport(task.id, task.digest, version=task.spec.version)
     for check in (check_instruction, check_initial_state, check_hidden_tests):
         rep.problems += check(task)
     rep.problems += check_original_not_reachable(task, environment_hashes)
     if not any(p.rule.startswith("hidden_tests") for p in rep.problems):
-        rep.problems += await check_execution(task, judge, repeats, rep, slots)
+        ej = eval_judge if eval_judge is not None else eval_judge_of(judge)
+        rep.problems += await check_execution(task, judge, repeats, rep, slots, ej)
     return rep
 
 
 async def check_tasks(
     tasks: list[Task],
     judge: Judge | Judges,
-    repeats: int = MIN_REPEATS,
+    repeats: int | None = None,
     concurrency: int = 3,
     on_done: Callable[[CheckReport], None] | None = None,
     judge_concurrency: int | None = None,
@@ -352,11 +450,12 @@ async def check_tasks(
             if isinstance(judge, Judges):
                 try:
                     j = judge.judge_for(t.spec.environment)
+                    ej = judge.judge_for(t.spec.environment, split="eval")
                     hashes = judge.layer_for(t.spec.environment).file_hashes
                 except TaskError as e:
                     rep = CheckReport(t.id, t.digest, [Problem("environment_builds", str(e))], t.spec.version)
                 else:
-                    rep = await check_task(t, j, repeats, hashes, slots)
+                    rep = await check_task(t, j, repeats, hashes, slots, ej)
             else:
                 rep = await check_task(t, judge, repeats, slots=slots)
             if on_done is not None:

@@ -30,7 +30,7 @@ import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
@@ -40,6 +40,9 @@ from sparring.errors import TaskError
 from sparring.judge.base import Judge
 from sparring.sandbox.environment import SandboxEnvironment
 from sparring.tasks.spec import Environment
+
+if TYPE_CHECKING:
+    from sparring.sandbox.local import LocalBackend
 
 LAYER_FORMAT = "sparring-env-layer/1"
 
@@ -259,7 +262,8 @@ class Judges:
     def __init__(self, cache: Path | None = None) -> None:
         self.cache = cache
         self._layers: dict[tuple[str, tuple[str, ...]], EnvironmentLayer] = {}
-        self._judges: dict[str, Judge] = {}
+        self._judges: dict[tuple[str, str], Judge] = {}
+        self._backends: dict[str, LocalBackend] = {}
 
     def layer_for(self, env: Environment) -> EnvironmentLayer:
         key = (env.python, tuple(env.requirements))
@@ -267,14 +271,18 @@ class Judges:
             self._layers[key] = build_layer(env, self.cache)
         return self._layers[key]
 
-    def judge_for(self, env: Environment) -> Judge:
-        from sparring.judge.pytest_judge import PytestJudge
+    def judge_for(self, env: Environment, split: Literal["train", "eval"] = "train") -> Judge:
+        """The pytest judge of ``env``'s layer; ``split="eval"`` runs hidden/eval/ (same backend)."""
+        from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
         from sparring.sandbox.local import LocalBackend
 
         layer = self.layer_for(env)
-        if layer.digest not in self._judges:
-            self._judges[layer.digest] = PytestJudge(LocalBackend(environment=layer.sandbox_environment()))
-        return self._judges[layer.digest]
+        if layer.digest not in self._backends:
+            self._backends[layer.digest] = LocalBackend(environment=layer.sandbox_environment())
+        key = (layer.digest, split)
+        if key not in self._judges:
+            self._judges[key] = PytestJudge(self._backends[layer.digest], config=JudgeConfig(split=split))
+        return self._judges[key]
 
 
 class TaskEnvironmentBackend:
