@@ -6,13 +6,19 @@ only one of them can be the module named `conftest` at a time.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from sparring.tasks.loader import Task, write_task
 from sparring.tasks.spec import JudgeSpec, TaskSpec
+
+T = TypeVar("T")
 
 BUGGY = '''\
 def clamp(x, lo, hi):
@@ -84,3 +90,25 @@ FIXED_CLAMP = FIXED
 ROOT_ONLY = pytest.mark.skipif(
     os.geteuid() != 0, reason="copy mode (no root) lacks this guarantee (README: Running without root)"
 )
+
+
+# Waiting in tests. CI shares its machine: a fixed sleep that is "long enough" on an idle machine is
+# a race under load. Tests wait for the condition itself, with a deadline that only bounds a hang.
+HANG_S = 120.0
+"""How long a wait for something that should happen soon may take before the test calls it a hang."""
+
+
+def wait_until(check: Callable[[], T], timeout_s: float = HANG_S, interval_s: float = 0.02) -> T:
+    """Poll ``check`` until it returns something truthy (returned); on the deadline, its last value."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := check()) and time.monotonic() < deadline:
+        time.sleep(interval_s)
+    return value
+
+
+async def await_until(check: Callable[[], T], timeout_s: float = HANG_S, interval_s: float = 0.02) -> T:
+    """:func:`wait_until` for coroutines: the event loop keeps running while it waits."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := check()) and time.monotonic() < deadline:
+        await asyncio.sleep(interval_s)
+    return value

@@ -9,6 +9,7 @@ import pytest
 
 from sparring.env.tools import TOOL_SCHEMAS, ToolExecutor, tool_schemas, truncate_observation
 from sparring.sandbox.base import SandboxSpec
+from tests_support import HANG_S
 
 ALL = list(TOOL_SCHEMAS)
 
@@ -16,7 +17,7 @@ ALL = list(TOOL_SCHEMAS)
 @pytest.fixture
 def ex(backend, clamp_task):
     sb = asyncio.run(backend.create(SandboxSpec(workspace=clamp_task.workspace)))
-    yield ToolExecutor(sb, ALL, exec_timeout=10)
+    yield ToolExecutor(sb, ALL, exec_timeout=HANG_S)  # bounds a hang only (run_tests: pytest)
     asyncio.run(sb.close())
 
 

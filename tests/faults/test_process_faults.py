@@ -136,8 +136,9 @@ def test_bad_input_is_one_line_and_loses_nothing(clamp_task, tmp_path):
     before = _sha(store)
 
     def rollout(policy: str, st: Path = store) -> subprocess.CompletedProcess:
+        # the policy timeout bounds a hang only: nothing here should time out, even on a loaded host
         cmd = [str(EXE), "rollout", "--tasks", str(clamp_task.path), "--policy", policy, "--store", str(st),
-               "--policy-timeout", "1"]  # fmt: skip
+               "--policy-timeout", "60"]  # fmt: skip
         return subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=120)
 
     with socket_port() as port:  # nothing listens there
@@ -156,16 +157,15 @@ def test_bad_input_is_one_line_and_loses_nothing(clamp_task, tmp_path):
 
 
 class socket_port:
-    """A free local port with nothing listening on it."""
+    """A local port with nothing listening on it: held bound (not listening) until exit, so no other
+    process on a shared machine can take it meanwhile; connecting to it is refused."""
 
     def __enter__(self) -> int:
         import socket
 
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        self.port = s.getsockname()[1]
-        s.close()
-        return self.port
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        return int(self.sock.getsockname()[1])
 
     def __exit__(self, *exc: object) -> None:
-        return None
+        self.sock.close()

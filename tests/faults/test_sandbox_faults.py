@@ -19,6 +19,7 @@ import pytest
 
 from sparring.errors import SandboxError
 from sparring.sandbox.base import SandboxSpec
+from tests_support import HANG_S
 
 
 def run(coro):
@@ -64,7 +65,7 @@ def test_killed_sandbox_fails_its_own_calls_only(backend, victim):
             pid = _server_host_pid(sb) if victim == "exec server" else sb.channel.proc.pid
             os.kill(pid, signal.SIGKILL)
             with pytest.raises(SandboxError, match=f"sandbox {sb.id}"):
-                await asyncio.wait_for(running, 10)
+                await asyncio.wait_for(running, HANG_S)
             assert not sb.healthy
             with pytest.raises(SandboxError, match="broken"):
                 await sb.exec("true")
@@ -149,7 +150,7 @@ def test_owner_killed_with_sigkill_leaves_nothing(tmp_path):
         proc.wait()
     dirs = [Path(ln[0]) for ln in lines]
     cgroups = [Path(c) for ln in lines for c in ln[1:]]
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + HANG_S  # the owner's watchdog reaps: poll, don't guess how long it takes
     left: list[str] = ["?"]
     while time.monotonic() < deadline:
         left = [x for d in dirs for x in _leftovers(d, [])] + [f"cgroup {c}" for c in cgroups if c.exists()]

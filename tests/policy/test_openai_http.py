@@ -20,6 +20,7 @@ from sparring.policy.base import Action, ActRequest, Policy, TokenTrace
 from sparring.policy.openai_http import OpenAIPolicy
 from sparring.tasks.loader import Task
 from sparring.tasks.spec import TaskSpec
+from tests_support import HANG_S, wait_until
 
 TOOLS = [{"type": "function", "function": {"name": "bash", "description": "Run a command.",
                                            "parameters": {"type": "object",
@@ -32,6 +33,9 @@ class Reply:
     body: Any = None
     delay_s: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    hold_until_in_flight: int = 0
+    """Answer only once this many requests have been in flight at once (or after HANG_S): overlap is
+    proven by the requests meeting, not by hoping a delay outlasts a loaded host's scheduling."""
 
 
 def completion(message: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -53,7 +57,7 @@ class ScriptedServer:
         self.script = script
         self.requests: list[dict[str, Any]] = []
         self.in_flight = self.max_in_flight = 0
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -67,7 +71,13 @@ class ScriptedServer:
                                            "json": json.loads(raw)})
                     outer.in_flight += 1
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                    outer._lock.notify_all()
                 reply = outer.reply(n)
+                if reply.hold_until_in_flight:
+                    with outer._lock:
+                        outer._lock.wait_for(
+                            lambda: outer.max_in_flight >= reply.hold_until_in_flight, HANG_S
+                        )
                 time.sleep(reply.delay_s)
                 with outer._lock:
                     outer.in_flight -= 1
@@ -221,18 +231,19 @@ def test_4xx_is_not_retried(serve, task: Task) -> None:
 
 
 def test_server_slower_than_timeout_raises_policy_error(serve, task: Task) -> None:
-    server = serve([Reply(body=completion({"role": "assistant", "content": "late"}), delay_s=1.5)])
+    server = serve([Reply(body=completion({"role": "assistant", "content": "late"}), delay_s=5.0)])
     with pytest.raises(PolicyError, match=r"timed out after 0\.2s.*2 attempt"):
         act(OpenAIPolicy(server.base_url, "m", timeout_s=0.2, max_retries=1, backoff_s=0.01), task)
-    assert len(server.requests) == 2
+    # the server's thread may record the second request after the client gave up on it
+    assert wait_until(lambda: len(server.requests) == 2)
 
 
 def test_connection_refused_raises_policy_error(task: Task) -> None:
-    with socket.socket() as s:  # a loopback port with nobody listening
+    with socket.socket() as s:  # a loopback port held bound but not listening: refused, and no one else's
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.raises(PolicyError, match="connection failed"):
-        act(OpenAIPolicy(f"http://127.0.0.1:{port}/v1", "m", max_retries=1, backoff_s=0.01), task)
+        with pytest.raises(PolicyError, match="connection failed"):
+            act(OpenAIPolicy(f"http://127.0.0.1:{port}/v1", "m", max_retries=1, backoff_s=0.01), task)
 
 
 def test_non_json_200_raises_policy_error(serve, task: Task) -> None:
@@ -273,7 +284,9 @@ def test_logprobs_without_token_ids_give_no_trace(serve, task: Task) -> None:
 
 
 def test_one_policy_serves_concurrent_turns_over_a_pool(serve, task: Task) -> None:
-    server = serve(lambda n: Reply(body=completion({"role": "assistant", "content": f"r{n}"}), delay_s=0.2))
+    server = serve(
+        lambda n: Reply(body=completion({"role": "assistant", "content": f"r{n}"}), hold_until_in_flight=16)
+    )
     policy = OpenAIPolicy(server.base_url, "m")
     req = ActRequest(messages=[{"role": "user", "content": "x"}], tools=TOOLS, task=task)
 

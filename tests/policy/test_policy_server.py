@@ -25,6 +25,9 @@ from sparring.sandbox.pool import SandboxPool
 from sparring.store.base import TrajQuery
 from sparring.store.sqlite import SQLiteStore
 from sparring.train.model import _CORPUS_TOOLS, build_tiny_model
+from tests_support import HANG_S, wait_until
+
+HTTP_S = 120.0  # bounds one request to the local server (a generation on a loaded host), never a speed target
 
 MESSAGES = [
     {"role": "system", "content": "You are a careful software agent."},
@@ -49,7 +52,7 @@ def server(policy):
 
 
 def _client(server, **kw) -> OpenAIPolicy:
-    return OpenAIPolicy(server.url, "tiny", timeout_s=30, max_retries=0, **kw)
+    return OpenAIPolicy(server.url, "tiny", timeout_s=HTTP_S, max_retries=0, **kw)
 
 
 def test_act_over_http_matches_in_process(server, policy, clamp_task):
@@ -85,7 +88,7 @@ def test_act_over_http_matches_in_process(server, policy, clamp_task):
 def test_response_shape_and_max_tokens(server):
     body = {"model": "tiny", "messages": MESSAGES, "tools": _CORPUS_TOOLS, "max_tokens": 3, "seed": 1,
             "logprobs": True, "return_token_ids": True}  # fmt: skip
-    r = httpx.post(f"{server.url}/chat/completions", json=body, timeout=30)
+    r = httpx.post(f"{server.url}/chat/completions", json=body, timeout=HTTP_S)
     assert r.status_code == 200
     data = r.json()
     choice = data["choices"][0]
@@ -102,22 +105,26 @@ def test_response_shape_and_max_tokens(server):
 
 def test_health_models_and_errors(server):
     root = server.url
-    h = httpx.get(f"{root.removesuffix('/v1')}/health", timeout=5)
+    h = httpx.get(f"{root.removesuffix('/v1')}/health", timeout=HTTP_S)
     assert h.status_code == 200 and h.json()["status"] == "ok" and h.json()["model"] == "tiny"
-    assert httpx.get(f"{root}/health", timeout=5).status_code == 200
-    m = httpx.get(f"{root}/models", timeout=5).json()
+    assert httpx.get(f"{root}/health", timeout=HTTP_S).status_code == 200
+    m = httpx.get(f"{root}/models", timeout=HTTP_S).json()
     assert [d["id"] for d in m["data"]] == ["tiny"]
 
-    bad = httpx.post(f"{root}/chat/completions", content=b"{not json", timeout=5,
+    bad = httpx.post(f"{root}/chat/completions", content=b"{not json", timeout=HTTP_S,
                      headers={"Content-Type": "application/json"})  # fmt: skip
     assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
     assert bad.json()["error"]["message"]
-    missing = httpx.post(f"{root}/chat/completions", json={"model": "tiny"}, timeout=5)
+    missing = httpx.post(f"{root}/chat/completions", json={"model": "tiny"}, timeout=HTTP_S)
     assert missing.status_code == 400 and "messages" in missing.json()["error"]["message"]
-    unknown = httpx.post(f"{root}/chat/completions", json={"model": "nope", "messages": MESSAGES}, timeout=5)
+    unknown = httpx.post(
+        f"{root}/chat/completions", json={"model": "nope", "messages": MESSAGES}, timeout=HTTP_S
+    )
     assert unknown.status_code == 404 and "nope" in unknown.json()["error"]["message"]
-    assert httpx.get(f"{root}/nowhere", timeout=5).status_code == 404
-    neg = httpx.post(f"{root}/chat/completions", json={"messages": MESSAGES, "temperature": -1}, timeout=5)
+    assert httpx.get(f"{root}/nowhere", timeout=HTTP_S).status_code == 404
+    neg = httpx.post(
+        f"{root}/chat/completions", json={"messages": MESSAGES, "temperature": -1}, timeout=HTTP_S
+    )
     assert neg.status_code == 400
 
 
@@ -129,16 +136,22 @@ def test_health_answers_during_generation(model_dir):
             result: dict = {}
             t = threading.Thread(
                 target=lambda: result.update(r=httpx.post(f"{srv.url}/chat/completions",
-                                                          json={"messages": MESSAGES}, timeout=30)),
+                                                          json={"messages": MESSAGES}, timeout=HTTP_S)),
             )  # fmt: skip
             t.start()
-            time.sleep(0.3)
-            h = httpx.get(f"{srv.url}/health", timeout=3)
-            assert h.status_code == 200 and h.json()["busy"] is True
+            # the request reaches the server when the loaded host lets it: poll for it, never sleep and hope
+            h = wait_until(lambda: _busy(srv.url))
+            assert h is not None and h.status_code == 200 and h.json()["busy"] is True
         finally:
             slow.lock.release()
-        t.join(timeout=30)
+        t.join(timeout=HTTP_S)
         assert result["r"].status_code == 200
+
+
+def _busy(url: str) -> httpx.Response | None:
+    """The health answer once it reports a generation in progress, else None."""
+    h = httpx.get(f"{url}/health", timeout=HTTP_S)
+    return h if h.status_code != 200 or h.json()["busy"] else None
 
 
 def test_policy_failure_is_500(model_dir):
@@ -155,7 +168,7 @@ def test_policy_failure_is_500(model_dir):
             return None
 
     with PolicyServer(Broken(), name="b") as srv:
-        r = httpx.post(f"{srv.url}/chat/completions", json={"messages": MESSAGES}, timeout=5)
+        r = httpx.post(f"{srv.url}/chat/completions", json={"messages": MESSAGES}, timeout=HTTP_S)
         assert r.status_code == 500 and "weights on fire" in r.json()["error"]["message"]
 
 
@@ -208,22 +221,20 @@ def test_cli_serve_policy_subprocess(model_dir):
            "--port", "0", "--max-new-tokens", "8", "--json"]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        line = _read_line(proc, 60)
+        line = _read_line(proc, HANG_S)  # importing torch and loading the model on a loaded host
         assert line, f"no URL printed; stderr: {proc.stderr.read(2000) if proc.poll() is not None else ''}"
         info = json.loads(line)
         assert info["model"] == model_dir.name and info["url"].startswith("http://127.0.0.1:")
         r = httpx.post(f"{info['url']}/chat/completions",
-                       json={"model": info["model"], "messages": MESSAGES, "logprobs": True}, timeout=30)  # fmt: skip
+                       json={"model": info["model"], "messages": MESSAGES, "logprobs": True}, timeout=HTTP_S)  # fmt: skip
         assert r.status_code == 200 and r.json()["choices"][0]["message"]["role"] == "assistant"
-        t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        rc = proc.wait(timeout=10)
-        assert rc == 0 and time.monotonic() - t0 < 60  # a liveness bound, not a speed target (machine may be loaded)
+        assert proc.wait(timeout=HANG_S) == 0  # the timeout bounds a hang only: no speed target
         assert info["url"] in proc.stderr.read().decode()
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait(timeout=5)
+            proc.wait(timeout=HANG_S)
 
 
 def test_cli_refuses_remote_host(model_dir):

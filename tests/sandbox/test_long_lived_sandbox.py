@@ -56,11 +56,11 @@ async def _with(backend, spec, fn):
 def test_execs_on_one_sandbox_run_concurrently(backend):
     async def body(sb):
         waiter = asyncio.ensure_future(
-            sb.exec("while [ ! -f /tmp/go ]; do sleep 0.01; done; echo released", timeout=20)
+            sb.exec("while [ ! -f /tmp/go ]; do sleep 0.01; done; echo released", timeout=60)
         )
         await asyncio.sleep(0.05)
         # Were execs serialised, this one would wait for the waiter, which waits for it: a timeout.
-        r = await sb.exec("touch /tmp/go", timeout=20)
+        r = await sb.exec("touch /tmp/go", timeout=60)
         return r, await waiter
 
     r, w = run(_with(backend, SandboxSpec(), body))
@@ -80,7 +80,7 @@ def test_output_streams_while_the_command_runs(backend):
 
         r = await sb.exec(
             "echo first; while [ ! -f /tmp/go2 ]; do sleep 0.01; done; echo second >&2",
-            timeout=20,
+            timeout=60,
             on_output=on_output,
         )
         await pending[0]
@@ -112,9 +112,9 @@ def test_a_service_started_in_one_call_answers_the_next(backend):
             ".serve_forever()' > /tmp/server.log 2>&1 &"
         )
         return await sb.exec(
-            "for i in $(seq 100); do python3 -c 'import urllib.request as u; "
+            "for i in $(seq 1000); do python3 -c 'import urllib.request as u; "
             'print(u.urlopen("http://127.0.0.1:8765/").status)\' 2>/dev/null && break; sleep 0.05; done',
-            timeout=30,
+            timeout=300,  # polls until the server answers; the bound is only against a hang
         )
 
     r = run(_with(backend, SandboxSpec(network="loopback"), body))
@@ -173,11 +173,21 @@ def test_tmp_and_home_count_against_the_disk_quota_and_reset(backend):
         fill = await sb.exec("dd if=/dev/zero of=/tmp/big bs=1M count=64 2>&1; echo rc=$?")
         await sb.exec("echo hi > $HOME/note")
         await sb.reset()
-        return fill, await sb.exec("ls /tmp $HOME")
+        return fill, await sb.exec("ls -A /tmp; echo --; ls -A $HOME")
 
     fill, after = run(_with(backend, SandboxSpec(disk_mb=8), body))
     assert "No space left on device" in fill.stdout and "rc=1" in fill.stdout
-    assert after.stdout.split() == ["/home/agent:", "/tmp:"]
+    tmp, home = after.stdout.split("--\n")
+    # Empty but for the environment's own read-only binds: a checkout (and its venv) under /tmp shows there.
+    assert tmp.split() == _env_entries(backend, "/tmp")
+    assert home.split() == _env_entries(backend, "/home/agent")
+
+
+def _env_entries(backend, parent: str) -> list[str]:
+    """Names the sandbox environment's read-only binds put directly under ``parent`` (they survive reset)."""
+    return sorted(
+        {p.relative_to(parent).parts[0] for p in backend.plan.late_binds if p.is_relative_to(parent)}
+    )
 
 
 @ROOT_ONLY

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from sparring.sandbox.netns import NetnsPool
+from tests_support import HANG_S
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces are made by root")
 
@@ -55,12 +56,12 @@ def test_namespaces_are_fresh_distinct_and_have_the_asked_loopback_state():
 def test_pool_refills_in_the_background_and_close_releases_everything():
     pool = NetnsPool(size=3)
     os.close(pool.take(loopback=False))
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG_S
     while len(pool._ready[False]) < 3 and time.monotonic() < deadline:
         time.sleep(0.01)
     held = list(pool._ready[False])
     assert len(held) == 3
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG_S
     while pool._refilling and time.monotonic() < deadline:  # the refill thread exits once full
         time.sleep(0.01)
     assert not pool._refilling

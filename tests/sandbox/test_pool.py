@@ -9,6 +9,7 @@ from pathlib import Path
 
 from sparring.sandbox.base import SandboxSpec
 from sparring.sandbox.pool import SandboxPool
+from tests_support import HANG_S, await_until
 
 
 def run(coro):
@@ -43,10 +44,7 @@ def test_a_sandbox_that_died_while_idle_is_replaced(backend, workspace):
             a = await pool.acquire_spec(spec)
             await pool.release(a)
             os.kill(a.channel.proc.pid, signal.SIGKILL)
-            for _ in range(200):
-                if not a.healthy:
-                    break
-                await asyncio.sleep(0.01)
+            await await_until(lambda: not a.healthy)  # the death is noticed by the channel's reader
             b = await pool.acquire_spec(spec)
             r = await b.exec("echo ok")
             await pool.release(b)
@@ -70,7 +68,7 @@ def test_max_size_applies_back_pressure(backend, workspace):
             await asyncio.sleep(0.3)
             waited = not third.done()
             await pool.release(a)
-            c = await asyncio.wait_for(third, 10)
+            c = await asyncio.wait_for(third, HANG_S)
             size = pool.size
             await pool.release(b)
             await pool.release(c)

@@ -19,7 +19,7 @@ from pathlib import Path
 from sec_support import CANARY_TEXT, host_procs_with, in_sandbox, unique_sleep_arg
 
 from sparring.sandbox.base import SandboxSpec
-from tests_support import ROOT_ONLY
+from tests_support import HANG_S, ROOT_ONLY
 
 
 def test_host_environment_does_not_leak_in(backend, monkeypatch):
@@ -152,7 +152,7 @@ def test_diff_does_not_follow_a_directory_swapped_for_a_symlink(backend, canary)
     flipper = ["python3", "-c", FLIP, str(canary)]
 
     async def body(sb):
-        flip = asyncio.ensure_future(sb.exec(flipper, timeout=15))
+        flip = asyncio.ensure_future(sb.exec(flipper, timeout=HANG_S))  # it stops itself after 3 s
         leaked, diffs = [], 0
         while not flip.done() and diffs < 3000:
             try:

@@ -14,6 +14,7 @@ import pytest
 from sec_support import in_sandbox
 
 from sparring.sandbox.base import SandboxSpec
+from tests_support import HANG_S, wait_until
 
 PROBE = """
 import socket, sys
@@ -94,17 +95,12 @@ def host_listeners():
 
 @pytest.mark.parametrize("network", ["none", "loopback"])
 def test_host_loopback_and_abstract_sockets_are_unreachable(backend, host_listeners, network):
-    import time
-
-    for _ in range(100):  # the two control connections have been accepted
-        if len(host_listeners.accepted) == 2:
-            break
-        time.sleep(0.01)
-    assert len(host_listeners.accepted) == 2
+    # the two control connections have been accepted (by the listeners' threads: wait for them)
+    assert wait_until(lambda: len(host_listeners.accepted) == 2)
 
     async def body(sb):
         return await sb.exec(
-            ["python3", "-c", PROBE, str(host_listeners.port), host_listeners.abstract_name], timeout=20
+            ["python3", "-c", PROBE, str(host_listeners.port), host_listeners.abstract_name], timeout=HANG_S
         )
 
     r = in_sandbox(backend, SandboxSpec(network=network), body)

@@ -9,6 +9,7 @@ import uuid
 from sec_support import host_procs_with, in_sandbox, run, unique_sleep_arg
 
 from sparring.sandbox.base import SandboxSpec
+from tests_support import HANG_S, await_until
 
 ATTACK_HOST_PROCESS = r"""
 import ctypes, errno, os, sys
@@ -84,9 +85,9 @@ sleep {m}
 
     async def body(sb):
         r = await sb.exec(payload, timeout=1.5)
-        alive_after_exec = await gone_within(m, 2.0)
+        alive_after_exec = await gone_within(m, HANG_S)  # polls: returns as soon as they are gone
         await sb.close()
-        return r, alive_after_exec, await gone_within(m, 2.0)
+        return r, alive_after_exec, await gone_within(m, HANG_S)
 
     r, after_exec, after_close = in_sandbox(backend, SandboxSpec(), body)
     assert r.timed_out and r.exit_code == 124
@@ -128,10 +129,13 @@ def test_nothing_is_left_behind_after_close(backend):
 
 
 def test_fork_bomb_is_stopped_by_the_pids_limit(backend):
-    # At most 200 forks; each child sleeps 2 s and exits, so even without a limit this ends.
+    # At most 200 forks; every child stays until the parent kills it (its own children, by pid), so the
+    # count is of children alive at once however slowly a loaded host runs the loop, and even without a
+    # limit this ends.
     bomb = """
-import os, time
-ok = failed = 0
+import os, signal, time
+failed = 0
+kids = []
 for i in range(200):
     try:
         pid = os.fork()
@@ -139,14 +143,17 @@ for i in range(200):
         failed += 1
         continue
     if pid == 0:
-        time.sleep(2)
+        time.sleep(60)
         os._exit(0)
-    ok += 1
-print(ok, failed)
+    kids.append(pid)
+for pid in kids:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+print(len(kids), failed)
 """
 
     async def body(sb):
-        bomb_r = await sb.exec(["python3", "-c", bomb], timeout=20)
+        bomb_r = await sb.exec(["python3", "-c", bomb], timeout=HANG_S)
         after = await sb.exec("echo alive")  # the sandbox is usable again afterwards
         return bomb_r, after
 
@@ -173,11 +180,11 @@ def test_sandboxes_cannot_see_each_other(backend):
             import asyncio
 
             long = asyncio.ensure_future(
-                other.exec(["python3", "-c", "import time; time.sleep(3)", m], timeout=10)
+                other.exec(["python3", "-c", "import time; time.sleep(600)", m], timeout=900)
             )
-            await asyncio.sleep(1.0)
-            neighbour_alive = host_procs_with(m) != []
+            seen = await await_until(lambda: host_procs_with(m))  # the neighbour is running...
             look = await sb.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '; echo"])
+            neighbour_alive = bool(seen) and host_procs_with(m) == seen  # ...all the while we looked
             long.cancel()
             return look, neighbour_alive
         finally:

@@ -10,6 +10,7 @@ import pytest
 from sec_support import CANARY_TEXT, in_sandbox
 
 from sparring.sandbox.base import SandboxSpec
+from tests_support import HANG_S
 
 CANARY_BYTES = (CANARY_TEXT + "\n").encode()
 
@@ -110,7 +111,7 @@ def test_swapping_a_directory_for_a_symlink_races_no_host_write(backend, canary)
     flipper = ["python3", "-c", FLIP_DIR, str(canary.parent)]
 
     async def body(sb):
-        flip = asyncio.ensure_future(sb.exec(flipper, timeout=15))
+        flip = asyncio.ensure_future(sb.exec(flipper, timeout=HANG_S))  # it stops itself after 3 s
         writes = 0
         while not flip.done() and writes < 5000:
             with contextlib.suppress(OSError):

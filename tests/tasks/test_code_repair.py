@@ -138,7 +138,8 @@ def test_fifty_distinct_tasks(fifty: Generated) -> None:
     # distinct mutation sites: no two tasks carry the same bug
     diffs = {(t.spec.provenance.source, _diff(t)) for t in tasks}
     assert len(diffs) == N
-    assert fifty.seconds < 120, f"generating {N} tasks took {fifty.seconds:.1f}s"
+    # a cost to watch, not a pass condition: CI shares its machine, so wall time says little about the code
+    print(f"generating {N} tasks took {fifty.seconds:.1f}s")
 
 
 def test_specs(fifty: Generated) -> None:

@@ -57,7 +57,7 @@ def _task_dirs(out: Path) -> list[Path]:
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run([str(SPARRING), *args], capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run([str(SPARRING), *args], capture_output=True, text=True, timeout=300, env=env)
 
 
 # --------------------------------------------------------------------------- importer

@@ -89,7 +89,7 @@ def test_model_dir_loads_offline_with_auto_classes(model_dir):
 
 def test_import_of_hf_policy_is_cheap():
     code = "import sys, sparring.policy.hf; sys.exit(int('torch' in sys.modules or 'transformers' in sys.modules))"
-    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+    assert subprocess.run([sys.executable, "-c", code], timeout=300).returncode == 0
 
 
 # --------------------------------------------------------------------------- sampling
