@@ -266,9 +266,6 @@ class Environment:
             )
         new: list[dict[str, Any]] = []
         results: list[dict[str, Any]] = []
-        if self.remaining_s() <= 0:  # the wall clock ran out while the action was being produced
-            self.end("timeout")
-            return await self._result(new, results, 0)
         msg, trace = self._message(action, trace)
         self.step_count += 1
         parse_errors = msg.pop("parse_errors", None) or []
