@@ -61,7 +61,7 @@ def _eval(tasks_dir: Path, policy_spec: str, store_path: Path, group_size: int, 
     try:
         canaries = mix_canaries(task_list, canary_rate, seed, tmp)
 
-        async def go():  # type: ignore[no-untyped-def]
+        async def go():
             pool = SandboxPool(backend, max_idle=concurrency)
             try:
                 sched = RolloutScheduler(pool, judge, st, concurrency=concurrency, on_done=done.append)
