@@ -88,7 +88,7 @@ class Environment:
         over the same layer (the agent's and the judge's sandboxes always share it)."""
         self.task = task
         self.budgets = budgets or Budgets.for_task(task)
-        self.tools = tool_schemas(task.spec.tools)
+        self.tools = tool_schemas(task.spec.tools, task.spec.custom_tools)
         self.judge_on_end = judge_on_end
         self._backend = backend
         self._judge = judge
@@ -176,7 +176,9 @@ class Environment:
         """Play in ``sandbox`` from here on (the conversation is kept); starts the wall clock.
         An ``owned`` sandbox is closed by the Environment, a lent one (a pool's) never."""
         self._sandbox, self._owned = sandbox, owned
-        self._executor = ToolExecutor(sandbox, self.task.spec.tools, exec_timeout=self.budgets.exec_timeout_s)
+        self._executor = ToolExecutor(
+            sandbox, self.task.spec.tools, exec_timeout=self.budgets.exec_timeout_s, custom=self.task.spec.custom_tools
+        )
         self._clock = time.perf_counter()
 
     def detach(self) -> Sandbox | None:

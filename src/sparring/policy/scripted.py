@@ -78,6 +78,21 @@ def bash_write(rel: str, data: bytes) -> str:
     return f"{mkdir}printf %s {base64.b64encode(data).decode()} | base64 -d > {shlex.quote(rel)}"
 
 
+def example_arguments(parameters: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """Plausible arguments for a declared tool: each property a random value of its JSON type
+    (from its ``enum`` when it has one)."""
+    values: dict[str, Any] = {
+        "string": lambda: rng.choice(["a", "x", "1", "none", "main"]), "integer": lambda: rng.randint(-1, 9),
+        "number": lambda: rng.choice([0.0, 0.5, 2.0]), "boolean": lambda: rng.random() < 0.5,
+        "array": lambda: [], "object": lambda: {}, "null": lambda: None,
+    }  # fmt: skip
+    out: dict[str, Any] = {}
+    for key, sub in sorted((parameters.get("properties") or {}).items()):
+        enum = sub.get("enum")
+        out[key] = rng.choice(enum) if enum else values[sub["type"]]()
+    return out
+
+
 class OraclePolicy(_PlannedPolicy):
     """Looks around, reads each file it will fix, edits it into the reference version (one small
     ``str_replace`` where the fix is one hunk, else ``write_file``), runs the tests, submits. It uses
@@ -144,7 +159,8 @@ class RandomPolicy:
         i = _assistant_turns(request.messages)
         if rng.random() < 0.15:
             return Action(tool_call_message("submit", {}, f"call_{i}"))
-        kind = rng.choice(["bash", "read_file", "list_dir", "str_replace", "run_tests"])
+        declared = {t.name: t for t in request.task.spec.custom_tools if t.name in offered_tools(request)}
+        kind = rng.choice(["bash", "read_file", "list_dir", "str_replace", "run_tests", *sorted(declared)])
         f = rng.choice(files) if files else "x.txt"
         args: dict[str, Any]
         if kind == "bash":
@@ -155,6 +171,8 @@ class RandomPolicy:
             args = {"path": "."}
         elif kind == "run_tests":
             args = {}
+        elif kind in declared:
+            args = example_arguments(declared[kind].parameters, rng)
         else:
             text = (ws / f).read_text(errors="replace") if (ws / f).is_file() else ""
             toks = [t for t in text.split() if len(t) > 2]
