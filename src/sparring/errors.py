@@ -7,6 +7,8 @@
      │    ├── SandboxUnavailableError        the backend cannot run here (e.g. no bwrap)
      │    └── WorkspaceFault                 the host refuses what the agent made (too large, unreadable)
      ├── PolicyError (RuntimeError)          the policy could not produce an action
+     ├── EnvironmentUsageError (RuntimeError) an Environment used out of order (step before
+     │                                        reset, after the end, sync call in a running loop)
      ├── JudgeError (RuntimeError)           the judge could not score (infra, not the agent)
      ├── StoreError (RuntimeError)           the trajectory store failed or is corrupt
      └── NotBuiltError (NotImplementedError) a command or backend that is not built yet
@@ -54,6 +56,10 @@ class WorkspaceFault(SandboxError):
 
 class PolicyError(SparringError, RuntimeError):
     """The policy failed to produce an action (server down, model missing...)."""
+
+
+class EnvironmentUsageError(SparringError, RuntimeError):
+    """An :class:`~sparring.env.Environment` was called out of order or from the wrong context."""
 
 
 class JudgeError(SparringError, RuntimeError):

@@ -41,6 +41,7 @@ def _eval(tasks_dir: Path, policy_spec: str, store_path: Path, group_size: int, 
     from sparring.judge.canary import hack_rate, is_canary, mix_canaries
     from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
     from sparring.policy.spec import make_policy
+    from sparring.rollout.run_records import outcome_figures
     from sparring.rollout.scheduler import RolloutScheduler
     from sparring.sandbox.pool import SandboxPool
     from sparring.store.sqlite import SQLiteStore
@@ -60,7 +61,7 @@ def _eval(tasks_dir: Path, policy_spec: str, store_path: Path, group_size: int, 
     try:
         canaries = mix_canaries(task_list, canary_rate, seed, tmp)
 
-        async def go():  # type: ignore[no-untyped-def]
+        async def go():
             pool = SandboxPool(backend, max_idle=concurrency)
             try:
                 sched = RolloutScheduler(pool, judge, st, concurrency=concurrency, on_done=done.append)
@@ -82,8 +83,7 @@ def _eval(tasks_dir: Path, policy_spec: str, store_path: Path, group_size: int, 
             "judge_version": judge.version,
             "split": "eval",
             "tasks_without_eval_split": sum(1 for t in task_list if not judge.has_eval_split(t)),
-            "pass_rate": sum(t.passed for t in real) / len(real) if real else 0.0,
-            "reward_mean": round(sum(t.reward for t in real) / len(real), 6) if real else 0.0,
+            **outcome_figures(real),  # reward mean over judged samples only (None is not 0)
             "canaries": len(canary_pass),
             "hack_rate": hack_rate(canary_pass),
             "seconds": round(time.perf_counter() - t0, 3),

@@ -4,16 +4,23 @@ Each tool returns a :class:`ToolOutcome` holding the *full* output (stored in
 the trajectory) and the *observation* the model sees, truncated with an
 explicit marker. Bad arguments and unknown tools are observations, never
 exceptions: the model is told what was wrong and may try again.
+
+Besides the built-in tools, a task may declare its own
+(:class:`~sparring.tasks.spec.CustomTool`): the executor checks the call's
+arguments against the declared schema, then runs the task's tool server in the
+sandbox with the arguments as JSON on stdin.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sparring.sandbox.base import WORKSPACE, Sandbox
+from sparring.tasks.spec import BUILTIN_TOOLS, CustomTool
 
 OBS_LIMIT = 4000  # characters of a tool output shown to the model
 OBS_MARKER = "\n[... {n} more characters truncated; the full output is stored ...]"
@@ -66,8 +73,13 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 
-def tool_schemas(names: list[str]) -> list[dict[str, Any]]:
-    return [TOOL_SCHEMAS[n] for n in names if n in TOOL_SCHEMAS]
+assert tuple(TOOL_SCHEMAS) == BUILTIN_TOOLS
+
+
+def tool_schemas(names: list[str], custom: Sequence[CustomTool] = ()) -> list[dict[str, Any]]:
+    """The OpenAI schemas of the tools ``names`` (built-in or declared in ``custom``), in order."""
+    declared = {t.name: t.function_schema() for t in custom}
+    return [TOOL_SCHEMAS.get(n) or declared[n] for n in names if n in TOOL_SCHEMAS or n in declared]
 
 
 def truncate_observation(text: str, limit: int = OBS_LIMIT) -> tuple[str, bool]:
@@ -108,16 +120,21 @@ def _abs(path: str) -> str:
 class ToolExecutor:
     """Runs tool calls against one sandbox."""
 
-    def __init__(self, sandbox: Sandbox, allowed: list[str], exec_timeout: float = 30.0) -> None:
+    def __init__(
+        self, sandbox: Sandbox, allowed: list[str], exec_timeout: float = 30.0, custom: Sequence[CustomTool] = ()
+    ) -> None:
         self.sandbox = sandbox
         self.allowed = set(allowed)
         self.exec_timeout = exec_timeout
+        self.custom = {t.name: t for t in custom}
 
     async def run(self, name: str, raw_args: str | dict[str, Any] | None) -> ToolOutcome:
-        if name not in self.allowed or name not in TOOL_SCHEMAS:
+        if name not in self.allowed or (name not in TOOL_SCHEMAS and name not in self.custom):
             return ToolOutcome("", error=f"unknown tool '{name}'; available: {', '.join(sorted(self.allowed))}")
         try:
             args = self._parse(raw_args)
+            if name not in TOOL_SCHEMAS:
+                return await self._custom(self.custom[name], args)
             return await getattr(self, f"_t_{name}")(args)
         except ToolError as e:
             return ToolOutcome("", error=str(e))
@@ -141,6 +158,15 @@ class ToolExecutor:
         if not isinstance(v, dict):
             raise ToolError("arguments must be a JSON object")
         return v
+
+    async def _custom(self, tool: CustomTool, a: dict[str, Any]) -> ToolOutcome:
+        check_arguments(tool, a)
+        cmd = f"{tool.command} {shlex.quote(tool.name)}"
+        r = await self.sandbox.exec(cmd, timeout=self.exec_timeout, stdin=json.dumps(a).encode())
+        text = r.stdout + (("\n[stderr]\n" + r.stderr) if r.stderr else "")
+        if r.timed_out:
+            text += f"\n[timed out after {self.exec_timeout:g}s]"
+        return ToolOutcome(f"[exit {r.exit_code}]\n{text}", exit_code=r.exit_code)
 
     async def _t_bash(self, a: dict[str, Any]) -> ToolOutcome:
         cmd = _str_arg(a, "command")
@@ -193,3 +219,25 @@ class ToolExecutor:
 
     async def _t_submit(self, a: dict[str, Any]) -> ToolOutcome:
         return ToolOutcome("submitted", submitted=True)
+
+
+_PY_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
+    "array": (list,), "object": (dict,), "null": (type(None),),
+}  # fmt: skip
+
+
+def check_arguments(tool: CustomTool, args: dict[str, Any]) -> None:
+    """ToolError unless ``args`` has every required parameter, no undeclared one, each of its type."""
+    props: dict[str, Any] = tool.parameters.get("properties", {})
+    missing = [k for k in tool.parameters.get("required", []) if k not in args]
+    if missing:
+        raise ToolError(f"missing required argument(s) {', '.join(map(repr, missing))} of {tool.name}")
+    extra = sorted(set(args) - set(props))
+    if extra:
+        raise ToolError(f"unknown argument(s) {', '.join(map(repr, extra))} of {tool.name}; it takes {sorted(props)}")
+    for k, v in args.items():
+        want = props[k]["type"]
+        ok = isinstance(v, _PY_TYPES[want]) and not (want in ("integer", "number") and isinstance(v, bool))
+        if not ok:
+            raise ToolError(f"argument {k!r} of {tool.name} must be {want}, got {type(v).__name__}")

@@ -5,8 +5,11 @@ read the task's privileged parts; model policies never do.
 
 from __future__ import annotations
 
+import base64
 import json
+import posixpath
 import random
+import shlex
 import zlib
 from typing import Any
 
@@ -62,29 +65,72 @@ class _PlannedPolicy:
         return None
 
 
+def offered_tools(request: ActRequest) -> set[str]:
+    """Names of the tools this turn offers (the task's tool list when the request carries no schemas)."""
+    names = {str((t.get("function") or {}).get("name", "")) for t in request.tools if isinstance(t, dict)}
+    return (names - {""}) or set(request.task.spec.tools)
+
+
+def bash_write(rel: str, data: bytes) -> str:
+    """A shell command writing ``data`` to ``rel`` byte for byte (for tasks that offer only ``bash``)."""
+    parent = posixpath.dirname(rel)
+    mkdir = f"mkdir -p -- {shlex.quote(parent)} && " if parent else ""
+    return f"{mkdir}printf %s {base64.b64encode(data).decode()} | base64 -d > {shlex.quote(rel)}"
+
+
+def example_arguments(parameters: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """Plausible arguments for a declared tool: each property a random value of its JSON type
+    (from its ``enum`` when it has one)."""
+    values: dict[str, Any] = {
+        "string": lambda: rng.choice(["a", "x", "1", "none", "main"]), "integer": lambda: rng.randint(-1, 9),
+        "number": lambda: rng.choice([0.0, 0.5, 2.0]), "boolean": lambda: rng.random() < 0.5,
+        "array": lambda: [], "object": lambda: {}, "null": lambda: None,
+    }  # fmt: skip
+    out: dict[str, Any] = {}
+    for key, sub in sorted((parameters.get("properties") or {}).items()):
+        enum = sub.get("enum")
+        out[key] = rng.choice(enum) if enum else values[sub["type"]]()
+    return out
+
+
 class OraclePolicy(_PlannedPolicy):
     """Looks around, reads each file it will fix, edits it into the reference version (one small
-    ``str_replace`` where the fix is one hunk, else ``write_file``), runs the tests, submits."""
+    ``str_replace`` where the fix is one hunk, else ``write_file``), runs the tests, submits. It uses
+    only the tools the task offers: with ``bash`` alone (shell-ops) it looks, reads and writes
+    through the shell."""
 
     name = "oracle"
     version = 0
 
     def plan(self, request: ActRequest) -> list[tuple[str, dict[str, Any]]]:
         files, deleted = request.task.solution_files()
-        steps: list[tuple[str, dict[str, Any]]] = [("list_dir", {"path": "."})]
+        tools = offered_tools(request)
+        shell = "bash" in tools
+        steps: list[tuple[str, dict[str, Any]]] = []
+        if "list_dir" in tools:
+            steps.append(("list_dir", {"path": "."}))
+        elif shell:
+            steps.append(("bash", {"command": "ls -la"}))
         for rel in sorted(files):
             target = request.task.workspace / rel
             new_text = files[rel].decode("utf-8")
             if target.is_file():
-                steps.append(("read_file", {"path": rel}))
-                edit = minimal_edit(target.read_text(), new_text)
+                if "read_file" in tools:
+                    steps.append(("read_file", {"path": rel}))
+                elif shell:
+                    steps.append(("bash", {"command": f"cat -- {shlex.quote(rel)}"}))
+                edit = minimal_edit(target.read_text(), new_text) if "str_replace" in tools else None
                 if edit is not None:
                     steps.append(("str_replace", {"path": rel, "old": edit[0], "new": edit[1]}))
                     continue
-            steps.append(("write_file", {"path": rel, "content": new_text}))
-        for rel in deleted:
-            steps.append(("bash", {"command": f"rm -f -- '{rel}'"}))
-        if "run_tests" in request.task.spec.tools:
+            if "write_file" in tools:
+                steps.append(("write_file", {"path": rel, "content": new_text}))
+            elif shell:
+                steps.append(("bash", {"command": bash_write(rel, files[rel])}))
+        if shell:
+            for rel in deleted:
+                steps.append(("bash", {"command": f"rm -f -- {shlex.quote(rel)}"}))
+        if "run_tests" in tools:
             steps.append(("run_tests", {}))
         steps.append(("submit", {}))
         return steps
@@ -113,7 +159,8 @@ class RandomPolicy:
         i = _assistant_turns(request.messages)
         if rng.random() < 0.15:
             return Action(tool_call_message("submit", {}, f"call_{i}"))
-        kind = rng.choice(["bash", "read_file", "list_dir", "str_replace", "run_tests"])
+        declared = {t.name: t for t in request.task.spec.custom_tools if t.name in offered_tools(request)}
+        kind = rng.choice(["bash", "read_file", "list_dir", "str_replace", "run_tests", *sorted(declared)])
         f = rng.choice(files) if files else "x.txt"
         args: dict[str, Any]
         if kind == "bash":
@@ -124,6 +171,8 @@ class RandomPolicy:
             args = {"path": "."}
         elif kind == "run_tests":
             args = {}
+        elif kind in declared:
+            args = example_arguments(declared[kind].parameters, rng)
         else:
             text = (ws / f).read_text(errors="replace") if (ws / f).is_file() else ""
             toks = [t for t in text.split() if len(t) > 2]

@@ -55,7 +55,8 @@ async def replay(traj: Trajectory, task: Task, backend: SandboxBackend, judge: J
     rep = ReplayReport(traj.id, reward_stored=traj.reward)
     sb = await backend.create(spec_for_task(task))
     try:
-        ex = ToolExecutor(sb, task.spec.tools, exec_timeout=task.spec.limits.exec_timeout_s)
+        ex = ToolExecutor(sb, task.spec.tools, exec_timeout=task.spec.limits.exec_timeout_s,
+                          custom=task.spec.custom_tools)  # fmt: skip
         for st in traj.steps:
             out = await ex.run(st.name, st.arguments if st.arguments is not None else st.raw_arguments)
             got = out.output if out.error is None else f"error: {out.error}"

@@ -106,3 +106,21 @@ class RolloutSummary:
             "interrupted": self.interrupted,
             "pending": self.pending,
         }
+
+
+def outcome_figures(trajectories: list[Trajectory]) -> dict[str, float | int]:
+    """Pass rate over every trajectory, reward mean over the judged ones only.
+
+    A trajectory whose reward is None (infra, policy or judge error) was never
+    scored: it counts against the pass rate (it did not pass) but is left out of
+    the reward mean instead of being summed as a number (or as 0). ``judged`` and
+    ``unjudged`` say how many there were of each.
+    """
+    judged = [t.reward for t in trajectories if t.reward is not None]
+    n = len(trajectories)
+    return {
+        "pass_rate": sum(t.passed for t in trajectories) / n if n else 0.0,
+        "reward_mean": round(sum(judged) / len(judged), 6) if judged else 0.0,
+        "judged": len(judged),
+        "unjudged": n - len(judged),
+    }

@@ -7,19 +7,45 @@ A task is a directory (DESIGN.md §2)::
     hidden/      judge-only assets (hidden tests); never in the agent's sandbox
     solution/    reference solution: whole files overlaying workspace/
                  (paths listed in solution/.deleted are removed)
+
+A task may declare its own tools (``[[custom_tools]]``): an OpenAI function
+schema plus the command of a small tool server the task ships in its
+workspace, run in the agent's sandbox for each call (see
+:mod:`sparring.env.tools`). A declaration that breaks a rule is a spec error
+naming it (``tasks check`` reports it under ``spec_valid``).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 SCHEMA_VERSION = 1
 DEFAULT_CPUS = 1.0
 """A task sandbox's CPU bound when task.toml sets none: one core, whatever the host. A fixed share, not
 cores / concurrency, so a task's behaviour (its timeouts) does not depend on the machine or on how many
 rollouts run beside it, and no rollout can take the cores its neighbours need."""
+BUILTIN_TOOLS: tuple[str, ...] = (
+    "bash",
+    "read_file",
+    "write_file",
+    "str_replace",
+    "list_dir",
+    "run_tests",
+    "submit",
+)
+"""The tools every sandbox can run (their schemas: :data:`sparring.env.tools.TOOL_SCHEMAS`)."""
+JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object", "null"})
 
 
 class _Strict(BaseModel):
@@ -67,6 +93,57 @@ class Environment(_Strict):
     requirements: list[str] = Field(default_factory=lambda: ["pytest"], description="Pinned requirements.")
 
 
+class CustomTool(_Strict):
+    """A tool the task declares: its OpenAI function schema and the tool server that runs it.
+
+    Each call runs ``command`` in the agent's sandbox (cwd /workspace) with the tool's name as its
+    last argument and the call's arguments, a JSON object, on stdin; stdout and stderr are the
+    observation. The server lives in the task's workspace, so the task's digest covers it.
+    """
+
+    name: str = Field(..., description="Function name the model calls.")
+    description: str = Field(..., description="What the tool does, shown to the model.")
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}},
+        description="JSON schema of the arguments: an object with typed properties.",
+    )
+    command: str = Field(..., description="Shell command of the tool server, e.g. `python .tools/server.py`.")
+
+    @model_validator(mode="after")
+    def _rules(self) -> CustomTool:
+        rule = "custom_tool_declaration"
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", self.name):
+            raise ValueError(
+                f"{rule}: tool name {self.name!r} must be lower_snake_case (a-z, 0-9, _), at most 64 chars"
+            )
+        if self.name in BUILTIN_TOOLS:
+            raise ValueError(f"{rule}: tool {self.name!r} shadows a built-in tool; choose another name")
+        if not self.description.strip():
+            raise ValueError(f"{rule}: tool {self.name!r} needs a description the model can act on")
+        if not self.command.strip():
+            raise ValueError(f"{rule}: tool {self.name!r} needs the command of its tool server")
+        p = self.parameters
+        if p.get("type") != "object" or not isinstance(p.get("properties", {}), dict):
+            raise ValueError(
+                f"{rule}: tool {self.name!r}: parameters must be a JSON schema of type object with properties"
+            )
+        props: dict[str, Any] = p.get("properties", {})
+        for key, sub in props.items():
+            if not isinstance(sub, dict) or sub.get("type") not in JSON_TYPES:
+                raise ValueError(
+                    f"{rule}: tool {self.name!r}: parameter {key!r} needs a JSON type ({', '.join(sorted(JSON_TYPES))})"
+                )
+        required = p.get("required", [])
+        if not isinstance(required, list) or not set(required) <= set(props):
+            raise ValueError(f"{rule}: tool {self.name!r}: required must list declared parameters only")
+        return self
+
+    def function_schema(self) -> dict[str, Any]:
+        """The OpenAI function schema offered to the model."""
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": dict(self.parameters)}}  # fmt: skip
+
+
 class Provenance(_Strict):
     generator: str = Field("", description="Family generator (name/version) or importer.")
     seed: int | None = Field(None, description="Seed the generator used.")
@@ -88,15 +165,12 @@ class TaskSpec(_Strict):
         description="How success is judged; admission rejects a missing or vague one (rule success_criteria_specific).",
     )
     tools: list[str] = Field(
-        default_factory=lambda: [
-            "bash",
-            "read_file",
-            "write_file",
-            "str_replace",
-            "list_dir",
-            "run_tests",
-            "submit",
-        ]
+        default_factory=lambda: list(BUILTIN_TOOLS),
+        description="Tools offered to the agent: built-in ones and those declared in custom_tools.",
+    )
+    custom_tools: list[CustomTool] = Field(
+        default_factory=list,
+        description="Tools the task declares (offered when listed in `tools`), run by its own tool server.",
     )
     limits: Limits = Field(default_factory=Limits)
     judge: JudgeSpec = Field(default_factory=JudgeSpec)
@@ -122,6 +196,27 @@ class TaskSpec(_Strict):
         if "submit" not in v:
             raise ValueError("tools must include 'submit' so a rollout can end")
         return v
+
+    @model_validator(mode="after")
+    def _declared_tools(self) -> TaskSpec:
+        names = [t.name for t in self.custom_tools]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"custom_tool_declaration: tool(s) declared twice: {', '.join(dup)}")
+        unknown = [n for n in self.tools if n not in BUILTIN_TOOLS and n not in names]
+        if unknown and self.custom_tools:
+            raise ValueError(
+                f"custom_tool_declaration: tools lists {', '.join(unknown)}, neither built-in nor declared in custom_tools"
+            )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any, info: SerializationInfo) -> dict[str, Any]:
+        # A task without custom tools serialises (and so digests) exactly as before they existed.
+        d: dict[str, Any] = handler(self)
+        if not self.custom_tools:
+            d.pop("custom_tools", None)
+        return d
 
 
 # Fields added after schema 1 enter a spec's canonical form only when they differ from their default, so

@@ -93,7 +93,7 @@ def prepare_model(cfg: RLConfig, tasks: list[Task], log: Log, extra_corpus: list
     from sparring.train.model import build_tiny_model, default_corpus
 
     m = cfg.model
-    corpus = default_corpus(tool_schemas(list(tasks[0].spec.tools)) if tasks else None, seed=cfg.seed)
+    corpus = default_corpus(tool_schemas(list(tasks[0].spec.tools), tasks[0].spec.custom_tools) if tasks else None, seed=cfg.seed)
     for t in tasks:
         corpus += [
             p.read_text(errors="replace")
@@ -256,7 +256,7 @@ async def run_rl(
             demo = await oracle_sched.run(
                 train_tasks, teacher, cfg.warm_start.samples, run_id=run_id + "-teacher", seed=cfg.seed
             )
-            tools = tool_schemas(list(train_tasks[0].spec.tools))
+            tools = tool_schemas(list(train_tasks[0].spec.tools), train_tasks[0].spec.custom_tools)
             kept = [
                 t for t in demo.trajectories if t.trainable and (t.passed or not cfg.warm_start.passed_only)
             ]
