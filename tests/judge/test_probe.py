@@ -151,3 +151,38 @@ def test_a_claimed_pass_needs_every_site_the_reference_observed():
     assert not claim_holds("t", "failed", full, {0: site}, trace)[0]
     wrong = {0: Observation(3, (so.encode(5), so.encode(6)), False)}
     assert not claim_holds("t", "passed", wrong, {0: site}, trace)[0]
+
+
+def _raised(block) -> str:
+    """What the probe's recorder reports for ``block`` (the real in-sandbox recorder, run here)."""
+    so.RECORDER.start("t")
+    with so.raises(0):
+        block()
+    ((_, _, values, _),) = so.RECORDER.take()
+    return values[0]
+
+
+def test_a_home_made_exception_named_like_the_builtins_matches_none_of_them():
+    """Red team: one class whose bases are the candidate's own ``ValueError``, ``KeyError``, ... (a real
+    class, no forgery) used to satisfy any ``pytest.raises`` of a built-in by bare name."""
+    names = ["ValueError", "TypeError", "KeyError", "IndexError", "ZeroDivisionError", "RuntimeError"]
+    universal = type("Universal", tuple(type(n, (Exception,), {}) for n in names), {})
+
+    def boom():
+        raise universal("no such thing")
+
+    got = _raised(boom)
+    assert all(f".{n}" in got for n in names)  # positive control: the chain names them all
+    for n in names:
+        assert not matches(Site("raises", expected=(n,)), got), n
+    # A class of the candidate's own that a test names is still found, and real built-ins still match.
+    assert matches(Site("raises", expected=("Universal",)), got)
+    assert matches(Site("raises", expected=("KeyError",)), _raised(lambda: {}["x"]))
+    assert matches(Site("raises", expected=("LookupError",)), _raised(lambda: [][1]))
+    sub = type("ParseError", (ValueError,), {})
+
+    def parse():
+        raise sub("bad")
+
+    assert matches(Site("raises", expected=("ValueError",)), _raised(parse))
+    assert matches(Site("raises", expected=("ParseError",)), _raised(parse))

@@ -133,6 +133,22 @@ def _builtin_chain_ok(chain: list[str]) -> bool:
     return any({c.__name__ for c in getattr(builtins, n).__mro__} - {"object"} == real for n in real)
 
 
+def _is_builtin_exception(name: str) -> bool:
+    obj = getattr(builtins, name, None)
+    return isinstance(obj, type) and issubclass(obj, BaseException)
+
+
+def _in_chain(name: str, chain: list[str]) -> bool:
+    """``name`` (as the test wrote it) is a class of the observed chain.
+
+    A built-in exception's name must be *the* built-in (``builtins.ValueError``): a bare-name match
+    would accept a candidate's own classes named ``ValueError``, ``KeyError``, ... gathered into one
+    exception's bases, which then satisfies any ``pytest.raises`` of a built-in without raising it."""
+    if _is_builtin_exception(name):
+        return f"builtins.{name}" in chain
+    return any(c.rsplit(".", 1)[-1] == name and not c.startswith("builtins.") for c in chain)
+
+
 def matches(site: Site, encoded: str) -> bool:
     """One observation against its site's expectation."""
     try:
@@ -144,8 +160,7 @@ def matches(site: Site, encoded: str) -> bool:
             if not isinstance(raw, dict) or not isinstance(raw.get("raised"), list):
                 return False
             chain = [str(c) for c in raw["raised"]]
-            names = {c.rsplit(".", 1)[-1] for c in chain}
-            if not _builtin_chain_ok(chain) or not names.intersection(site.expected):
+            if not _builtin_chain_ok(chain) or not any(_in_chain(n, chain) for n in site.expected):
                 return False
             return site.match is None or re.search(site.match, str(raw.get("msg", ""))) is not None
         if site.kind == "bool":
