@@ -186,3 +186,17 @@ def test_a_home_made_exception_named_like_the_builtins_matches_none_of_them():
 
     assert matches(Site("raises", expected=("ValueError",)), _raised(parse))
     assert matches(Site("raises", expected=("ParseError",)), _raised(parse))
+
+
+def test_a_count_without_values_satisfies_no_site():
+    """Red team: a site claimed observed many times with no value left nothing to compare and passed."""
+    site = Site("value", "==", 5, file="t.py", line=3)
+    trace = RefTrace({"t": {0: 2}}, frozenset())
+    assert claim_holds("t", "passed", {0: Observation(2, (so.encode(5),), False)}, {0: site}, trace)[0]
+    ok, why = claim_holds("t", "passed", {0: Observation(10**6, (), False)}, {0: site}, trace)
+    assert not ok and "without a value" in why
+    from sparring.judge.report import MARK, parse_report
+
+    line = MARK + " " + json.dumps({"kind": "test", "id": "t", "outcome": "passed", "obs": [[0, 10**6, [], False]]})
+    rep = parse_report(line)
+    assert rep.malformed == 1 and "t" not in rep.outcomes

@@ -9,12 +9,21 @@ values. A positive control shows each payload ran; the assertions show it bought
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 
 from sparring.judge import sandbox_runner
 from sparring.judge.pytest_judge import PytestJudge
-from sparring.judge.redteam import COMPILED_EXIT, OBSERVATION_FORGERY, REPORTER_REWRITE, SEGFAULT, target
+from sparring.judge.redteam import (
+    BOOL_POLARITY_FORGERY,
+    COMPILED_EXIT,
+    COUNT_WITHOUT_VALUES,
+    OBSERVATION_FORGERY,
+    REPORTER_REWRITE,
+    SEGFAULT,
+    target,
+)
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.check import solution_diff
 
@@ -119,3 +128,31 @@ def test_the_expected_values_are_nowhere_in_the_judges_sandbox(judge, clamp_task
     line = next(ln for ln in r.log.splitlines() if ln.startswith("SCANNED"))
     assert int(line.split()[1]) > 3, line
     assert line.endswith(f"FOUND {[control.decode()]!r}"), line
+
+
+@pytest.mark.xfail(strict=True, reason="open hole (issue 14): a bool site's polarity is readable from the probe")
+def test_reading_the_coin_from_the_probe_buys_no_pass(judge, dynamic_task):
+    """A candidate that reads each truth-value site's polarity from the probe text and records its guess
+    instead of what its code computed. Positive control: the same wrong code without the forgery fails
+    the truth-value-only test (``test_type_is_int``); with it, it must still fail."""
+    t = dynamic_task
+    tid = "test_hidden_clip.py::test_type_is_int"
+    wrong = "\ndef clip_sum(xs, lo, hi):\n    return 'wrong'\n"
+    honest = run(judge, t, WorkspaceDiff(files={"solution.py": wrong.encode()}))
+    assert honest.status == "ok" and honest.per_test[tid] == "failed", honest.per_test
+    r = run(judge, t, appended(t, BOOL_POLARITY_FORGERY))
+    assert r.status == "ok", r.log
+    assert r.per_test["test_hidden_clip.py::test_empty"] != "passed"  # value sites still hold
+    assert r.per_test[tid] != "passed", (r.per_test, r.flags)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_observation_counts_without_values_buy_no_pass(judge, family_tasks, family):
+    """Red team: every site claimed observed (a huge count, no value) used to satisfy the count rule while
+    leaving nothing to compare, so wrong code passed every test. Each counted observation needs its value."""
+    t = family_tasks[family]
+    r = run(judge, t, appended(t, COUNT_WITHOUT_VALUES))
+    assert r.status == "ok", r.log
+    # Positive control: the payload ran (the wrong code ran the tests to their end: pytest saw passes).
+    assert re.search(r"\b[1-9]\d* passed\b", r.log), r.log[-600:]
+    assert r.reward == 0.0 and r.components["hidden_fraction"] == 0.0, (r.per_test, r.components)

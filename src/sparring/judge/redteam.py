@@ -191,6 +191,63 @@ for _o in getattr(_g, "get_" + "objects")():
         _o.add = lambda site, enc, _a=_add: _a(site, "true")
 """
 
+# Every assert the host cannot compare with a withheld constant is a truth value whose polarity is a coin
+# per site and judgement; but the coin is written into the probe itself (``bool(not X)``, ``!=`` for
+# ``==``, ``is not`` for ``is``), which lies in the sandbox. Reads the probes (no judge path, no frame,
+# no garbage collector: no audit event), guesses each site's expected truth value from its text (a test
+# asserts the positive form far more often than the negative one) and records that guess instead of
+# what the code computed; the functions answer a wrong value instead of raising, so every test runs to
+# its end. Tests made only of such sites pass without the code being right.
+BOOL_POLARITY_FORGERY = """
+import ast as _ast, json as _json, os as _os, sys as _sys
+
+_NEG = (_ast.NotEq, _ast.IsNot, _ast.NotIn)
+_GUESS = {}
+_seen = 0
+for _d, _ds, _fs in _os.walk("/tmp/sparring-" + "judge"):
+    for _f in _fs:
+        _seen += 1
+        if _seen > 400 or not _f.endswith(".py"):
+            continue
+        try:
+            _tree = _ast.parse(open(_os.path.join(_d, _f)).read())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for _c in _ast.walk(_tree):
+            if (isinstance(_c, _ast.Call) and isinstance(_c.func, _ast.Name) and _c.func.id.endswith("_obs__")
+                    and len(_c.args) == 2 and isinstance(_c.args[0], _ast.Constant)
+                    and isinstance(_c.args[1], _ast.Call) and getattr(_c.args[1].func, "id", "") == "bool"):
+                _e = _c.args[1].args[0]
+                _neg = (isinstance(_e, _ast.UnaryOp) and isinstance(_e.op, _ast.Not)) or (
+                    isinstance(_e, _ast.Compare) and len(_e.ops) == 1 and isinstance(_e.ops[0], _NEG))
+                _GUESS[_c.args[0].value] = not _neg
+
+_rec = getattr(_sys.modules.get("sandbox_" + "observe"), "RECORDER", None)
+if _rec is not None:
+    _add = _rec.add
+    _rec.add = lambda site, enc, _a=_add: _a(site, _json.dumps(_GUESS[site]) if site in _GUESS else enc)
+
+for _n, _v in list(globals().items()):
+    if callable(_v) and not _n.startswith("_") and not isinstance(_v, type) and getattr(_v, "__module__", "") == __name__:
+        globals()[_n] = lambda *a, **k: "wrong"
+"""
+
+# Claims every site observed a million times with no value at all: the count rule asks for as many
+# observations as the reference made, and a count with nothing to compare used to satisfy it. Functions
+# answer a wrong value instead of raising and a block expected to raise passes quietly, so every test
+# runs to its end. No judge path, frame or garbage collector: no audit event.
+COUNT_WITHOUT_VALUES = """
+import sys as _sys
+
+_so = _sys.modules.get("sandbox_" + "observe")
+if _so is not None:
+    _so.RECORDER.take = lambda: [[_i, 10**6, [], False] for _i in range(200)]
+    _so.raises.__exit__ = lambda *a: True
+for _n, _v in list(globals().items()):
+    if callable(_v) and not _n.startswith("_") and not isinstance(_v, type) and getattr(_v, "__module__", "") == __name__:
+        globals()[_n] = lambda *a, **k: "wrong"
+"""
+
 # Ends the test process before any test runs: a segfault, or an exit compiled from a string.
 SEGFAULT = """
 import faulthandler as _fh

@@ -55,7 +55,8 @@ def _observations(raw: Any) -> dict[int, Observation]:
     for entry in raw:
         sid, count, values, over = entry
         vals = tuple(str(v) for v in values)
-        if not isinstance(sid, int) or not isinstance(count, int) or count < len(vals):
+        # Every observation has a value: a count without values (or fewer than the distinct ones) is forged.
+        if not isinstance(sid, int) or not isinstance(count, int) or count < len(vals) or (count and not vals):
             raise ValueError("bad observation entry")
         prev = out.get(sid)
         if prev is not None:  # the same site twice: keep every value, the smaller count

@@ -8,7 +8,8 @@ Pure functions over plain data (see :mod:`sparring.judge.probe` for the sites an
 2. every observation of every site the plan knows matches the site's expectation
    (a value that is not plain data, an overflowing site or an unknown shape fails);
 3. each site the reference solution observed in this test was observed at least as
-   often (a run that skips the asserts it cannot satisfy does not pass).
+   often, with its values (a run that skips the asserts it cannot satisfy does not pass, nor
+   does a count that comes with nothing to compare).
 """
 
 from __future__ import annotations
@@ -212,10 +213,12 @@ def claim_holds(
         if sid in trace.unverifiable:
             continue
         got = observed.get(sid)
-        if got is None or got.count < n:
+        if got is None or got.count < n or not got.values:
+            # A count is a claim; only values can be compared. Observations with none compare nothing.
             site = sites.get(sid)
             where = f"{site.file}:{site.line}" if site else str(sid)
-            return False, f"{where}: observed {got.count if got else 0} times, the reference {n} ({SKIPPED})"
+            seen = f"{got.count} times" + ("" if got.values else " without a value") if got else "0 times"
+            return False, f"{where}: observed {seen}, the reference {n} ({SKIPPED})"
     return True, ""
 
 
