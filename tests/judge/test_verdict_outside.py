@@ -20,6 +20,7 @@ from sparring.judge.redteam import (
     COMPILED_EXIT,
     COUNT_WITHOUT_VALUES,
     OBSERVATION_FORGERY,
+    PARSER_BOMB,
     REPORTER_REWRITE,
     SEGFAULT,
     target,
@@ -156,3 +157,17 @@ def test_observation_counts_without_values_buy_no_pass(judge, family_tasks, fami
     # Positive control: the payload ran (the wrong code ran the tests to their end: pytest saw passes).
     assert re.search(r"\b[1-9]\d* passed\b", r.log), r.log[-600:]
     assert r.reward == 0.0 and r.components["hidden_fraction"] == 0.0, (r.per_test, r.components)
+
+
+@pytest.mark.parametrize("family", ["clamp", "dynamic"])
+def test_text_the_candidate_writes_never_crashes_the_host(judge, family_tasks, family):
+    """Red team: report lines nested 200,000 deep and a 5,000-digit observation, written at exit to every
+    fd (the launcher's report and the driver's results), raised on the host (RecursionError, ValueError):
+    the judgement ended as an unexpected error instead of a verdict. They are malformed lines, nothing more."""
+    t = family_tasks[family]
+    r = run(judge, t, appended(t, PARSER_BOMB, base=solution_diff(t)))
+    assert r.status == "ok", (r.reason, r.log[-400:])
+    # Positive control: the bombs arrived (the launcher's stderr got them too) and cost the candidate nothing
+    # it had earned: the honest tests still pass.
+    assert "]]]]]]]]" in r.log and "observed 7777777777" in r.log, r.log[-400:]
+    assert r.components["hidden_fraction"] == 1.0, (r.per_test, r.flags)

@@ -248,6 +248,26 @@ for _n, _v in list(globals().items()):
         globals()[_n] = lambda *a, **k: "wrong"
 """
 
+# At exit (after the launcher's ``done``, after the driver's results line) writes, to every open fd, a
+# report line and a last line whose JSON nests 200,000 deep, plus an observation the host parses as an
+# integer of 5,000 digits: parsing candidate-made text on the host must never raise (a RecursionError
+# there ended the judgement as an unexpected error, retried, never the candidate's zero).
+PARSER_BOMB = """
+import atexit as _ae, os as _os
+
+def _bomb():
+    _deep = b"[" * 200000 + b"]" * 200000
+    _big = b'{"kind":"test","id":"x","outcome":"passed","obs":[[0,1,["' + b"7" * 5000 + b'"],false]]}'
+    for _line in (b"@@SPARRING-JUDGE@@ " + _deep, b"@@SPARRING-JUDGE@@ " + _big, _deep):
+        for _fd in range(1, 12):
+            try:
+                _os.write(_fd, b"\\n" + _line + b"\\n")
+            except OSError:
+                pass
+
+_ae.register(_bomb)
+"""
+
 # Ends the test process before any test runs: a segfault, or an exit compiled from a string.
 SEGFAULT = """
 import faulthandler as _fh

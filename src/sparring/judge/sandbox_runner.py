@@ -175,7 +175,7 @@ async def run_driver(sb: Sandbox, job: dict[str, Any], timeout: float) -> list[d
                       stdin=(json.dumps(job) + "\n").encode())  # fmt: skip
     try:
         out = json.loads(r.stdout.strip().splitlines()[-1]) if r.stdout.strip() else None
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # the candidate's process wrote it: unparseable is no answer
         return None
     return out if isinstance(out, list) else None
 
