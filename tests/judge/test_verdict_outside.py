@@ -171,3 +171,28 @@ def test_text_the_candidate_writes_never_crashes_the_host(judge, family_tasks, f
     # it had earned: the honest tests still pass.
     assert "]]]]]]]]" in r.log and "observed 7777777777" in r.log, r.log[-400:]
     assert r.components["hidden_fraction"] == 1.0, (r.per_test, r.flags)
+
+
+def test_a_diff_that_fills_the_agents_disk_is_judged_not_a_judge_error(judge, tmp_path):
+    """Red team: a diff as large as the task's disk quota (what an agent that filled its disk leaves) filled
+    the judge's sandbox as well; the launcher died writing its probes before ``start`` and the candidate's
+    full disk was reported as the judge's fault (judge_error, retried, never penalised)."""
+    from sparring.sandbox.workspace import diff_caps
+    from sparring.tasks.loader import write_task
+    from sparring.tasks.spec import JudgeSpec, Limits, TaskSpec
+    from tests_support import BUGGY, FIXED, HIDDEN, HIDDEN_IDS, VISIBLE
+
+    spec = TaskSpec(id="clamp-small-disk", family="code-repair", instruction="Fix clamp.",
+                    success_criteria="Hidden tests pass.", judge=JudgeSpec(hidden_tests=HIDDEN_IDS),
+                    limits=Limits(disk_mb=64))  # fmt: skip
+    t = write_task(tmp_path / "t", spec, workspace={"mathx/__init__.py": "", "mathx/core.py": BUGGY,
+                   "tests/test_core.py": VISIBLE}, hidden={"test_hidden_clamp.py": HIDDEN},
+                   solution={"mathx/core.py": FIXED})  # fmt: skip
+    total, per_file = diff_caps(t.spec.limits.disk_mb)
+    files = {"mathx/core.py": FIXED.encode(), "data/a.bin": b"a" * per_file}
+    files["data/b.bin"] = b"b" * (total - per_file - 8 * 1024)
+    diff = WorkspaceDiff(files=files)
+    assert sum(map(len, diff.files.values())) <= total  # positive control: a diff the host accepts
+    r = run(judge, t, diff)
+    assert r.status == "ok", (r.reason, r.log[-600:])
+    assert r.reward == 1.0, (r.per_test, r.flags)

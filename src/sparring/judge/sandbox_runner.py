@@ -44,7 +44,22 @@ from sparring.judge.base import JudgeRunError
 from sparring.judge.hacks import is_test_path
 from sparring.sandbox.base import ExecResult, Sandbox, SandboxBackend, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.pool import resets_completely
+from sparring.sandbox.workspace import MAX_DIFF_BYTES
 from sparring.tasks.loader import Task
+
+JUDGE_DISK_HEADROOM_MB = 64
+"""Room the judge's own files (probes, bytecode) always have, whatever the candidate's diff holds."""
+
+
+def judge_disk_mb(task_disk_mb: int) -> int:
+    """The judge sandbox's disk quota: the task's, and at least the most a diff may carry plus the judge's
+    headroom.
+
+    With the task's own quota, a diff that filled the agent's disk filled the judge's too, and the
+    launcher died writing its probes before ``start``: the candidate's full disk read as the judge's
+    fault (``judge_error``, retried, never penalised)."""
+    return max(task_disk_mb, min(task_disk_mb, MAX_DIFF_BYTES >> 20) + JUDGE_DISK_HEADROOM_MB)
+
 
 PYTEST_INI = "[pytest]\naddopts =\nconsider_namespace_packages = false\nxfail_strict = false\n"
 PYTHON = "python"
@@ -219,7 +234,7 @@ async def run_in_sandbox(
             memory_mb=lim.memory_mb if limits else None,
             pids=lim.pids if limits else None,
             cpus=lim.cpus if limits else None,
-            disk_mb=max(lim.disk_mb, 64),
+            disk_mb=judge_disk_mb(lim.disk_mb),
         )
         t = time.perf_counter()
         try:
