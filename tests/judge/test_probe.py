@@ -200,3 +200,33 @@ def test_a_count_without_values_satisfies_no_site():
     line = MARK + " " + json.dumps({"kind": "test", "id": "t", "outcome": "passed", "obs": [[0, 10**6, [], False]]})
     rep = parse_report(line)
     assert rep.malformed == 1 and "t" not in rep.outcomes
+
+
+def test_an_assert_message_keeps_no_expected_value_in_the_probe():
+    """Red team: ``assert got == EXPECTED, f"... {EXPECTED}"`` dropped the message with the assert, but the
+    message's read of ``EXPECTED`` counted as a use, so the expected value stayed in the probe where the
+    candidate's code can read it (the probe's module globals, or its file)."""
+    src = b"""\
+from mod import f
+
+BASE = 3
+EXPECTED = [31415, 92653, 58979]
+LIMIT = BASE + 27182
+
+
+def test_a():
+    got = f()
+    assert got == EXPECTED, f"got {got}, want {EXPECTED}"
+
+
+def test_b():
+    want = 'secret-' + 'xyz'
+    assert f() == want, want
+    assert f() <= LIMIT, "over " + str(LIMIT)
+"""
+    plan = build_plan({"hidden/test_x.py": src}, seed=1)
+    probe = plan.files["hidden/test_x.py"]
+    for secret in ("31415", "secret-", "xyz", "27182", "BASE"):
+        assert secret not in probe, (secret, probe)
+    # Positive control: the host still holds each of them.
+    assert [s.expected for s in plan.sites.values()] == [[31415, 92653, 58979], "secret-xyz", 27185]

@@ -326,30 +326,41 @@ def _exception_names(node: ast.AST) -> list[str]:
     return out
 
 
-def _drop_withheld(tree: ast.Module, stripped: Counter[str], scope_loads: Counter[str]) -> int:
-    """Remove ``NAME = <constant>`` statements whose every load moved out with a withheld side."""
-    gone = {n for n, k in stripped.items() if k and k == scope_loads[n]}
+def _drop_withheld(tree: ast.Module, stripped: Counter[str]) -> int:
+    """Remove ``NAME = <constant>`` statements of names that moved out with a withheld side and that the
+    probe no longer reads anywhere, then those of the names only they read (``B = A + 1``), and so on.
+
+    Loads are counted in the *rewritten* tree: an assert's message is dropped with the assert, so
+    ``assert got == EXPECTED, f"want {EXPECTED}"`` leaves no reader of ``EXPECTED`` behind (counted in the
+    original, the message kept the expected value in the probe, readable by the candidate)."""
+    feeds = {n for n, k in stripped.items() if k}
+    holders = [tree, *[n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]]
     removed = 0
-    for holder in [tree, *[n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]]:
-        body: list[ast.stmt] = holder.body
-        for i, st in enumerate(body):
-            if (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
-                    and st.targets[0].id in gone):  # fmt: skip
-                body[i] = ast.copy_location(ast.Pass(), st)
-                removed += 1
-    return removed
+    while True:
+        loads = Counter(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+        gone = {n for n in feeds if not loads[n]}
+        dropped = 0
+        for holder in holders:
+            body: list[ast.stmt] = holder.body
+            for i, st in enumerate(body):
+                if (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+                        and st.targets[0].id in gone):  # fmt: skip
+                    feeds |= _names(st.value)
+                    body[i] = ast.copy_location(ast.Pass(), st)
+                    dropped += 1
+        if not dropped:
+            return removed
+        removed += dropped
 
 
 def rewrite_file(source: str, rel: str, plan: ProbePlan, rng: random.Random) -> str:
     """The probe version of one test file; its sites are added to ``plan``."""
     tree = ast.parse(source)
     stores = _stores(tree, nested=True)
-    loads: Counter[str] = Counter(n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
-                                  and isinstance(n.ctx, ast.Load))  # fmt: skip
     module = _scope_consts(tree.body, None, stores)
     rw = _Rewriter(rel, plan, len(plan.sites), rng, module)
     tree = rw.visit(tree)
-    plan.withheld_names += _drop_withheld(tree, rw.stripped, loads)
+    plan.withheld_names += _drop_withheld(tree, rw.stripped)
     ast.fix_missing_locations(tree)
     # The import goes after any ``from __future__`` lines, which must stay first.
     at = 0
