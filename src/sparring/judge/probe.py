@@ -18,8 +18,11 @@ per-judgement randomness, so a reference run's trace applies to every judgement)
             the sandbox.
 ``bool``    any other ``assert E``. The probe reports ``bool(E)`` or ``bool(not
             E)`` (a comparison has its operator swapped instead), chosen at random
-            per judgement; the host keeps which. A forged report must guess one
-            fair coin per site.
+            per judgement; the host keeps which. This is NOT a secret coin: the
+            flip is in the probe's text, so a forger who assumes the test asserted
+            the positive form (most do) reads off every expected truth value
+            (``redteam.BOOL_POLARITY_FORGERY``). Only ``value`` and ``raises``
+            sites withhold anything.
 ``raises``  ``with pytest.raises(E, match=M) [as info]:``. The probe catches what
             the block raises and reports its class chain and message; ``E`` and
             ``M`` stay on the host.
