@@ -230,3 +230,7 @@ def test_b():
         assert secret not in probe, (secret, probe)
     # Positive control: the host still holds each of them.
     assert [s.expected for s in plan.sites.values()] == [[31415, 92653, 58979], "secret-xyz", 27185]
+    # A same-named variable bound to a call elsewhere is the test's own work, never dropped.
+    other = b"from mod import f, g\n\n\ndef test_c():\n    want = g()\n    assert f() > 0\n"
+    src_c = src.decode() + "\n\n" + other.decode().split("\n", 1)[1]
+    assert "want = g()" in build_plan({"hidden/test_x.py": src_c.encode()}, seed=1).files["hidden/test_x.py"]

@@ -329,6 +329,11 @@ def _exception_names(node: ast.AST) -> list[str]:
     return out
 
 
+def _inert(node: ast.AST) -> bool:
+    """Evaluating ``node`` runs nothing of anyone's (a same-named ``x = f()`` elsewhere is never dropped)."""
+    return _pure(node, _Scope({n: None for n in _names(node)}))
+
+
 def _drop_withheld(tree: ast.Module, stripped: Counter[str]) -> int:
     """Remove ``NAME = <constant>`` statements of names that moved out with a withheld side and that the
     probe no longer reads anywhere, then those of the names only they read (``B = A + 1``), and so on.
@@ -347,7 +352,7 @@ def _drop_withheld(tree: ast.Module, stripped: Counter[str]) -> int:
             body: list[ast.stmt] = holder.body
             for i, st in enumerate(body):
                 if (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
-                        and st.targets[0].id in gone):  # fmt: skip
+                        and st.targets[0].id in gone and _inert(st.value)):  # fmt: skip
                     feeds |= _names(st.value)
                     body[i] = ast.copy_location(ast.Pass(), st)
                     dropped += 1
