@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -179,6 +180,7 @@ def test_a_home_made_exception_named_like_the_builtins_matches_none_of_them():
     assert matches(Site("raises", expected=("Universal",)), got)
     assert matches(Site("raises", expected=("KeyError",)), _raised(lambda: {}["x"]))
     assert matches(Site("raises", expected=("LookupError",)), _raised(lambda: [][1]))
+    assert matches(Site("raises", expected=("IOError",)), _raised(lambda: os.stat("/nonexistent/x")))
     sub = type("ParseError", (ValueError,), {})
 
     def parse():

@@ -145,8 +145,8 @@ def _in_chain(name: str, chain: list[str]) -> bool:
     A built-in exception's name must be *the* built-in (``builtins.ValueError``): a bare-name match
     would accept a candidate's own classes named ``ValueError``, ``KeyError``, ... gathered into one
     exception's bases, which then satisfies any ``pytest.raises`` of a built-in without raising it."""
-    if _is_builtin_exception(name):
-        return f"builtins.{name}" in chain
+    if _is_builtin_exception(name):  # an alias (IOError, EnvironmentError) is the class it names
+        return f"builtins.{getattr(builtins, name).__qualname__}" in chain
     return any(c.rsplit(".", 1)[-1] == name and not c.startswith("builtins.") for c in chain)
 
 
