@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -59,15 +60,17 @@ def test_site_numbering_does_not_depend_on_the_coin_flips():
         assert {p.sites[sid].expected for p in plans} == {True, False}
 
 
-def _run_probe(source: str, env: dict) -> dict[int, list[str]]:
-    """Execute one probe test function in-process (trusted test code here) and return its observations."""
+def _run_probe(source: str, env: dict, test: str = "test_it", raw: bool = False) -> Any:
+    """Execute one probe test function in-process (trusted test code here) and return its observations
+    (``raw``: the recorder's rows, as they travel)."""
     so.RECORDER.start("t")
     ns = dict(env)
     code = source.replace("from sandbox_observe import", "from sparring.judge.sandbox_observe import")
     exec(compile(code, "<probe>", "exec"), ns)  # noqa: S102 - our own generated probe
     with contextlib.suppress(AssertionError):
-        ns["test_it"]()
-    return {sid: sorted(vals) for sid, _n, vals, _o in so.RECORDER.take()}
+        ns[test]()
+    rows = so.RECORDER.take()
+    return rows if raw else {sid: sorted(vals) for sid, _n, vals, *_ in rows}
 
 
 def _original_passes(source: bytes, env: dict) -> bool:
@@ -236,3 +239,25 @@ def test_b():
     other = b"from mod import f, g\n\n\ndef test_c():\n    want = g()\n    assert f() > 0\n"
     src_c = src.decode() + "\n\n" + other.decode().split("\n", 1)[1]
     assert "want = g()" in build_plan({"hidden/test_x.py": src_c.encode()}, seed=1).files["hidden/test_x.py"]
+
+
+def _loop_claim(fn, n: int = 300) -> tuple[bool, str]:
+    """The host's verdict on ``for i in range(n): assert f(i) >= 0`` run through the real recorder."""
+    from sparring.judge.report import _observations
+
+    plan = build_plan({"hidden/test_x.py": b"def test_loop():\n    for i in range(N):\n        assert f(i) >= 0\n"}, 1)
+    obs = _run_probe(plan.files["hidden/test_x.py"], {"f": fn, "N": n}, test="test_loop", raw=True)
+    return claim_holds("t", "passed", _observations(obs), plan.sites, RefTrace({"t": {0: n}}, frozenset()))
+
+
+def test_an_ordering_over_many_numbers_is_decided_by_their_extremes():
+    """Honest code used to fail ``assert f(i) >= 0`` over 300 inputs: more than MAX_DISTINCT values made the
+    site overflow. Numbers carry their smallest and largest value, which decide an ordering."""
+    assert _loop_claim(lambda i: i) == (True, "")
+    assert _loop_claim(lambda i: i / 3) == (True, "")
+    ok, why = _loop_claim(lambda i: i - 5)  # the bad value is not among the values kept
+    assert not ok and "observed -5" in why
+    ok, why = _loop_claim(lambda i: -1 if i == 299 else i)
+    assert not ok and "-1" in why
+    assert not _loop_claim(lambda i: float("nan") if i == 7 else i)[0]
+    assert not _loop_claim(lambda i: str(i))[0]

@@ -53,16 +53,18 @@ def _observations(raw: Any) -> dict[int, Observation]:
     if not isinstance(raw, list):
         raise ValueError("observations must be a list")
     for entry in raw:
-        sid, count, values, over = entry
+        sid, count, values, over = entry[:4]
+        rng = entry[4] if len(entry) > 4 else None
+        extremes = (str(rng[0]), str(rng[1])) if isinstance(rng, list) and len(rng) == 2 else None
         vals = tuple(str(v) for v in values)
         # Every observation has a value: a count without values (or fewer than the distinct ones) is forged.
         if not isinstance(sid, int) or not isinstance(count, int) or count < len(vals) or (count and not vals):
             raise ValueError("bad observation entry")
         prev = out.get(sid)
-        if prev is not None:  # the same site twice: keep every value, the smaller count
+        if prev is not None:  # the same site twice: keep every value, the smaller count, no range
             out[sid] = Observation(min(prev.count, count), prev.values + vals, prev.overflow or bool(over))
         else:
-            out[sid] = Observation(count, vals, bool(over))
+            out[sid] = Observation(count, vals, bool(over), extremes)
     return out
 
 

@@ -22,7 +22,9 @@ from typing import Any
 MAX_VALUE_CHARS = 64 * 1024
 """An observed value whose encoding is longer travels as its digest (compared for equality only)."""
 MAX_DISTINCT = 256
-"""Distinct values kept per test and site; more marks the site as overflowing (the host fails it)."""
+"""Distinct values kept per test and site; more marks the site as overflowing. The host fails an
+overflowing site unless every value was a number: then the smallest and the largest travel too, which
+is all an ordering (``assert f(i) >= 0`` over a thousand inputs) needs."""
 
 
 class Opaque(Exception):
@@ -78,8 +80,16 @@ def encode(x: Any) -> str:
         return json.dumps({"opaque": str(e)[:200]})
 
 
+def _number(x: Any) -> int | float | None:
+    """``x`` if it is a plain int or float that orders with every other (not a bool, not NaN)."""
+    if type(x) is int or (type(x) is float and not math.isnan(x)):
+        return x
+    return None
+
+
 class Recorder:
-    """Observations of the running test: site -> (count, distinct encoded values, overflow)."""
+    """Observations of the running test: site -> [count, distinct encoded values, overflow, range], the
+    range being [smallest, largest] while every value was a number, else None."""
 
     def __init__(self) -> None:
         self.current: str | None = None
@@ -90,14 +100,22 @@ class Recorder:
         self.sites = {}
 
     def take(self) -> list[list[Any]]:
-        out = [[sid, n, sorted(vals), over] for sid, (n, vals, over) in sorted(self.sites.items())]
+        out = []
+        for sid, (n, vals, over, rng) in sorted(self.sites.items()):
+            row = [sid, n, sorted(vals), over]
+            if over and rng is not None:
+                row.append([encode(rng[0]), encode(rng[1])])
+            out.append(row)
         self.sites = {}
         self.current = None
         return out
 
-    def add(self, site: int, encoded: str) -> None:
-        entry = self.sites.setdefault(site, [0, set(), False])
+    def add(self, site: int, encoded: str, value: Any = None) -> None:
+        num = _number(value)
+        entry = self.sites.setdefault(site, [0, set(), False, None if num is None else [num, num]])
         entry[0] += 1
+        if entry[3] is not None:
+            entry[3] = None if num is None else [min(entry[3][0], num), max(entry[3][1], num)]
         if encoded not in entry[1]:
             if len(entry[1]) >= MAX_DISTINCT:
                 entry[2] = True
@@ -109,7 +127,7 @@ RECORDER = Recorder()
 
 
 def observe(site: int, value: Any) -> None:
-    RECORDER.add(int(site), encode(value))
+    RECORDER.add(int(site), encode(value), value)
 
 
 class raises:  # noqa: N801 - used like pytest.raises
