@@ -199,7 +199,7 @@ for _o in getattr(_g, "get_" + "objects")():
 # what the code computed; the functions answer a wrong value instead of raising, so every test runs to
 # its end. Tests made only of such sites pass without the code being right.
 BOOL_POLARITY_FORGERY = """
-import ast as _ast, json as _json, os as _os, sys as _sys
+import ast as _ast, json as _json, os as _os
 
 _NEG = (_ast.NotEq, _ast.IsNot, _ast.NotIn)
 _GUESS = {}
@@ -222,7 +222,11 @@ for _d, _ds, _fs in _os.walk("/tmp/sparring-" + "judge"):
                     isinstance(_e, _ast.Compare) and len(_e.ops) == 1 and isinstance(_e.ops[0], _NEG))
                 _GUESS[_c.args[0].value] = not _neg
 
-_rec = getattr(_sys.modules.get("sandbox_" + "observe"), "RECORDER", None)
+try:
+    import sandbox_observe as _so  # the judge's own, already imported: a plain import hands it over
+    _rec = _so.RECORDER
+except ImportError:
+    _rec = None
 if _rec is not None:
     _add = _rec.add
     _rec.add = lambda site, enc, *_r, _a=_add: _a(site, _json.dumps(_GUESS[site]) if site in _GUESS else enc)
@@ -237,9 +241,10 @@ for _n, _v in list(globals().items()):
 # answer a wrong value instead of raising and a block expected to raise passes quietly, so every test
 # runs to its end. No judge path, frame or garbage collector: no audit event.
 COUNT_WITHOUT_VALUES = """
-import sys as _sys
-
-_so = _sys.modules.get("sandbox_" + "observe")
+try:
+    import sandbox_observe as _so  # the judge's own, already imported: a plain import hands it over
+except ImportError:
+    _so = None
 if _so is not None:
     _so.RECORDER.take = lambda: [[_i, 10**6, [], False] for _i in range(200)]
     _so.raises.__exit__ = lambda *a: True
