@@ -87,7 +87,7 @@ def load_task(path: str | Path) -> Task:
         raise TaskError(f"invalid {f}: {loc}: {first['msg']} ({e.error_count()} problem(s))") from None
     if not (d / "workspace").is_dir():
         raise TaskError(f"{d} has no workspace/ directory: every task needs its initial state")
-    return Task(spec=spec, path=d.resolve(), digest=task_digest(spec.model_dump(mode="json"), d))
+    return Task(spec=spec, path=d.resolve(), digest=task_digest(spec.canonical_dump(), d))
 
 
 def find_tasks(path: str | Path) -> list[Task]:
@@ -127,7 +127,7 @@ def write_task(
         if deleted:
             (tmp / "solution" / ".deleted").write_text("".join(f"{x}\n" for x in deleted))
         spec = spec.model_copy(update={"workspace_digest": workspace_digest(tmp / "workspace")})
-        (tmp / TASK_FILE).write_text(tomli_w.dumps(spec.model_dump(mode="json", exclude_none=True)))
+        (tmp / TASK_FILE).write_text(tomli_w.dumps(_drop_none(spec.canonical_dump())))
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)
@@ -135,6 +135,11 @@ def write_task(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return load_task(out)
+
+
+def _drop_none(data: dict[str, Any]) -> dict[str, Any]:
+    """TOML has no null: ``None`` values are left out (they load back as their defaults)."""
+    return {k: _drop_none(v) if isinstance(v, dict) else v for k, v in data.items() if v is not None}
 
 
 def write_task_record(task: Task, name: str, record: dict[str, Any]) -> Path:

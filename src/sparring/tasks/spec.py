@@ -11,11 +11,13 @@ A task is a directory (DESIGN.md §2)::
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SCHEMA_VERSION = 1
+LATE_DEFAULTS: tuple[tuple[str, str], ...] = (("judge", "allow_binary_modules"),)
+"""(section, field) added to task.toml after schema 1: omitted from the canonical form at their default."""
 
 
 class _Strict(BaseModel):
@@ -48,6 +50,12 @@ class JudgeSpec(_Strict):
         description="Every hidden test id that must run (pytest node ids relative to hidden/).",
     )
     timeout_s: float = Field(60.0, gt=0, description="Timeout of the judge's test run.")
+    allow_binary_modules: list[str] = Field(
+        default_factory=list,
+        description="Globs (whole workspace paths, fnmatch) of non-source importables the agent may add: "
+        "extension modules, bytecode, archives. Others in the diff are removed before judging and flagged "
+        "binary_module (sparring.judge.importable).",
+    )
 
 
 class Environment(_Strict):
@@ -105,6 +113,20 @@ class TaskSpec(_Strict):
         description="Pinned digest of workspace/ (sparring.sandbox.layers.tree_digest), written by write_task; "
         "admission rebuilds the initial state and rejects the task if it differs (a tampered workspace).",
     )
+
+    def canonical_dump(self) -> dict[str, Any]:
+        """The spec as JSON data, without fields that are at a default added after schema 1.
+
+        Digests and written task.toml files use this form, so adding such a field never changes the
+        digest of a task that does not use it (see :data:`LATE_DEFAULTS`).
+        """
+        data = self.model_dump(mode="json")
+        for section, name in LATE_DEFAULTS:
+            part = data.get(section)
+            default = type(getattr(self, section)).model_fields[name].get_default(call_default_factory=True)
+            if isinstance(part, dict) and part.get(name) == default:
+                del part[name]
+        return data
 
     @field_validator("tools")
     @classmethod
