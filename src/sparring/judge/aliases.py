@@ -56,6 +56,8 @@ class SymbolTable:
     def __init__(self, tree: ast.AST) -> None:
         self.names: dict[str, set[str]] = {}
         self.star: set[str] = set()
+        self.returns: dict[str, set[str]] = {}
+        """What calling a function of the module can return (the meanings of its ``return`` values)."""
         self.modules: set[str] = set()
         """Canonical names that came from an import statement (modules, or names taken from one)."""
         self._build(tree)
@@ -70,6 +72,7 @@ class SymbolTable:
 
     def _build(self, tree: ast.AST) -> None:
         assigns: list[tuple[ast.expr, ast.expr]] = []
+        functions: list[tuple[str, list[ast.expr]]] = []
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -96,6 +99,9 @@ class SymbolTable:
                 assigns.append((node.target, node.value))
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 self._bind(node.name, set())
+                if not isinstance(node, ast.ClassDef):
+                    rets = [r.value for r in _own_returns(node) if r.value is not None]
+                    functions.append((node.name, rets))
             elif isinstance(node, ast.arg):
                 self._bind(node.arg, set())
             elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
@@ -112,8 +118,19 @@ class SymbolTable:
             for target, value in assigns:
                 for name, expr in _pairs(target, value):
                     changed |= self._bind(name, self.resolve(expr) if expr is not None else set())
+                    if isinstance(expr, ast.Lambda):
+                        changed |= self._returned(name, self.resolve(expr.body))
+            for name, rets in functions:
+                for r in rets:
+                    changed |= self._returned(name, self.resolve(r))
             if not changed:
                 break
+
+    def _returned(self, name: str, meanings: set[str]) -> bool:
+        cur = self.returns.setdefault(name, set())
+        new = {m for m in meanings if m} - cur
+        cur.update(new)
+        return bool(new)
 
     # ------------------------------------------------------------------ resolving
 
@@ -128,11 +145,19 @@ class SymbolTable:
             return {canonical(f"{b}.{node.attr}") for b in self.resolve(node.value)}
         if isinstance(node, ast.Call):
             return self._resolve_call(node)
+        if isinstance(node, ast.List | ast.Tuple | ast.Set):
+            return {m for e in node.elts for m in self.resolve(e)}
+        if isinstance(node, ast.Dict):
+            return {m for v in node.values for m in self.resolve(v)}
+        if isinstance(node, ast.Starred):
+            return self.resolve(node.value)
         if isinstance(node, ast.Subscript):
             key = _const_str(node.slice)
-            if key is None:
-                return set()
             out: set[str] = set()
+            if isinstance(node.value, ast.Name | ast.List | ast.Tuple | ast.Dict | ast.Subscript):
+                out.update(self.resolve(node.value))  # an element of a container of modules is one of them
+            if key is None:
+                return out
             for b in self.resolve(node.value):
                 if b in ("sys.modules", "__dict__", "builtins", "__builtins__"):
                     out.add(canonical(key))
@@ -152,6 +177,8 @@ class SymbolTable:
         funcs = self._called(call)
         first = _const_str(call.args[0]) if call.args else None
         out: set[str] = set()
+        if isinstance(call.func, ast.Name):
+            out.update(self.returns.get(call.func.id, set()))
         if funcs & IMPORTERS and first is not None:
             out.add(canonical(first if "importlib.import_module" in funcs else first.split(".")[0]))
         if "getattr" in funcs and len(call.args) >= 2:
@@ -195,6 +222,17 @@ def dynamic_lookups(tree: ast.AST, table: SymbolTable) -> Iterator[ast.AST]:
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in table.names:
             if table.resolve(node) & {"sys.modules"}:
                 yield node
+
+
+def _own_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.Return]:
+    """The return statements of ``fn`` itself, not of functions nested in it."""
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            yield node
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            stack.extend(ast.iter_child_nodes(node))
 
 
 def _const_str(node: ast.AST) -> str | None:

@@ -34,6 +34,9 @@ EXIT_CALLS = frozenset({"sys.exit", "os._exit", "exit", "quit", "os.kill", "os.a
                         "faulthandler._sigabrt", "faulthandler._sigfpe", "faulthandler._read_null",
                         "faulthandler._fatal_error", "faulthandler._stack_overflow",
                         "_thread.interrupt_main"})  # fmt: skip
+EXIT_ATTRS = frozenset(n.rsplit(".", 1)[1] for n in EXIT_CALLS if "." in n and n.rsplit(".", 1)[1][0] == "_")
+"""Private names that only exit functions have (``_exit``, ``_sigsegv``...): an attribute with one of these
+names is an exit whatever object it is read from (the object may come from somewhere no table can follow)."""
 RAISED_EXITS = frozenset({"SystemExit", "SkipTest", "unittest.SkipTest", "unittest.case.SkipTest",
                           "KeyboardInterrupt", "pytest.skip.Exception"})  # fmt: skip
 PROBE_CALLS = frozenset({"sys._getframe", "inspect.stack", "inspect.currentframe", "gc.get_objects", "gc.get_referrers",
@@ -96,7 +99,7 @@ def features(tree: ast.Module | None) -> Counter[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Name | ast.Attribute) and isinstance(node.ctx, ast.Load):
             names = table.resolve(node)
-            if names & EXIT_CALLS:
+            if names & EXIT_CALLS or (isinstance(node, ast.Attribute) and node.attr in EXIT_ATTRS):
                 c["exit"] += 1
             if names & PROBE_CALLS:
                 c["probe"] += 1
