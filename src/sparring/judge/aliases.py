@@ -93,9 +93,7 @@ class SymbolTable:
                     self.modules.add(full)
             elif isinstance(node, ast.Assign):
                 assigns.extend((t, node.value) for t in node.targets)
-            elif isinstance(node, ast.AnnAssign | ast.AugAssign) and node.value is not None:
-                assigns.append((node.target, node.value))
-            elif isinstance(node, ast.NamedExpr):
+            elif isinstance(node, ast.AnnAssign | ast.AugAssign | ast.NamedExpr) and node.value is not None:
                 assigns.append((node.target, node.value))
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 self._bind(node.name, set())
@@ -202,26 +200,27 @@ def dynamic_lookups(tree: ast.AST, table: SymbolTable) -> Iterator[ast.AST]:
     ``__import__(...)``, ``sys.modules`` and ``<module>.__dict__`` / ``vars(<module>)``
     (a module's namespace as a dictionary), ``compile(...)`` (code from a string).
     """
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            funcs = table.resolve(node.func)
-            if funcs & LOOKUPS and len(node.args) >= 2 and _const_str(node.args[1]) is None:
-                if table.refers_to_module(node.args[0]):
-                    yield node
-            elif funcs & IMPORTERS and (not node.args or _const_str(node.args[0]) is None):
-                yield node
-            elif "__import__" in funcs or "compile" in funcs:
-                yield node
-            elif funcs & {"vars"} and node.args and table.refers_to_module(node.args[0]):
-                yield node
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
-            if node.attr == "__dict__" and table.refers_to_module(node.value):
-                yield node
-            elif table.resolve(node) & {"sys.modules"}:
-                yield node
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in table.names:
-            if table.resolve(node) & {"sys.modules"}:
-                yield node
+    return (node for node in ast.walk(tree) if _is_dynamic(node, table))
+
+
+def _is_dynamic(node: ast.AST, table: SymbolTable) -> bool:
+    if isinstance(node, ast.Call):
+        funcs = table.resolve(node.func)
+        args = node.args
+        if funcs & LOOKUPS and len(args) >= 2 and _const_str(args[1]) is None:
+            return table.refers_to_module(args[0])
+        if funcs & IMPORTERS and (not args or _const_str(args[0]) is None):
+            return True
+        if "__import__" in funcs or "compile" in funcs:
+            return True
+        return "vars" in funcs and bool(args) and table.refers_to_module(args[0])
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+        if node.attr == "__dict__" and table.refers_to_module(node.value):
+            return True
+        return "sys.modules" in table.resolve(node)
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in table.names:
+        return "sys.modules" in table.resolve(node)
+    return False
 
 
 def _own_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.Return]:

@@ -221,6 +221,7 @@ def check_code(diff: WorkspaceDiff, initial: Path) -> list[str]:
         if (
             rel.endswith(".py")
             and not is_test_path(rel)
+            and (initial / rel).is_file()
             and features(_py_tree((initial / rel).read_bytes()))["assert"]
         ):
             flags.append("assertion_removed")
