@@ -118,6 +118,10 @@ def test_a_name_bound_twice_has_both_meanings():
         "from sys import modules as m\nm['os']\n",
         "import builtins\nns = builtins.__dict__\n",
         "import types\ntypes.FunctionType(c, {})()\n",
+        "import runpy\nrunpy.run_path('payload.txt')\n",
+        "from importlib import util as u\ns = u.spec_from_file_location('m', 'payload.txt')\n",
+        "import importlib.machinery as m\nm.SourceFileLoader('x', 'payload.txt').load_module()\n",
+        "import sys\nsys.meta_path.insert(0, object())\n",
     ],
 )
 def test_dynamic_escape_hatches_are_probes(src):

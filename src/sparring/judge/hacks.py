@@ -43,7 +43,13 @@ PROBE_CALLS = frozenset({"sys._getframe", "inspect.stack", "inspect.currentframe
                          "sys.settrace", "sys.setprofile", "atexit.register", "inspect.getouterframes",
                          "gc.get_referents", "__import__", "eval", "exec", "compile", "marshal.loads",
                          "types.FunctionType", "types.CodeType", "sys._current_frames", "sys.addaudithook",
-                         "threading.settrace", "threading.setprofile"})  # fmt: skip
+                         "threading.settrace", "threading.setprofile", "runpy.run_path", "runpy.run_module",
+                         "importlib.machinery.SourceFileLoader", "importlib.machinery.SourcelessFileLoader",
+                         "importlib.machinery.ExtensionFileLoader", "importlib.util.spec_from_file_location",
+                         "importlib.util.spec_from_loader", "imp.load_source", "imp.load_compiled",
+                         "imp.load_dynamic", "zipimport.zipimporter", "sys.path_hooks", "sys.meta_path"})  # fmt: skip
+"""Frame and interpreter probes, code from strings, and loaders that import a file whatever its name
+(so a payload in a file the checks do not read, ``payload.txt``, cannot be run through them)."""
 PROBE_NAMES = frozenset({"f_back", "f_locals", "f_globals", "tb_frame", "_pytest", "__builtins__", "gi_frame",
                          "cr_frame", "__code__", "__globals__"})  # fmt: skip
 PROBE_MODULES = frozenset({"_pytest", "pytest", "ctypes", "_ctypes", "cffi"})
