@@ -43,16 +43,16 @@ def _eval(tasks_dir: Path, policy_spec: str, store_path: Path, group_size: int, 
     from sparring.policy.spec import make_policy
     from sparring.rollout.run_records import outcome_figures
     from sparring.rollout.scheduler import RolloutScheduler
+    from sparring.sandbox.local import LocalBackend
     from sparring.sandbox.pool import SandboxPool
     from sparring.store.sqlite import SQLiteStore
-    from sparring.tasks.environment import TaskEnvironmentBackend
     from sparring.tasks.loader import find_tasks
 
     if group_size < 1 or concurrency < 1:
         raise ConfigError("--group-size and --concurrency must be at least 1")
     task_list = find_tasks(tasks_dir)
     pol = make_policy(policy_spec)
-    backend = TaskEnvironmentBackend()  # agent and judge sandboxes in each task's pinned environment
+    backend = LocalBackend()  # every task's spec names its pinned layer: agent and judge run it
     judge = PytestJudge(backend, config=JudgeConfig(split="eval"))
     tmp = Path(tempfile.mkdtemp(prefix="sparring-eval-"))
     done: list[Any] = []

@@ -20,8 +20,8 @@ def replay_cmd(
     """Re-execute the recorded tool calls in a fresh sandbox; exit 1 if anything diverges."""
     from sparring.judge.pytest_judge import PytestJudge
     from sparring.rollout.replay import replay
+    from sparring.sandbox.local import LocalBackend
     from sparring.store.sqlite import SQLiteStore
-    from sparring.tasks.environment import TaskEnvironmentBackend
     from sparring.tasks.loader import find_tasks
 
     if not store.is_file():
@@ -36,7 +36,7 @@ def replay_cmd(
         raise TaskError(f"task {traj.task_id} of trajectory {traj_id} is not under {tasks}")
     exact = [t for t in matches if t.digest == traj.task_digest]
     task = (exact or matches)[0]
-    backend = TaskEnvironmentBackend()  # the task's pinned environment, as in the rollout
+    backend = LocalBackend()  # every task's spec names its pinned layer: agent and judge run it
     rep = run_async(replay(traj, task, backend, PytestJudge(backend)))
     if json_out:
         emit_json(rep.to_json())

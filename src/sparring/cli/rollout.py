@@ -83,9 +83,9 @@ def _rollout(
     from sparring.rollout.progress import RolloutProgress
     from sparring.rollout.scheduler import RolloutScheduler
     from sparring.rollout.slots import priority_rank
+    from sparring.sandbox.local import LocalBackend
     from sparring.sandbox.pool import SandboxPool
     from sparring.store.sqlite import SQLiteStore
-    from sparring.tasks.environment import TaskEnvironmentBackend
     from sparring.tasks.loader import find_tasks
 
     _check_args(group_size, concurrency, max_steps, opts, policy_timeout)
@@ -113,7 +113,7 @@ def _rollout(
                 f"run {run_id} was started with policy {previous['config'].get('policy')!r}, group size "
                 f"{previous['config'].get('group_size')}, seed {previous['config'].get('seed')}: resume it with those"
             )
-        backend = TaskEnvironmentBackend()  # agent and judge sandboxes in each task's pinned environment
+        backend = LocalBackend()  # every task's spec names its pinned layer: agent and judge run it
 
         async def go():  # type: ignore[no-untyped-def]
             st.start_run(run_id, config)

@@ -49,7 +49,7 @@ from sparring.errors import EnvironmentUsageError, SandboxError
 from sparring.judge.base import Judge, Usage
 from sparring.rollout.trajectory import Status, ToolStep
 from sparring.sandbox.base import Sandbox, SandboxBackend, WorkspaceDiff
-from sparring.sandbox.pool import spec_for_task
+from sparring.sandbox.pool import aspec_for_task
 from sparring.tasks.loader import Task, load_task
 
 T = TypeVar("T")
@@ -134,9 +134,9 @@ class Environment:
     @property
     def backend(self) -> SandboxBackend:
         if self._backend is None:
-            from sparring.tasks.environment import TaskEnvironmentBackend
+            from sparring.sandbox.local import LocalBackend
 
-            self._backend = TaskEnvironmentBackend()
+            self._backend = LocalBackend()  # mounts the layer each task's spec names
         assert self._backend is not None
         return self._backend
 
@@ -233,7 +233,7 @@ class Environment:
         self.seed = seed
         self._clear()
         if sandbox is None:
-            spec = spec_for_task(self.task, seed=seed)
+            spec = await aspec_for_task(self.task, seed=seed)
             sandbox = await asyncio.wait_for(self.backend.create(spec), self.budgets.sandbox_start_s)
             self.attach(sandbox, owned=True)
         else:
