@@ -27,9 +27,13 @@ class EnvironmentRef(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     digest: str = Field(
-        ..., pattern=r"^sha256:[0-9a-f]{64}$", description="Content digest of the layer (its pins and Python)."
+        ...,
+        pattern=r"^sha256:[0-9a-f]{64}$",
+        description="Content digest of the layer (its pins and Python).",
     )
-    path: Path = Field(..., description="The layer's root on the host: a venv whose bin/python runs commands.")
+    path: Path = Field(
+        ..., description="The layer's root on the host: a venv whose bin/python runs commands."
+    )
 
 
 class SandboxSpec(BaseModel):
