@@ -7,7 +7,16 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from sparring.cli.common import JSON_OPT, emit_json, err_console, guarded, out_console, run_async
+from sparring.cli.common import (
+    BACKEND_OPT,
+    JSON_OPT,
+    emit_json,
+    err_console,
+    guarded,
+    make_cli_backend,
+    out_console,
+    run_async,
+)
 from sparring.errors import ConfigError, TaskError
 
 if TYPE_CHECKING:
@@ -118,6 +127,7 @@ def check(
     store: bool = typer.Option(
         True, "--store/--no-store", help="Write each result to admission.json beside task.toml."
     ),
+    backend: str = BACKEND_OPT,
     json_out: bool = JSON_OPT,
 ) -> None:
     """Admission: reject tasks that are vague, unstable, already solved, unsolvable, flaky or hackable.
@@ -136,7 +146,7 @@ def check(
 
     tasks, broken = _load_all(_check_targets(refs, library))
     repeats = repeats or REFERENCE_RUNS
-    judge = _judge()
+    judge = _judge(backend)
     by_digest = {t.digest: t for t in tasks}
     with err_console.status(f"checking {len(tasks)} tasks") as status:
         done = [0, 0]
@@ -177,12 +187,11 @@ def check(
         raise typer.Exit(1)
 
 
-def _judge() -> Judge:
+def _judge(backend: str = "local") -> Judge:
     """The pytest judge; each task's sandbox spec names its pinned layer, so every task is judged in it."""
     from sparring.judge.pytest_judge import PytestJudge
-    from sparring.sandbox.local import LocalBackend
 
-    return PytestJudge(LocalBackend())
+    return PytestJudge(make_cli_backend(backend))
 
 
 PATHS_OR_LIBRARY_ARG = typer.Argument(

@@ -88,6 +88,11 @@ class SandboxSpec(BaseModel):
         description="The Python layer the sandbox runs (`python` on its PATH); None: the host's, i.e. the "
         "interpreter running Sparring.",
     )
+    image: str | None = Field(
+        None,
+        description="Container image the sandbox needs (the task's [environment] image): only a backend "
+        "that runs images (OCI) can make it.",
+    )
 
     @model_validator(mode="after")
     def _allowlist_needs_network_mode(self) -> SandboxSpec:

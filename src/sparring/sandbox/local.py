@@ -175,6 +175,11 @@ class LocalBackend:
                 raise SandboxError(
                     f"extra mount {dest!r} must be an absolute path outside /workspace, /tmp and {HOME}"
                 )
+        if spec.image is not None:
+            raise SandboxError(
+                f"the sandbox needs container image {spec.image!r}, which the local backend cannot run: "
+                "use the OCI backend (--backend oci)"
+            )
         lower = self.lower_for(spec)
         if snap is not None and snap.base != str(lower):
             raise SandboxError(

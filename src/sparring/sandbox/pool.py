@@ -36,6 +36,7 @@ def spec_for_task(task: Task, seed: int = 0, workspace_digest: str | None = None
         workspace=task.workspace,
         workspace_digest=workspace_digest,
         environment=layer_for(task.spec.environment).ref(),
+        image=task.spec.environment.image,
         network=lim.network,
         memory_mb=lim.memory_mb,
         pids=lim.pids,

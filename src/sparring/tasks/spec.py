@@ -91,6 +91,11 @@ class Environment(_Strict):
 
     python: str = Field("3.11", description="Python version of the environment layer.")
     requirements: list[str] = Field(default_factory=lambda: ["pytest"], description="Pinned requirements.")
+    image: str | None = Field(
+        None,
+        description="OCI image the task's sandboxes run (system packages the host lacks); needs the OCI "
+        "backend (--backend oci). The Python layer is mounted into it.",
+    )
 
 
 class CustomTool(_Strict):
@@ -221,7 +226,10 @@ class TaskSpec(_Strict):
 
 # Fields added after schema 1 enter a spec's canonical form only when they differ from their default, so
 # every task written before them keeps its digest and its task.toml bytes.
-_LATER_FIELDS: tuple[tuple[str, str, object], ...] = (("limits", "cpus", DEFAULT_CPUS),)
+_LATER_FIELDS: tuple[tuple[str, str, object], ...] = (
+    ("limits", "cpus", DEFAULT_CPUS),
+    ("environment", "image", None),
+)
 
 
 def canonical_dump(spec: TaskSpec, exclude_none: bool = False) -> dict[str, Any]:
@@ -229,6 +237,6 @@ def canonical_dump(spec: TaskSpec, exclude_none: bool = False) -> dict[str, Any]
     out = spec.model_dump(mode="json", exclude_none=exclude_none)
     for section, name, default in _LATER_FIELDS:
         part = out.get(section)
-        if isinstance(part, dict) and part.get(name) == default:
-            del part[name]
+        if isinstance(part, dict) and part.get(name, default) == default:
+            part.pop(name, None)
     return out
