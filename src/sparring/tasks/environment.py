@@ -6,8 +6,11 @@ installed version) plus its dependency closure, each at the version installed
 next to Sparring. The layer is a virtual environment (no pip, no system site
 packages) holding exactly those distributions' files, built once into
 ``$SPARRING_ENV_CACHE`` (default ``~/.cache/sparring/envs``) under its content
-digest, made read-only and reused by every sandbox of that environment
-(:class:`sparring.sandbox.environment.SandboxEnvironment` binds it read-only).
+digest, made read-only and reused by every sandbox of that environment: a
+sandbox spec names it (``SandboxSpec.environment``, see
+:func:`sparring.sandbox.pool.spec_for_task`) and the backend binds it read-only.
+This module only resolves and builds layers; :func:`layer_for` memoizes them per
+process and :func:`alayer_for` builds a new one off the event loop.
 
 Sparring itself is never in the layer, so nothing an agent can read in its
 sandbox holds the generators' original code (code-repair's unmutated bases).
