@@ -43,7 +43,7 @@ from sparring.errors import SandboxError
 from sparring.judge.base import JudgeRunError
 from sparring.judge.hacks import is_test_path
 from sparring.sandbox.base import ExecResult, Sandbox, SandboxBackend, SandboxSpec, WorkspaceDiff
-from sparring.sandbox.pool import resets_completely
+from sparring.sandbox.pool import resets_completely, spec_for_task
 from sparring.tasks.loader import Task
 
 PYTEST_INI = "[pytest]\naddopts =\nconsider_namespace_packages = false\nxfail_strict = false\n"
@@ -220,6 +220,7 @@ async def run_in_sandbox(
             pids=lim.pids if limits else None,
             cpus=lim.cpus if limits else None,
             disk_mb=max(lim.disk_mb, 64),
+            environment=spec_for_task(task).environment,  # the agent's layer: same interpreter, same pins
         )
         t = time.perf_counter()
         try:

@@ -97,6 +97,11 @@ class Environment(_Strict):
 
     python: str = Field("3.11", description="Python version of the environment layer.")
     requirements: list[str] = Field(default_factory=lambda: ["pytest"], description="Pinned requirements.")
+    image: str | None = Field(
+        None,
+        description="OCI image the task's sandboxes run (system packages the host lacks); needs the OCI "
+        "backend (--backend oci). The Python layer is mounted into it.",
+    )
 
 
 class CustomTool(_Strict):
@@ -227,7 +232,11 @@ class TaskSpec(_Strict):
 
 # Fields added after schema 1 enter a spec's canonical form only when they differ from their default, so
 # every task written before them keeps its digest and its task.toml bytes.
-LATE_DEFAULTS: tuple[tuple[str, str], ...] = (("limits", "cpus"), ("judge", "allow_binary_modules"))
+LATE_DEFAULTS: tuple[tuple[str, str], ...] = (
+    ("limits", "cpus"),
+    ("judge", "allow_binary_modules"),
+    ("environment", "image"),
+)
 """(section, field) added to task.toml after schema 1: omitted from the canonical form at their default."""
 
 
@@ -237,6 +246,6 @@ def canonical_dump(spec: TaskSpec, exclude_none: bool = False) -> dict[str, Any]
     for section, name in LATE_DEFAULTS:
         part = out.get(section)
         default = type(getattr(spec, section)).model_fields[name].get_default(call_default_factory=True)
-        if isinstance(part, dict) and part.get(name) == default:
-            del part[name]
+        if isinstance(part, dict) and part.get(name, default) == default:
+            part.pop(name, None)
     return out

@@ -27,9 +27,9 @@ from sparring.monitor.metrics import iteration_metrics, make_sinks
 from sparring.policy.scripted import OraclePolicy
 from sparring.rollout.scheduler import RolloutScheduler, RolloutSummary
 from sparring.rollout.trajectory import Trajectory
+from sparring.sandbox.config import make_backend
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.sqlite import SQLiteStore
-from sparring.tasks.environment import TaskEnvironmentBackend
 from sparring.tasks.loader import Task, find_tasks
 from sparring.train.config import RLConfig
 
@@ -235,7 +235,7 @@ async def run_rl(
     if saved is None:
         store.start_run(run_id, cfg.model_dump(mode="json"))
     sink = make_sinks(cfg.monitor.exporters, cfg.workdir, run_id, cfg.model_dump(mode="json"))
-    backend = TaskEnvironmentBackend()  # agent and judge sandboxes in each task's pinned environment
+    backend = make_backend(cfg.backend)  # each task's spec names its layer: agent and judge run it
     pool = SandboxPool(backend, max_idle=cfg.concurrency, limits=cfg.sandbox_limits)
     judge = PytestJudge(backend, limits=cfg.sandbox_limits)
     sched = RolloutScheduler(pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps)
