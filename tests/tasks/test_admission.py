@@ -217,7 +217,7 @@ def test_missing_success_criteria_rejected_through_the_cli(tmp_path: Path) -> No
     (t.path / "task.toml").write_text(
         "\n".join(ln for ln in toml.splitlines() if not ln.startswith("success_criteria"))
     )
-    r = subprocess.run([*EXE, "tasks", "check", str(t.path), "--json", "--environment", "host", "--repeats", "1"],
+    r = subprocess.run([*EXE, "tasks", "check", str(t.path), "--json", "--repeats", "1"],
                        capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 1, r.stderr
     (item,) = json.loads(r.stdout)["tasks"]

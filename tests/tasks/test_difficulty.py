@@ -14,10 +14,10 @@ import pytest
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.policy.scripted import OraclePolicy, RandomPolicy
 from sparring.rollout.scheduler import RolloutScheduler
+from sparring.sandbox.local import LocalBackend
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.difficulty import DIFFICULTY_FILE, load_difficulty, tier_of, wilson
-from sparring.tasks.environment import TaskEnvironmentBackend
 from sparring.tasks.loader import Task, load_task, write_task
 from tests_support import make_clamp_task
 
@@ -52,7 +52,7 @@ def played(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Task, Task]:
     store = SQLiteStore(store_path)
 
     async def go() -> None:
-        backend = TaskEnvironmentBackend()
+        backend = LocalBackend()
         pool = SandboxPool(backend, max_idle=2)
         try:
             for pol in (OraclePolicy(), RandomPolicy()):

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from sparring.errors import ConfigError
+from sparring.judge.base import Judge
+from sparring.judge.pytest_judge import PytestJudge
+from sparring.sandbox.local import LocalBackend
 from sparring.tasks.check import check_tasks
-from sparring.tasks.environment import Judges
 from sparring.tasks.families import FAMILIES, generate
 from sparring.tasks.families.data_analysis import TEMPLATES, draft
 from sparring.tasks.hacks import alternatives, hacks
@@ -22,8 +24,8 @@ PINNING = {"function-impl", "data-analysis", "code-repair", "shell-ops"}
 
 
 @pytest.fixture(scope="module")
-def judges(tmp_path_factory: pytest.TempPathFactory) -> Judges:
-    return Judges()
+def judges(tmp_path_factory: pytest.TempPathFactory) -> Judge:
+    return PytestJudge(LocalBackend())  # each task's spec names its layer: one judge judges all
 
 
 @pytest.mark.parametrize("family", FAST)
@@ -50,7 +52,7 @@ def test_every_task_has_difficulty_and_provenance(family: str, tmp_path: Path) -
 @pytest.mark.parametrize(
     "family,n", [("data-analysis", 4), ("function-impl", 2), ("code-repair", 2), ("shell-ops", 2)]
 )
-def test_generated_tasks_are_admitted(family: str, n: int, tmp_path: Path, judges: Judges) -> None:
+def test_generated_tasks_are_admitted(family: str, n: int, tmp_path: Path, judges: Judge) -> None:
     tasks = generate(family, n, 5, tmp_path / family)
     reports = asyncio.run(check_tasks(tasks, judges, repeats=5))
     assert all(r.ok for r in reports), [r.to_json() for r in reports if not r.ok]
@@ -150,7 +152,7 @@ def test_data_analysis_parquet_share_is_deterministic_and_keeps_csv_bytes() -> N
 
 
 def test_parquet_tasks_are_admitted_and_their_reference_runs_in_the_pinned_layer(
-    judges: Judges, tmp_path: Path
+    judges: Judge, tmp_path: Path
 ) -> None:
     pytest.importorskip("pyarrow")
     tasks = [t for t in generate("data-analysis", 12, 0, tmp_path / "g") if "parquet" in t.spec.tags]
@@ -173,5 +175,5 @@ def test_parquet_tasks_are_admitted_and_their_reference_runs_in_the_pinned_layer
     (bare,) = find_tasks(t.path)
     from sparring.sandbox.base import WorkspaceDiff
 
-    r = asyncio.run(judges.judge_for(bare.spec.environment).score(bare, WorkspaceDiff()))
+    r = asyncio.run(judges.score(bare, WorkspaceDiff()))
     assert r.per_test[ref_test] == "failed"

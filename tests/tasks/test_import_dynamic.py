@@ -192,7 +192,7 @@ def test_mutated_inputs_keep_types_and_leave_the_domain_only_where_the_reference
 
 def test_imported_tasks_are_admitted_by_tasks_check(imported) -> None:
     dirs = [str(t.path) for t in imported.values()]
-    r = _cli("tasks", "check", *dirs, "--json", "--environment", "host", "--repeats", "2", "--no-store",
+    r = _cli("tasks", "check", *dirs, "--json", "--repeats", "2", "--no-store",
              timeout=600)  # fmt: skip
     data = json.loads(r.stdout)
     assert r.returncode == 0, [t["problems"] for t in data["tasks"]]

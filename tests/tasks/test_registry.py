@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from sparring.errors import TaskError
+from sparring.judge.pytest_judge import PytestJudge
+from sparring.sandbox.local import LocalBackend
 from sparring.tasks.check import admission_record, check_tasks, load_admission, store_admission
-from sparring.tasks.environment import Judges, build_layer
+from sparring.tasks.environment import build_layer
 from sparring.tasks.loader import find_tasks, load_task, write_task
 from sparring.tasks.registry import Registry
 from sparring.tasks.regress import regress
@@ -119,7 +121,6 @@ def test_cli_add_list_show(tmp_path: Path) -> None:
         ["tasks", "generate", "no-such-family", "--n", "2", "--out", "OUT"],
         ["tasks", "check", "MISSING"],
         ["tasks", "add", "BROKEN"],
-        ["tasks", "check", "BROKEN", "--environment", "bogus"],
     ],
 )
 def test_bad_input_is_one_line_and_changes_nothing(tmp_path: Path, args: list[str]) -> None:
@@ -141,9 +142,11 @@ def test_bad_input_is_one_line_and_changes_nothing(tmp_path: Path, args: list[st
     assert snapshot(tmp_path) == before
 
 
-def test_regress_reports_a_task_whose_outcome_changed(tmp_path: Path) -> None:
+def test_regress_reports_a_task_whose_outcome_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A task whose hidden test depends on a file of the environment layer; then the layer drifts.
     cache = tmp_path / "envs"
+    monkeypatch.setenv("SPARRING_ENV_CACHE", str(cache))
+    judge = PytestJudge(LocalBackend())
     t = make_clamp_task(tmp_path / "t")
     hidden = t.hidden / "test_hidden_clamp.py"
     hidden.write_text(
@@ -151,19 +154,18 @@ def test_regress_reports_a_task_whose_outcome_changed(tmp_path: Path) -> None:
         + "\n\ndef test_env():\n    import iniconfig\n    assert not hasattr(iniconfig, 'DRIFT')\n"
     )
     t = load_task(t.path)
-    judges = Judges(cache)
-    (rep,) = asyncio.run(check_tasks([t], judges, repeats=1))
+    (rep,) = asyncio.run(check_tasks([t], judge, repeats=1))
     assert rep.ok, rep.to_json()
-    store_admission(t, admission_record(rep, 1, judges.layer_for(t.spec.environment).digest))
+    store_admission(t, admission_record(rep, 1, build_layer(t.spec.environment, cache).digest))
     assert load_admission(t) is not None
-    drifts, skipped = asyncio.run(regress([t], Judges(cache)))
+    drifts, skipped = asyncio.run(regress([t], judge))
     assert skipped == [] and [d.changes for d in drifts] == [[]]
 
     layer = build_layer(t.spec.environment, cache)
     init = next(layer.path.rglob("iniconfig/__init__.py"))
     init.chmod(0o644)
     init.write_text(init.read_text() + "\nDRIFT = True\n")
-    drifts, _ = asyncio.run(regress([t], Judges(cache)))
+    drifts, _ = asyncio.run(regress([t], judge))
     (d,) = drifts
     assert any("test_env" in c and "passed -> failed" in c for c in d.changes), d.changes
 

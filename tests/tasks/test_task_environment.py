@@ -13,15 +13,16 @@ from typing import Any
 
 import pytest
 
-from sparring.errors import SandboxError
+from sparring.errors import SandboxError, TaskError
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.policy.base import Action, ActRequest
 from sparring.policy.scripted import OraclePolicy, tool_call_message
 from sparring.rollout.scheduler import RolloutScheduler
 from sparring.sandbox.base import SandboxSpec
-from sparring.sandbox.pool import SandboxPool
+from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.pool import SandboxPool, spec_for_task
 from sparring.store.sqlite import SQLiteStore
-from sparring.tasks.environment import TaskEnvironmentBackend, build_layer
+from sparring.tasks.environment import build_layer
 from sparring.tasks.families import generate
 from sparring.tasks.loader import Task
 
@@ -58,7 +59,7 @@ def test_agent_sandbox_runs_the_tasks_pinned_layer(task: Task, tmp_path: Path) -
     store = SQLiteStore(tmp_path / "s.db")
 
     async def go() -> Any:
-        backend = TaskEnvironmentBackend()
+        backend = LocalBackend()
         pool = SandboxPool(backend, max_idle=1)
         try:
             sched = RolloutScheduler(pool, PytestJudge(backend), store, concurrency=1)
@@ -75,26 +76,31 @@ def test_agent_sandbox_runs_the_tasks_pinned_layer(task: Task, tmp_path: Path) -
         version, prefix = out[1].split()[-2:]
         assert version == pins["pytest"] and Path(prefix) == layer.path
         assert out[2].split()[-1] == str(layer.python)
-    # one backend for the one environment, made once however many sandboxes were created
-    assert len(backend._backends) == 1 and len(backend._by_task) == 1
+    # the layer is planned once however many sandboxes (agent's and judge's) were made from it
+    assert list(backend._runtimes) == [layer.digest]
     store.close()
 
 
-def test_spec_without_a_task_uses_the_default_backend_and_bad_environment_is_one_line(
-    task: Task, tmp_path: Path
-) -> None:
-    backend = TaskEnvironmentBackend()
-    assert backend.backend_for(SandboxSpec()) is backend.default
-    loose = tmp_path / "loose"
-    loose.mkdir()
-    assert backend.backend_for(SandboxSpec(workspace=loose)) is backend.default
-    bad = tmp_path / "bad"
-    (bad / "workspace").mkdir(parents=True)
-    (bad / "task.toml").write_text('id = "x"\n[environment]\nrequirements = ["pytest==0.0.1"]\n')
-    with pytest.raises(SandboxError) as e:
-        backend.backend_for(SandboxSpec(workspace=bad / "workspace"))
+def test_the_spec_carries_the_layer_and_a_bad_environment_is_one_line(task: Task, tmp_path: Path) -> None:
+    layer = build_layer(task.spec.environment)
+    assert spec_for_task(task).environment == layer.ref()
+    assert SandboxSpec().environment is None  # a spec of no task: the host's interpreter
+    from sparring.tasks.environment import layer_for
+    from sparring.tasks.spec import Environment
+
+    with pytest.raises(TaskError) as e:
+        layer_for(Environment(requirements=["pytest==0.0.1"]))
     assert "pytest==0.0.1" in str(e.value) and "\n" not in str(e.value)
     assert json.loads(
         json.dumps(task.spec.environment.requirements)
     )  # the generated task pins its environment
     assert all("==" in r for r in task.spec.environment.requirements)
+
+
+def test_a_missing_layer_is_one_line(tmp_path: Path) -> None:
+    from sparring.sandbox.base import EnvironmentRef
+
+    ref = EnvironmentRef(digest="sha256:" + "0" * 64, path=tmp_path / "gone")
+    with pytest.raises(SandboxError) as e:
+        LocalBackend().runtime_for(SandboxSpec(environment=ref))
+    assert "no bin/python" in str(e.value) and "\n" not in str(e.value)

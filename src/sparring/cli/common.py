@@ -22,6 +22,16 @@ err_console = Console(stderr=True)
 out_console = Console()
 
 JSON_OPT = typer.Option(False, "--json", help="Print one JSON object on stdout; logs go to stderr.")
+BACKEND_OPT = typer.Option(
+    "local", "--backend", help="Sandbox backend: local (bubblewrap) or oci (podman; tasks naming an image need it)."
+)
+
+
+def make_cli_backend(kind: str) -> Any:
+    """The sandbox backend ``--backend KIND`` names (its default configuration)."""
+    from sparring.sandbox.config import backend_config, make_backend
+
+    return make_backend(backend_config(kind))
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

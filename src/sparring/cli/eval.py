@@ -10,7 +10,16 @@ from typing import Any
 
 import typer
 
-from sparring.cli.common import JSON_OPT, emit_json, err_console, guarded, out_console, run_async
+from sparring.cli.common import (
+    BACKEND_OPT,
+    JSON_OPT,
+    emit_json,
+    err_console,
+    guarded,
+    make_cli_backend,
+    out_console,
+    run_async,
+)
 
 
 def eval_cmd(
@@ -26,17 +35,18 @@ def eval_cmd(
     ),
     seed: int = typer.Option(0, "--seed"),
     json_out: bool = JSON_OPT,
+    backend: str = BACKEND_OPT,
 ) -> None:
     """Evaluate POLICY with the evaluation judge (hidden/eval/ tests, never the training judge's).
 
     With --canary-rate, impossible variants of some tasks are mixed in; the share of canaries the
     policy "passes" is reported as hack_rate (every such pass is a measured cheat).
     """
-    guarded(_eval)(tasks, policy, store, group_size, concurrency, canary_rate, seed, json_out)
+    guarded(_eval)(tasks, policy, store, group_size, concurrency, canary_rate, seed, json_out, backend)
 
 
 def _eval(tasks_dir: Path, policy_spec: str, store_path: Path, group_size: int, concurrency: int,
-          canary_rate: float, seed: int, json_out: bool) -> None:  # fmt: skip
+          canary_rate: float, seed: int, json_out: bool, backend_kind: str = "local") -> None:  # fmt: skip
     from sparring.errors import ConfigError
     from sparring.judge.canary import hack_rate, is_canary, mix_canaries
     from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
@@ -45,14 +55,13 @@ def _eval(tasks_dir: Path, policy_spec: str, store_path: Path, group_size: int, 
     from sparring.rollout.scheduler import RolloutScheduler
     from sparring.sandbox.pool import SandboxPool
     from sparring.store.sqlite import SQLiteStore
-    from sparring.tasks.environment import TaskEnvironmentBackend
     from sparring.tasks.loader import find_tasks
 
     if group_size < 1 or concurrency < 1:
         raise ConfigError("--group-size and --concurrency must be at least 1")
     task_list = find_tasks(tasks_dir)
     pol = make_policy(policy_spec)
-    backend = TaskEnvironmentBackend()  # agent and judge sandboxes in each task's pinned environment
+    backend = make_cli_backend(backend_kind)  # each task's spec names its layer: agent and judge run it
     judge = PytestJudge(backend, config=JudgeConfig(split="eval"))
     tmp = Path(tempfile.mkdtemp(prefix="sparring-eval-"))
     done: list[Any] = []

@@ -9,21 +9,31 @@ from typing import Any
 
 import typer
 
-from sparring.cli.common import JSON_OPT, emit_json, err_console, fail, guarded, out_console, run_async
+from sparring.cli.common import (
+    BACKEND_OPT,
+    JSON_OPT,
+    emit_json,
+    err_console,
+    fail,
+    guarded,
+    make_cli_backend,
+    out_console,
+    run_async,
+)
 
 app = typer.Typer(help="Judge: rewards from real execution.", no_args_is_help=True)
 
 SPLIT_OPT = typer.Option("train", "--split", help="train: the training judge; eval: the evaluation judge.")
 
 
-def _judge(split: str, seed: int | None = None) -> Any:
+def _judge(split: str, seed: int | None = None, backend: str = "local") -> Any:
     from sparring.errors import ConfigError
     from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
-    from sparring.sandbox.local import LocalBackend
 
     if split not in ("train", "eval"):
         raise ConfigError(f"--split must be train or eval, got {split!r}")
-    return PytestJudge(LocalBackend(), config=JudgeConfig(split=split, dynamic_seed=seed, shuffle_seed=seed))  # type: ignore[arg-type]
+    cfg = JudgeConfig(split=split, dynamic_seed=seed, shuffle_seed=seed)  # type: ignore[arg-type]
+    return PytestJudge(make_cli_backend(backend), config=cfg)
 
 
 def symlinks_in(root: Path) -> list[str]:
@@ -54,22 +64,23 @@ def score(
         None, "--seed", help="Pin the generated-test and test-order seeds (default: fresh)."
     ),
     json_out: bool = JSON_OPT,
+    backend: str = BACKEND_OPT,
 ) -> None:
     """Apply WORKSPACE's diff to a pristine copy of the task, add the hidden tests, run them, print the reward.
 
     A judge failure (unknown task, missing workspace, judge timeout, a test runner that crashed) is a typed
     result: status judge_error with a reason, exit code 2; never a silent zero.
     """
-    guarded(_score)(task, workspace, split, seed, json_out)
+    guarded(_score)(task, workspace, split, seed, json_out, backend)
 
 
-def _score(task: Path, workspace: Path, split: str, seed: int | None, json_out: bool) -> None:
+def _score(task: Path, workspace: Path, split: str, seed: int | None, json_out: bool, backend: str = "local") -> None:
     from sparring.errors import TaskError
     from sparring.judge.base import JudgeRunError
     from sparring.sandbox.workspace import tree_diff
     from sparring.tasks.loader import load_task
 
-    j = _judge(split, seed)
+    j = _judge(split, seed, backend)
     try:
         t = load_task(task)
     except TaskError as e:
@@ -117,15 +128,17 @@ def batch(
     split: str = SPLIT_OPT,
     seed: int = typer.Option(0, "--seed", help="Seed of the canary choice."),
     json_out: bool = JSON_OPT,
+    backend: str = BACKEND_OPT,
 ) -> None:
     """Judge many workspaces in parallel (initial states unless --workspaces/--reference/--hack)."""
     guarded(_batch)(
-        tasks, workspaces, reference, hack, concurrency, canary_rate, review_db, split, seed, json_out
+        tasks, workspaces, reference, hack, concurrency, canary_rate, review_db, split, seed, json_out, backend
     )
 
 
 def _batch(tasks_dir: Path, workspaces: Path | None, reference: bool, hack: str | None, concurrency: int,
-           canary_rate: float, review_db: Path | None, split: str, seed: int, json_out: bool) -> None:  # fmt: skip
+           canary_rate: float, review_db: Path | None, split: str, seed: int, json_out: bool,
+           backend: str = "local") -> None:  # fmt: skip
     import asyncio
     import tempfile
 
@@ -146,7 +159,7 @@ def _batch(tasks_dir: Path, workspaces: Path | None, reference: bool, hack: str 
     if workspaces is not None and not workspaces.is_dir():
         raise ConfigError(f"--workspaces {workspaces} is not a directory")
     task_list = find_tasks(tasks_dir)
-    j = _judge(split)
+    j = _judge(split, backend=backend)
     tmp = Path(tempfile.mkdtemp(prefix="sparring-canary-"))
     try:
         canaries = mix_canaries(task_list, canary_rate, seed, tmp)

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import typer
 
-from sparring.cli.common import JSON_OPT, emit_json, guarded, out_console, run_async
+from sparring.cli.common import (
+    BACKEND_OPT,
+    JSON_OPT,
+    emit_json,
+    guarded,
+    make_cli_backend,
+    out_console,
+    run_async,
+)
 from sparring.errors import TaskError
 
 
@@ -16,12 +24,12 @@ def replay_cmd(
     store: Path = typer.Option(..., "--store", help="SQLite trajectory store."),
     tasks: Path = typer.Option(..., "--tasks", help="Directory holding the trajectory's task."),
     json_out: bool = JSON_OPT,
+    backend_kind: str = BACKEND_OPT,
 ) -> None:
     """Re-execute the recorded tool calls in a fresh sandbox; exit 1 if anything diverges."""
     from sparring.judge.pytest_judge import PytestJudge
     from sparring.rollout.replay import replay
     from sparring.store.sqlite import SQLiteStore
-    from sparring.tasks.environment import TaskEnvironmentBackend
     from sparring.tasks.loader import find_tasks
 
     if not store.is_file():
@@ -36,7 +44,7 @@ def replay_cmd(
         raise TaskError(f"task {traj.task_id} of trajectory {traj_id} is not under {tasks}")
     exact = [t for t in matches if t.digest == traj.task_digest]
     task = (exact or matches)[0]
-    backend = TaskEnvironmentBackend()  # the task's pinned environment, as in the rollout
+    backend = make_cli_backend(backend_kind)  # the task's spec names its layer, as in the rollout
     rep = run_async(replay(traj, task, backend, PytestJudge(backend)))
     if json_out:
         emit_json(rep.to_json())

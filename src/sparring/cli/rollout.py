@@ -17,7 +17,16 @@ from typing import Any
 
 import typer
 
-from sparring.cli.common import JSON_OPT, emit_json, err_console, guarded, out_console, run_async
+from sparring.cli.common import (
+    BACKEND_OPT,
+    JSON_OPT,
+    emit_json,
+    err_console,
+    guarded,
+    make_cli_backend,
+    out_console,
+    run_async,
+)
 from sparring.errors import ConfigError
 
 
@@ -46,13 +55,14 @@ def rollout(
         30.0, "--drain-s", help="On SIGINT/SIGTERM, seconds in-flight rollouts may finish."
     ),
     json_out: bool = JSON_OPT,
+    backend: str = BACKEND_OPT,
 ) -> None:
     """Roll out POLICY on every task GROUP_SIZE times; every sample is stored, whatever happened to it."""
     guarded(_rollout)(
         tasks, policy, group_size, concurrency, store, max_steps, seed, run_id, json_out,
         dict(spares=spares, max_retries=max_retries, replay_rounds=replay_rounds, snapshot_every=snapshot_every,
              model_concurrency=model_concurrency, judge_concurrency=judge_concurrency, drain_s=drain_s),
-        priority, policy_timeout,
+        priority, policy_timeout, backend,
     )  # fmt: skip
 
 
@@ -76,7 +86,7 @@ def _check_args(
 def _rollout(
     tasks_dir: Path, policy_spec: str, group_size: int, concurrency: int, store_path: Path,
     max_steps: int | None, seed: int, run_id: str | None, json_out: bool, opts: dict[str, Any],
-    priority: str, policy_timeout: float,
+    priority: str, policy_timeout: float, backend_kind: str = "local",
 ) -> None:  # fmt: skip
     from sparring.judge.pytest_judge import PytestJudge
     from sparring.policy.spec import make_policy
@@ -85,7 +95,6 @@ def _rollout(
     from sparring.rollout.slots import priority_rank
     from sparring.sandbox.pool import SandboxPool
     from sparring.store.sqlite import SQLiteStore
-    from sparring.tasks.environment import TaskEnvironmentBackend
     from sparring.tasks.loader import find_tasks
 
     _check_args(group_size, concurrency, max_steps, opts, policy_timeout)
@@ -113,7 +122,7 @@ def _rollout(
                 f"run {run_id} was started with policy {previous['config'].get('policy')!r}, group size "
                 f"{previous['config'].get('group_size')}, seed {previous['config'].get('seed')}: resume it with those"
             )
-        backend = TaskEnvironmentBackend()  # agent and judge sandboxes in each task's pinned environment
+        backend = make_cli_backend(backend_kind)  # each task's spec names its layer: agent and judge run it
 
         async def go():  # type: ignore[no-untyped-def]
             st.start_run(run_id, config)

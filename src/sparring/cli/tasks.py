@@ -7,10 +7,20 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from sparring.cli.common import JSON_OPT, emit_json, err_console, guarded, out_console, run_async
+from sparring.cli.common import (
+    BACKEND_OPT,
+    JSON_OPT,
+    emit_json,
+    err_console,
+    guarded,
+    make_cli_backend,
+    out_console,
+    run_async,
+)
 from sparring.errors import ConfigError, TaskError
 
 if TYPE_CHECKING:
+    from sparring.judge.base import Judge
     from sparring.tasks.loader import Task
 
 app = typer.Typer(help="Task library: generate families, admission checks, listing.", no_args_is_help=True)
@@ -114,14 +124,10 @@ def check(
     judge_concurrency: int = typer.Option(
         0, "--judge-concurrency", min=0, help="Judge runs in flight at once (0: two per CPU)."
     ),
-    environment: str = typer.Option(
-        "layer",
-        "--environment",
-        help="layer: each task's pinned environment layer; host: Sparring's own interpreter.",
-    ),
     store: bool = typer.Option(
         True, "--store/--no-store", help="Write each result to admission.json beside task.toml."
     ),
+    backend: str = BACKEND_OPT,
     json_out: bool = JSON_OPT,
 ) -> None:
     """Admission: reject tasks that are vague, unstable, already solved, unsolvable, flaky or hackable.
@@ -136,12 +142,11 @@ def check(
         check_tasks,
         store_admission,
     )
+    from sparring.tasks.environment import layer_for
 
-    if environment not in ("layer", "host"):
-        raise ConfigError(f"--environment must be 'layer' or 'host', got {environment!r}")
     tasks, broken = _load_all(_check_targets(refs, library))
     repeats = repeats or REFERENCE_RUNS
-    judge = _judges(environment)
+    judge = _judge(backend)
     by_digest = {t.digest: t for t in tasks}
     with err_console.status(f"checking {len(tasks)} tasks") as status:
         done = [0, 0]
@@ -151,11 +156,7 @@ def check(
             done[1] += 0 if rep.ok else 1
             t = by_digest[rep.digest]
             if store:
-                env = (
-                    judge.layer_for(t.spec.environment).digest
-                    if hasattr(judge, "layer_for") and rep.outcomes
-                    else ""
-                )
+                env = layer_for(t.spec.environment).digest if rep.outcomes else ""
                 store_admission(t, admission_record(rep, repeats, env))
             line = f"checked {done[0]}/{len(tasks)} tasks ({done[1]} rejected)"
             status.update(line)
@@ -186,15 +187,11 @@ def check(
         raise typer.Exit(1)
 
 
-def _judges(environment: str):  # type: ignore[no-untyped-def]
-    if environment == "host":
-        from sparring.judge.pytest_judge import PytestJudge
-        from sparring.sandbox.local import LocalBackend
+def _judge(backend: str = "local") -> Judge:
+    """The pytest judge; each task's sandbox spec names its pinned layer, so every task is judged in it."""
+    from sparring.judge.pytest_judge import PytestJudge
 
-        return PytestJudge(LocalBackend())
-    from sparring.tasks.environment import Judges
-
-    return Judges()
+    return PytestJudge(make_cli_backend(backend))
 
 
 PATHS_OR_LIBRARY_ARG = typer.Argument(
@@ -445,12 +442,11 @@ def regress_cmd(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Re-run every admitted task's reference and initial state; report tasks whose outcome changed (drift)."""
-    from sparring.tasks.environment import Judges
     from sparring.tasks.regress import regress
 
     tasks = _paths_or_library(paths, library)
     with err_console.status(f"re-running {len(tasks)} tasks"):
-        drifts, skipped = run_async(regress(tasks, Judges(), concurrency=concurrency))
+        drifts, skipped = run_async(regress(tasks, _judge(), concurrency=concurrency))
     changed = [d.to_json() for d in drifts if d.changes]
     if json_out:
         emit_json({"checked": len(drifts), "changed": changed, "unchanged": len(drifts) - len(changed),

@@ -49,7 +49,8 @@ from sparring.errors import EnvironmentUsageError, SandboxError
 from sparring.judge.base import Judge, Usage
 from sparring.rollout.trajectory import Status, ToolStep
 from sparring.sandbox.base import Sandbox, SandboxBackend, WorkspaceDiff
-from sparring.sandbox.pool import spec_for_task
+from sparring.sandbox.config import BackendConfig, LocalBackendConfig, OCIBackendConfig, make_backend
+from sparring.sandbox.pool import aspec_for_task
 from sparring.tasks.loader import Task, load_task
 
 T = TypeVar("T")
@@ -81,16 +82,22 @@ class Environment:
     """One task, one sandbox, one conversation (see the module docstring)."""
 
     def __init__(
-        self, task: Task, *, backend: SandboxBackend | None = None, judge: Judge | None = None,
+        self, task: Task, *, backend: SandboxBackend | BackendConfig | None = None, judge: Judge | None = None,
         budgets: Budgets | None = None, judge_on_end: bool = True,
     ) -> None:  # fmt: skip
-        """``backend`` defaults to the task's pinned environment layer, ``judge`` to the pytest judge
-        over the same layer (the agent's and the judge's sandboxes always share it)."""
+        """``backend`` (a backend, or a :data:`~sparring.sandbox.config.BackendConfig` to make one) defaults
+        to the local one; ``judge`` to the pytest judge over the same backend. Every sandbox spec names
+        the task's pinned layer, so the agent's and the judge's sandboxes always share it."""
         self.task = task
         self.budgets = budgets or Budgets.for_task(task)
         self.tools = tool_schemas(task.spec.tools, task.spec.custom_tools)
         self.judge_on_end = judge_on_end
-        self._backend = backend
+        self._backend_config: BackendConfig | None = None
+        self._backend: SandboxBackend | None = None
+        if isinstance(backend, LocalBackendConfig | OCIBackendConfig):
+            self._backend_config = backend
+        else:
+            self._backend = backend
         self._judge = judge
         self._sandbox: Sandbox | None = None
         self._owned = False
@@ -102,7 +109,7 @@ class Environment:
 
     @classmethod
     def from_task(
-        cls, path: str | Path, *, backend: SandboxBackend | None = None, judge: Judge | None = None,
+        cls, path: str | Path, *, backend: SandboxBackend | BackendConfig | None = None, judge: Judge | None = None,
         budgets: Budgets | None = None, **budget_overrides: Any,
     ) -> Environment:  # fmt: skip
         """The Environment of the task directory ``path``: its pinned layer, tools and limits
@@ -134,9 +141,7 @@ class Environment:
     @property
     def backend(self) -> SandboxBackend:
         if self._backend is None:
-            from sparring.tasks.environment import TaskEnvironmentBackend
-
-            self._backend = TaskEnvironmentBackend()
+            self._backend = make_backend(self._backend_config)  # mounts the layer the task's spec names
         assert self._backend is not None
         return self._backend
 
@@ -233,7 +238,7 @@ class Environment:
         self.seed = seed
         self._clear()
         if sandbox is None:
-            spec = spec_for_task(self.task, seed=seed)
+            spec = await aspec_for_task(self.task, seed=seed)
             sandbox = await asyncio.wait_for(self.backend.create(spec), self.budgets.sandbox_start_s)
             self.attach(sandbox, owned=True)
         else:

@@ -1,6 +1,7 @@
 """Judge benchmark: the judge's overhead over running the same hidden tests bare, and throughput.
 
-*Bare*: a fresh sandbox over the task's initial workspace, the reference diff
+*Bare*: a fresh sandbox over the task's initial workspace with the task's limits
+(memory, pids, CPU: the same cgroups the judge's sandbox gets), the reference diff
 written, hidden/ mounted, ``python -m pytest /judge/hidden -q`` and nothing
 else (trusting its exit code). *Judge*: :meth:`PytestJudge.score` on the same
 diff, measured as ``full`` (regression tests, dynamic tests, static checks) and
@@ -31,7 +32,8 @@ async def bare_run(backend: SandboxBackend, task: Task) -> tuple[float, bool]:
     t0 = time.perf_counter()
     lim = task.spec.limits
     spec = SandboxSpec(workspace=task.workspace, extra_ro={"/judge/hidden": task.hidden}, memory_mb=lim.memory_mb,
-                       pids=lim.pids, disk_mb=max(lim.disk_mb, 64), env={"PYTHONPATH": "/workspace"})  # fmt: skip
+                       pids=lim.pids, cpus=lim.cpus, disk_mb=max(lim.disk_mb, 64),
+                       env={"PYTHONPATH": "/workspace"})  # fmt: skip
     sb = await backend.create(spec)
     try:
         await apply_diff(sb, solution_diff(task))

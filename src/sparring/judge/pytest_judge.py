@@ -43,6 +43,7 @@ from sparring.errors import TaskError
 from sparring.judge import dynamic as dyn
 from sparring.judge.base import JudgeResult, JudgeRunError, Usage, judge_error_result
 from sparring.judge.hacks import static_flags
+from sparring.judge.importable import split_importable
 from sparring.judge.probe import build_plan
 from sparring.judge.report import parse_report, split_ids
 from sparring.judge.reward import components_from_tests, compose_reward, efficiency, usage_efficiency
@@ -168,7 +169,7 @@ class PytestJudge:
             raise JudgeRunError("bad_task", str(e)) from None
         files, args = self.test_files(task, evaluating)
         shuffle = cfg.shuffle_seed if cfg.shuffle_seed is not None else secrets.randbits(31)
-        allow_binary = bool(getattr(task.spec.judge, "allow_binary_modules", None))
+        allow_binary = bool(task.spec.judge.allow_binary_modules)
         plan = build_plan(files, secrets.randbits(31))  # fresh coin flips for every judgement
         trace_key = (task.digest, evaluating, cfg.regression)
         trace = self._traces.get(trace_key)
@@ -177,8 +178,13 @@ class PytestJudge:
         if job is not None or ref_plan is not None:
             sol_files, deleted = task.solution_files()
             ref = WorkspaceDiff(files=sol_files, deleted=tuple(deleted))
-        flags = static_flags(diff, task.workspace)
+        allowed = task.spec.judge.allow_binary_modules
+        flags = static_flags(diff, task.workspace, allowed=allowed)
         comps, metrics = static_components(diff, task.workspace)
+        # Only what the checks can read is written into the judge's sandbox: extension modules, bytecode,
+        # archives and .pth files of the diff (flagged above) never reach it.
+        diff, _, removed = split_importable(diff, allowed)
+        metrics["files_withheld"] = float(len(removed))
         if usage is not None:
             comps["usage"], more = self.usage_components(task, usage)
             metrics.update(more)

@@ -6,8 +6,8 @@ where ``c_k`` are components in [0, 1] (``all_pass``, ``pass_fraction``,
 ``regression``, ``lint``, ``usage``...), ``w_k`` the task's weights (components
 without a weight count 0), and ``cap(flags)`` is 0 if any flag is *zeroing*
 (tampering with tests or their configuration, start-up hooks, exit tricks, a
-forged or missing report, a candidate that crashed or hung
-the test run...), else the smallest cap of the *capping* flags
+forged or missing report, a candidate that crashed or hung the test run, source
+no check can parse, importable non-source files...), else the smallest cap of the *capping* flags
 present (:data:`CAPS`), else 1. Components that are absent count 0, so a judge
 that fails to compute one can never raise the reward.
 
@@ -43,6 +43,8 @@ ZEROING_FLAGS: frozenset[str] = frozenset(
         "workspace_unreadable",
         "workspace_changed",
         "unrepresentable_path",
+        "unparseable_source",  # a changed .py file the interpreter's parser rejects: no check could read it
+        "binary_module",  # native code, bytecode or an archive in the diff: importable, unreadable to the checks
     }
 )
 GATED: frozenset[str] = frozenset({"efficiency", "usage"})

@@ -107,7 +107,7 @@ def main(argv: list[str]) -> int:
     workspace = argv[0]
     import sandbox_imports
 
-    sandbox_imports.source_only(workspace, "/tmp/.sparring-driver-pycache", bool(job.get("allow_binary")))
+    sandbox_imports.source_only(workspace, bool(job.get("allow_binary")))
     os.chdir(workspace)
     sys.path.append(workspace)
     results: list[dict[str, Any]] = []

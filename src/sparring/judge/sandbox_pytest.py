@@ -17,8 +17,8 @@ What this launcher still does keeps honest runs clean and failures readable:
   report and points fd 1 at stderr, so a candidate's prints never mix with it;
 * imports pytest and its own modules while /workspace is not on ``sys.path``,
   then *appends* /workspace, with a path hook that imports only Python *source*
-  from it (no extension modules, no bytecode) and a private bytecode cache
-  (``sys.pycache_prefix``), so a workspace ``__pycache__`` is never read;
+  from it (no extension modules, no bytecode: a workspace ``__pycache__`` is
+  never read, see :mod:`sparring.judge.sandbox_imports`);
 * runs pytest with the judge's pinned ini, no conftest files, no autoloaded
   plugins and a shuffled test order (seeded by the judge);
 * emits ``start`` before any candidate code can run (the host reads a missing
@@ -194,7 +194,7 @@ def main(argv: list[str]) -> int:
     _stage(root, dict(job.get("files", {})), dict(job.get("copy", {})))
     reporter = Reporter(report_fd, int(job["seed"]), sandbox_observe.RECORDER)
     sys.addaudithook(reporter.audit)
-    sandbox_imports.source_only(workspace, os.path.join(root, ".pycache"), bool(job.get("allow_binary")))
+    sandbox_imports.source_only(workspace, bool(job.get("allow_binary")))
     os.chdir(workspace)
     sys.path.append(workspace)
     os.environ["PYTHONPATH"] = workspace  # for test subprocesses; this interpreter is already up

@@ -43,7 +43,7 @@ from sparring.errors import SandboxError
 from sparring.judge.base import JudgeRunError
 from sparring.judge.hacks import is_test_path
 from sparring.sandbox.base import ExecResult, Sandbox, SandboxBackend, SandboxSpec, WorkspaceDiff
-from sparring.sandbox.pool import resets_completely
+from sparring.sandbox.pool import resets_completely, spec_for_task
 from sparring.sandbox.workspace import MAX_DIFF_BYTES
 from sparring.tasks.loader import Task
 
@@ -235,6 +235,7 @@ async def run_in_sandbox(
             pids=lim.pids if limits else None,
             cpus=lim.cpus if limits else None,
             disk_mb=judge_disk_mb(lim.disk_mb),
+            environment=spec_for_task(task).environment,  # the agent's layer: same interpreter, same pins
         )
         t = time.perf_counter()
         try:

@@ -1,6 +1,8 @@
 """Static and maintainability components, computed on the host from the diff alone (nothing is executed).
 
-* ``compiles``: fraction of the changed ``.py`` files that parse.
+* ``compiles``: fraction of the changed ``.py`` files that parse (as the interpreter parses them: from
+  bytes, so a byte-order mark or a coding cookie is honoured; one that does not parse is also the
+  zeroing flag ``unparseable_source``, :func:`sparring.judge.hacks.check_parses`).
 * ``lint``: 1 if ruff (isolated, pinned rule set ``E9,F63,F7,F82``: syntax errors and
   undefined names) finds nothing in the changed files, decaying with the count.
 * ``diff_size``: ``1 / (1 + changed_lines / 200)``: smaller changes score higher.
@@ -20,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sparring.judge.hacks import is_test_path
+from sparring.judge.hacks import is_test_path, parse_source
 from sparring.sandbox.base import WorkspaceDiff
 
 RUFF_RULES = "E9,F63,F7,F82"
@@ -43,11 +45,8 @@ def ruff_exe() -> str | None:
 
 
 def branches(data: bytes | None) -> int:
-    if not data:
-        return 0
-    try:
-        tree = ast.parse(data.decode("utf-8"))
-    except (SyntaxError, UnicodeDecodeError, ValueError):
+    tree = parse_source(data) if data else None
+    if tree is None:
         return 0
     return sum(1 for n in ast.walk(tree) if isinstance(n, BRANCHES))
 
@@ -129,8 +128,5 @@ def static_components(diff: WorkspaceDiff, initial: Path) -> tuple[dict[str, flo
 
 
 def _parses(data: bytes) -> bool:
-    try:
-        ast.parse(data.decode("utf-8"))
-        return True
-    except (SyntaxError, UnicodeDecodeError, ValueError):
-        return False
+    """Parsed from bytes as the interpreter does (a byte-order mark or coding cookie is not an error)."""
+    return parse_source(data) is not None

@@ -25,6 +25,8 @@ SCORING_MODULES = (
     "report.py",
     "reward.py",
     "hacks.py",
+    "aliases.py",
+    "importable.py",
     "static.py",
     "dynamic.py",
     "mutation.py",

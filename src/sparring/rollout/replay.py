@@ -16,7 +16,7 @@ from sparring.judge.base import Judge, score_with_usage
 from sparring.rollout.episode import trajectory_usage
 from sparring.rollout.trajectory import Trajectory
 from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
-from sparring.sandbox.pool import spec_for_task
+from sparring.sandbox.pool import aspec_for_task
 from sparring.tasks.loader import Task
 
 
@@ -53,7 +53,7 @@ async def replay(traj: Trajectory, task: Task, backend: SandboxBackend, judge: J
             f"task {task.id} has digest {task.digest[:19]}…, the trajectory was made on {traj.task_digest[:19]}…"
         )
     rep = ReplayReport(traj.id, reward_stored=traj.reward)
-    sb = await backend.create(spec_for_task(task))
+    sb = await backend.create(await aspec_for_task(task))
     try:
         ex = ToolExecutor(sb, task.spec.tools, exec_timeout=task.spec.limits.exec_timeout_s,
                           custom=task.spec.custom_tools)  # fmt: skip

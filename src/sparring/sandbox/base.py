@@ -17,6 +17,25 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 WORKSPACE = "/workspace"
 
 
+class EnvironmentRef(BaseModel):
+    """A built, read-only Python environment layer (a virtual environment) a sandbox runs in.
+
+    It is part of the spec, so the agent's sandbox and the judge's, made from the same task, run the
+    same interpreter and packages, and sandboxes of different layers never share a pool slot.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    digest: str = Field(
+        ...,
+        pattern=r"^sha256:[0-9a-f]{64}$",
+        description="Content digest of the layer (its pins and Python).",
+    )
+    path: Path = Field(
+        ..., description="The layer's root on the host: a venv whose bin/python runs commands."
+    )
+
+
 class SandboxSpec(BaseModel):
     """What a sandbox is made from and what it may use."""
 
@@ -64,6 +83,16 @@ class SandboxSpec(BaseModel):
     nofile: int = Field(1024, ge=16, le=1 << 20, description="Most open files per process (rlimit).")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for every command.")
     seed: int = Field(0, description="PYTHONHASHSEED inside the sandbox.")
+    environment: EnvironmentRef | None = Field(
+        None,
+        description="The Python layer the sandbox runs (`python` on its PATH); None: the host's, i.e. the "
+        "interpreter running Sparring.",
+    )
+    image: str | None = Field(
+        None,
+        description="Container image the sandbox needs (the task's [environment] image): only a backend "
+        "that runs images (OCI) can make it.",
+    )
 
     @model_validator(mode="after")
     def _allowlist_needs_network_mode(self) -> SandboxSpec:

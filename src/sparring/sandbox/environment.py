@@ -58,6 +58,17 @@ class SandboxEnvironment:
             python=sys.executable,
         )
 
+    @classmethod
+    def of_layer(cls, layer: Path) -> SandboxEnvironment:
+        """A built environment layer (a venv made from the host's base interpreter): the base
+        interpreter's prefix and the layer bound read-only, the layer's bin first on PATH."""
+        base = Path(sys.base_prefix).resolve()
+        return cls(
+            ro_paths=tuple(p for p in (base, Path(layer)) if not str(p).startswith("/usr")),
+            path_dirs=(str(Path(layer) / "bin"), "/usr/local/bin", "/usr/bin", "/bin"),
+            python=str(Path(layer) / "bin" / "python"),
+        )
+
     def digest(self) -> str:
         h = hashlib.sha256()
         h.update(sys.version.encode())

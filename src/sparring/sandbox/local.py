@@ -110,6 +110,7 @@ class LocalBackend:
         self.home = reaper.sandbox_home(self.root)
         self.seccomp_program = seccomp.build_filter()
         self.plan = RootPlan.build(self.environment)
+        self._runtimes: dict[str, tuple[SandboxEnvironment, RootPlan]] = {}
         self.server_kind, self.server = install_server(
             self.root, server or os.environ.get("SPARRING_EXEC_SERVER", "auto")
         )
@@ -132,6 +133,22 @@ class LocalBackend:
             if snap is not None:
                 out[snap.id] = snap.layers
         return out
+
+    def runtime_for(self, spec: SandboxSpec) -> tuple[SandboxEnvironment, RootPlan]:
+        """The Python environment a sandbox of ``spec`` runs and its root plan: the spec's layer
+        (planned once per layer digest), or the backend's own environment when the spec names none."""
+        ref = spec.environment
+        if ref is None:
+            return self.environment, self.plan
+        found = self._runtimes.get(ref.digest)
+        if found is None:
+            if not (Path(ref.path) / "bin" / "python").exists():
+                raise SandboxError(
+                    f"environment layer {ref.path} has no bin/python: rebuild it (sparring tasks check builds it)"
+                )
+            env = SandboxEnvironment.of_layer(Path(ref.path))
+            found = self._runtimes[ref.digest] = (env, RootPlan.build(env))
+        return found
 
     def lower_for(self, spec: SandboxSpec) -> Path | None:
         """The read-only lowest layer: the workspace imported into the layer store (owned by the agent
@@ -158,6 +175,11 @@ class LocalBackend:
                 raise SandboxError(
                     f"extra mount {dest!r} must be an absolute path outside /workspace, /tmp and {HOME}"
                 )
+        if spec.image is not None:
+            raise SandboxError(
+                f"the sandbox needs container image {spec.image!r}, which the local backend cannot run: "
+                "use the OCI backend (--backend oci)"
+            )
         lower = self.lower_for(spec)
         if snap is not None and snap.base != str(lower):
             raise SandboxError(
@@ -197,6 +219,7 @@ class LocalSandbox(HostFiles):
     ) -> None:
         self.backend = backend
         self.spec = spec
+        self.environment, self.plan = backend.runtime_for(spec)
         self.id = uuid.uuid4().hex[:12]
         self.dir = backend.home / f"sb-{self.id}"
         self.rootdir = self.dir / "root"
@@ -237,7 +260,7 @@ class LocalSandbox(HostFiles):
         self.rootdir.mkdir(mode=0o755)
         if b.overlay:
             self._shm_point.mkdir(mode=0o755)
-        b.plan.populate(self.rootdir)
+        self.plan.populate(self.rootdir)
         for dest in (*s.extra_ro, *s.extra_rw):
             p = self.rootdir / dest.lstrip("/")
             p.mkdir(parents=True, exist_ok=True)
@@ -277,7 +300,7 @@ class LocalSandbox(HostFiles):
     def _bind_static(self) -> None:
         """Read-only binds that never change, made by the host (root) so bubblewrap needs no access to them."""
         r = self.rootdir
-        for src, dest in self.backend.plan.ro_binds:
+        for src, dest in self.plan.ro_binds:
             mounts.bind(src, r / dest.lstrip("/"), readonly=True)
         mounts.bind(self.backend.server, r / SERVER.lstrip("/"), readonly=True)
         uid = self.backend.agent_uid
@@ -316,9 +339,9 @@ class LocalSandbox(HostFiles):
         a += ["--uid", str(AGENT_UID), "--gid", str(AGENT_GID), "--hostname", HOSTNAME]
         a += ["--bind", str(self.rootdir), "/"]
         if not b.overlay:  # copy mode: the host cannot mount, bubblewrap binds everything itself
-            a += b.plan.bwrap_ro_binds() + ["--ro-bind", str(b.server), SERVER]
+            a += self.plan.bwrap_ro_binds() + ["--ro-bind", str(b.server), SERVER]
             a += ["--bind", str(self.merged), WORKSPACE, "--tmpfs", "/tmp", "--tmpfs", HOME]
-            for p in b.plan.late_binds:
+            for p in self.plan.late_binds:
                 a += ["--ro-bind", str(p), str(p)]
             for dest, src in sorted(s.extra_ro.items()):
                 a += ["--ro-bind", str(src), dest]
@@ -337,7 +360,7 @@ class LocalSandbox(HostFiles):
         a += ["--mqueue", "/dev/mqueue", "--remount-ro", "/dev"]
         a += ["--remount-ro", "/"]
         a += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--chdir", "/"]
-        env = b.environment
+        env = self.environment
         a += ["--", SERVER] if b.server_kind == "c" else ["--", env.interpreter, "-I", "-S", SERVER]
         if self.proxy is not None:
             a += ["--proxy", str(PROXY_PORT), "/run/sparring/proxy.sock"]
@@ -375,7 +398,7 @@ class LocalSandbox(HostFiles):
         for sub, dest in (("tmp", "tmp"), ("home", HOME.lstrip("/"))):
             mounts.bind(rw / sub, self.rootdir / dest)
             self._layer_mounts.append(self.rootdir / dest)
-        for p in self.backend.plan.late_binds:  # an environment living under /tmp (a clone there)
+        for p in self.plan.late_binds:  # an environment living under /tmp (a clone there)
             target = self.rootdir / str(p).lstrip("/")
             target.mkdir(parents=True, exist_ok=True)
             mounts.bind(p, target, readonly=True)
@@ -485,7 +508,7 @@ class LocalSandbox(HostFiles):
         argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         if not argv:
             raise SandboxError("empty command")
-        full_env = self.backend.environment.base_env(self.spec.seed)
+        full_env = self.environment.base_env(self.spec.seed)
         if self.proxy is not None:
             url = f"http://127.0.0.1:{PROXY_PORT}"
             for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"):

@@ -46,7 +46,8 @@ from pathlib import Path
 
 from sparring.errors import SandboxError, SandboxUnavailableError
 from sparring.sandbox import mounts
-from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
+from sparring.sandbox.base import WORKSPACE, EnvironmentRef, ExecResult, SandboxSpec, WorkspaceDiff
+from sparring.sandbox.environment import SandboxEnvironment
 from sparring.sandbox.hostfiles import HostFiles
 from sparring.sandbox.layers import copy_tree, discard
 from sparring.sandbox.oci_image import ensure_image, first_line, podman_argv, podman_cycle_ms, ulimit_flags
@@ -118,6 +119,8 @@ class OCIBackend:
         for src in (*spec.extra_ro.values(), *spec.extra_rw.values()):
             if not Path(src).exists():
                 raise SandboxError(f"extra mount source {src} does not exist")
+        if image is None:
+            image = spec.image
         img = image if image is not None else await asyncio.to_thread(lambda: self.image)
         sb = OCISandbox(self, spec, img, layers=self.snapshots.get(snapshot or "", ()))
         try:
@@ -183,6 +186,29 @@ def _teardown_dir(podman: list[str], d: Path) -> None:
     discard(d)
 
 
+def environment_mounts(ref: EnvironmentRef | None, host_system: bool = True) -> list[str]:
+    """podman flags that make the spec's Python layer runnable in the container: the base interpreter's
+    prefix and the layer, read-only at their own paths, and with ``host_system`` (the default busybox
+    image, which has no C library) the host's /usr and library directories too; a task's own image
+    keeps its system (and its /bin: the exec server's shell and tools)."""
+    if ref is None:
+        return []
+    if not (Path(ref.path) / "bin" / "python").exists():
+        raise SandboxError(
+            f"environment layer {ref.path} has no bin/python: rebuild it (sparring tasks check builds it)"
+        )
+    out: list[str] = []
+    if host_system:
+        out += ["-v", "/usr:/usr:ro"]
+        for name in ("lib", "lib64", "lib32", "libx32"):
+            p = Path("/") / name
+            if p.exists():
+                out += ["-v", f"{p.resolve()}:/{name}:ro"]
+    for p in SandboxEnvironment.of_layer(Path(ref.path)).ro_paths:
+        out += ["-v", f"{Path(p).resolve()}:{p}:ro"]
+    return out
+
+
 class OCISandbox(HostFiles):
     """One sandbox of the OCI backend. Use ``await backend.create(spec)``."""
 
@@ -246,6 +272,7 @@ class OCISandbox(HostFiles):
             "-v", f"{self.ws}:{WORKSPACE}:rslave", "-v", f"{self.ctl}:/.sparring",
             "-v", f"{self._exec_cg}:/.sparring-cg", *ulimit_flags(),
         ]  # fmt: skip
+        argv += environment_mounts(s.environment, host_system=s.image is None)
         for dest, src in sorted(s.extra_ro.items()):
             argv += ["-v", f"{Path(src).resolve()}:{dest}:ro"]
         for dest, src in sorted(s.extra_rw.items()):
@@ -324,6 +351,10 @@ class OCISandbox(HostFiles):
         if not argv:
             raise SandboxError("empty command")
         full_env = dict(BASE_ENV, PYTHONHASHSEED=str(self.spec.seed))
+        if self.spec.environment is not None:
+            layer = SandboxEnvironment.of_layer(Path(self.spec.environment.path))
+            full_env["PATH"] = ":".join(layer.path_dirs)
+            full_env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         full_env.update(self.spec.env)
         full_env.update(env or {})
         n = next(self._seq)

@@ -24,14 +24,19 @@ from pathlib import Path
 
 from sparring.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
 from sparring.sandbox.layers import tree_digest
+from sparring.tasks.environment import alayer_for, layer_for
 from sparring.tasks.loader import Task
 
 
 def spec_for_task(task: Task, seed: int = 0, workspace_digest: str | None = None) -> SandboxSpec:
+    """The sandbox of ``task``: its workspace, limits and pinned environment layer (built on first use;
+    on the event loop use :func:`aspec_for_task`). The judge's sandbox carries the same layer."""
     lim = task.spec.limits
     return SandboxSpec(
         workspace=task.workspace,
         workspace_digest=workspace_digest,
+        environment=layer_for(task.spec.environment).ref(),
+        image=task.spec.environment.image,
         network=lim.network,
         memory_mb=lim.memory_mb,
         pids=lim.pids,
@@ -39,6 +44,12 @@ def spec_for_task(task: Task, seed: int = 0, workspace_digest: str | None = None
         disk_mb=lim.disk_mb,
         seed=seed,
     )
+
+
+async def aspec_for_task(task: Task, seed: int = 0, workspace_digest: str | None = None) -> SandboxSpec:
+    """:func:`spec_for_task` for the event loop: a layer not built yet is built in a thread."""
+    await alayer_for(task.spec.environment)
+    return spec_for_task(task, seed=seed, workspace_digest=workspace_digest)
 
 
 def _healthy(sb: Sandbox) -> bool:
@@ -89,7 +100,7 @@ class SandboxPool:
             if digest is None:
                 digest = await asyncio.to_thread(tree_digest, task.workspace)
                 self._digests[key] = digest
-        s = spec_for_task(task, workspace_digest=digest)
+        s = await aspec_for_task(task, workspace_digest=digest)
         if not self.limits:
             s = s.model_copy(update={"memory_mb": None, "pids": None, "cpus": None})
         return s

@@ -13,15 +13,14 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from sparring.judge.base import Judge, JudgeResult
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.check import REFERENCE_RUNS, check_tasks, default_judge_concurrency
-from sparring.tasks.environment import Judges
+from sparring.tasks.check import REFERENCE_RUNS, check_tasks, default_judge_concurrency, eval_judge_of
+from sparring.tasks.environment import layer_for
 from sparring.tasks.families import generate, get_family
 from sparring.tasks.loader import Task
-from sparring.tasks.spec import Environment
 
 
 class _Counting:
@@ -33,18 +32,6 @@ class _Counting:
     async def score(self, task: Task, diff: WorkspaceDiff) -> JudgeResult:
         self.runs += 1
         return await self.inner.score(task, diff)
-
-
-class _CountingJudges(Judges):
-    def __init__(self) -> None:
-        super().__init__()
-        self.counters: dict[str, _Counting] = {}
-
-    def judge_for(self, env: Environment, split: Literal["train", "eval"] = "train") -> Judge:
-        key = f"{self.layer_for(env).digest}/{split}"
-        if key not in self.counters:
-            self.counters[key] = _Counting(super().judge_for(env, split))
-        return self.counters[key]
 
 
 async def run_admission_bench(
@@ -65,9 +52,15 @@ async def run_admission_bench(
             if k:
                 tasks += generate(f, k, seed, Path(tmp) / f)
         gen_s = time.perf_counter() - t0
-        judges = _CountingJudges()
+        from sparring.judge.pytest_judge import PytestJudge
+        from sparring.sandbox.local import LocalBackend
+
+        inner = PytestJudge(LocalBackend())
+        inner_eval = eval_judge_of(inner)
+        assert inner_eval is not None
+        judge, eval_judge = _Counting(inner), _Counting(inner_eval)
         for t in tasks:
-            judges.judge_for(t.spec.environment)  # build layers and backends outside the timed part
+            layer_for(t.spec.environment)  # build layers outside the timed part
         per_task: list[float] = []
         started = time.perf_counter()
         t_last = [started]
@@ -80,10 +73,11 @@ async def run_admission_bench(
         load_before = os.getloadavg()[0]
         jc = judge_concurrency or default_judge_concurrency()
         reports = await check_tasks(
-            tasks, judges, repeats=repeats, concurrency=concurrency, on_done=done, judge_concurrency=jc
+            tasks, judge, repeats=repeats, concurrency=concurrency, on_done=done, judge_concurrency=jc,
+            eval_judge=eval_judge,
         )
         wall = time.perf_counter() - started
-    runs = sum(c.runs for c in judges.counters.values())
+    runs = judge.runs + eval_judge.runs
     return {
         "tasks": len(tasks),
         "families": counts,

@@ -55,7 +55,7 @@ from sparring.errors import TaskError
 from sparring.judge.base import Judge, JudgeResult
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks import flake, hacks, hidden_suite
-from sparring.tasks.environment import Judges
+from sparring.tasks.environment import alayer_for
 from sparring.tasks.hacks import Variant
 from sparring.tasks.loader import Task, read_task_record, workspace_digest, write_task_record
 
@@ -432,13 +432,15 @@ async def check_task(
 
 async def check_tasks(
     tasks: list[Task],
-    judge: Judge | Judges,
+    judge: Judge,
     repeats: int | None = None,
     concurrency: int = 3,
     on_done: Callable[[CheckReport], None] | None = None,
     judge_concurrency: int | None = None,
+    eval_judge: Judge | None = None,
 ) -> list[CheckReport]:
-    """Check every task; with :class:`Judges`, each task is judged in its own pinned environment layer.
+    """Check every task, each judged in its own pinned environment layer (the judge's sandbox spec
+    carries it); a layer that cannot be built is the task's ``environment_builds`` problem.
 
     ``concurrency`` tasks are checked at once; their judge runs share ``judge_concurrency`` slots
     (default :func:`default_judge_concurrency`)."""
@@ -447,17 +449,13 @@ async def check_tasks(
 
     async def one(t: Task) -> CheckReport:
         async with sem:
-            if isinstance(judge, Judges):
-                try:
-                    j = judge.judge_for(t.spec.environment)
-                    ej = judge.judge_for(t.spec.environment, split="eval")
-                    hashes = judge.layer_for(t.spec.environment).file_hashes
-                except TaskError as e:
-                    rep = CheckReport(t.id, t.digest, [Problem("environment_builds", str(e))], t.spec.version)
-                else:
-                    rep = await check_task(t, j, repeats, hashes, slots, ej)
+            try:
+                layer = await alayer_for(t.spec.environment)
+                hashes = await asyncio.to_thread(lambda: layer.file_hashes)
+            except TaskError as e:
+                rep = CheckReport(t.id, t.digest, [Problem("environment_builds", str(e))], t.spec.version)
             else:
-                rep = await check_task(t, judge, repeats, slots=slots)
+                rep = await check_task(t, judge, repeats, hashes, slots, eval_judge)
             if on_done is not None:
                 on_done(rep)
             return rep

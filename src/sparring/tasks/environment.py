@@ -6,8 +6,11 @@ installed version) plus its dependency closure, each at the version installed
 next to Sparring. The layer is a virtual environment (no pip, no system site
 packages) holding exactly those distributions' files, built once into
 ``$SPARRING_ENV_CACHE`` (default ``~/.cache/sparring/envs``) under its content
-digest, made read-only and reused by every sandbox of that environment
-(:class:`sparring.sandbox.environment.SandboxEnvironment` binds it read-only).
+digest, made read-only and reused by every sandbox of that environment: a
+sandbox spec names it (``SandboxSpec.environment``, see
+:func:`sparring.sandbox.pool.spec_for_task`) and the backend binds it read-only.
+This module only resolves and builds layers; :func:`layer_for` memoizes them per
+process and :func:`alayer_for` builds a new one off the event loop.
 
 Sparring itself is never in the layer, so nothing an agent can read in its
 sandbox holds the generators' original code (code-repair's unmutated bases).
@@ -27,22 +30,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from sparring.errors import TaskError
-from sparring.judge.base import Judge
-from sparring.sandbox.environment import SandboxEnvironment
+from sparring.sandbox.base import EnvironmentRef
 from sparring.tasks.spec import Environment
-
-if TYPE_CHECKING:
-    from sparring.sandbox.local import LocalBackend
 
 LAYER_FORMAT = "sparring-env-layer/1"
 
@@ -122,14 +119,9 @@ class EnvironmentLayer:
     def python(self) -> Path:
         return self.path / "bin" / "python"
 
-    def sandbox_environment(self) -> SandboxEnvironment:
-        base = Path(sys.base_prefix).resolve()
-        ro = tuple(p for p in (base, self.path) if not str(p).startswith("/usr"))
-        return SandboxEnvironment(
-            ro_paths=ro,
-            path_dirs=(str(self.path / "bin"), "/usr/local/bin", "/usr/bin", "/bin"),
-            python=str(self.python),
-        )
+    def ref(self) -> EnvironmentRef:
+        """What a :class:`~sparring.sandbox.base.SandboxSpec` carries so a backend mounts this layer."""
+        return EnvironmentRef(digest=self.digest, path=self.path)
 
     @functools.cached_property
     def file_hashes(self) -> frozenset[str]:
@@ -256,118 +248,20 @@ def describe(layer: EnvironmentLayer) -> dict[str, object]:
     return {"digest": layer.digest, "path": str(layer.path), "pins": list(layer.pins)}
 
 
-class Judges:
-    """One judge per pinned environment, each over its own sandbox backend, made on first use."""
-
-    def __init__(self, cache: Path | None = None) -> None:
-        self.cache = cache
-        self._layers: dict[tuple[str, tuple[str, ...]], EnvironmentLayer] = {}
-        self._judges: dict[tuple[str, str], Judge] = {}
-        self._backends: dict[str, LocalBackend] = {}
-
-    def layer_for(self, env: Environment) -> EnvironmentLayer:
-        key = (env.python, tuple(env.requirements))
-        if key not in self._layers:
-            self._layers[key] = build_layer(env, self.cache)
-        return self._layers[key]
-
-    def judge_for(self, env: Environment, split: Literal["train", "eval"] = "train") -> Judge:
-        """The pytest judge of ``env``'s layer; ``split="eval"`` runs hidden/eval/ (same backend)."""
-        from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
-        from sparring.sandbox.local import LocalBackend
-
-        layer = self.layer_for(env)
-        if layer.digest not in self._backends:
-            self._backends[layer.digest] = LocalBackend(environment=layer.sandbox_environment())
-        key = (layer.digest, split)
-        if key not in self._judges:
-            self._judges[key] = PytestJudge(self._backends[layer.digest], config=JudgeConfig(split=split))
-        return self._judges[key]
+_LAYERS: dict[tuple[str, tuple[str, ...], str], EnvironmentLayer] = {}
 
 
-class TaskEnvironmentBackend:
-    """A sandbox backend that runs each task's sandboxes in the task's own pinned environment layer.
+def layer_for(env: Environment, cache: Path | None = None) -> EnvironmentLayer:
+    """``env``'s layer, built (:func:`build_layer`) once per process: later calls are a dict lookup."""
+    key = (env.python, tuple(env.requirements), str(cache or cache_root()))
+    found = _LAYERS.get(key)
+    if found is None:
+        found = _LAYERS[key] = build_layer(env, cache)
+    return found
 
-    Rollouts, evaluation and training create agent sandboxes and judge sandboxes from a task's
-    workspace (``SandboxSpec.workspace`` is ``<task>/workspace``). This backend reads the task's
-    ``[environment]`` from the ``task.toml`` next to that workspace, builds (or finds) its layer, and
-    hands the spec to one :class:`~sparring.sandbox.local.LocalBackend` per layer digest, so the agent
-    runs the interpreter and pinned packages the judge and admission use, and nothing of Sparring's own
-    virtual environment (the generators' unmutated code included) is reachable from its sandbox.
-    Layers and backends are made on first use and cached: after the first sandbox of an environment,
-    picking the backend costs one ``stat`` and a dict lookup. A spec with no task next to its workspace
-    (``sparring sandbox run``, an empty workspace) goes to a backend over Sparring's own interpreter.
-    """
 
-    name = "local"
-
-    def __init__(self, root: Path | None = None, cache: Path | None = None) -> None:
-        from sparring.sandbox.local import LocalBackend
-
-        self.root = root
-        self.cache = cache
-        self.default = LocalBackend(root=root)
-        self._layers: dict[tuple[str, tuple[str, ...]], EnvironmentLayer] = {}
-        self._backends: dict[str, LocalBackend] = {}
-        self._by_task: dict[tuple[str, int], LocalBackend] = {}
-
-    def layer_for(self, env: Environment) -> EnvironmentLayer:
-        key = (env.python, tuple(env.requirements))
-        if key not in self._layers:
-            self._layers[key] = build_layer(env, self.cache)
-        return self._layers[key]
-
-    def _key(self, spec: Any) -> tuple[str, int] | None:
-        """(task.toml, its mtime) of the task owning ``spec.workspace``; None for a spec of no task."""
-        ws = getattr(spec, "workspace", None)
-        if ws is None:
-            return None
-        toml = Path(ws).parent / "task.toml"
-        try:
-            return (str(toml), toml.stat().st_mtime_ns)
-        except OSError:
-            return None
-
-    def _layer_of(self, key: tuple[str, int]) -> EnvironmentLayer:
-        from sparring.errors import SandboxError
-
-        toml = Path(key[0])
-        try:
-            raw = tomllib.loads(toml.read_text())
-            return self.layer_for(Environment.model_validate(raw.get("environment") or {}))
-        except (TaskError, OSError, tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as e:
-            raise SandboxError(f"task environment of {toml.parent}: {str(e).splitlines()[0]}") from None
-
-    def _backend_of(self, key: tuple[str, int], layer: EnvironmentLayer) -> Any:
-        from sparring.sandbox.local import LocalBackend
-
-        backend = self._backends.get(layer.digest)
-        if backend is None:
-            backend = LocalBackend(root=self.root, environment=layer.sandbox_environment())
-            self._backends[layer.digest] = backend
-        self._by_task[key] = backend
-        return backend
-
-    def backend_for(self, spec: Any) -> Any:
-        """The backend of the environment of the task that owns ``spec.workspace`` (the default without one)."""
-        key = self._key(spec)
-        if key is None:
-            return self.default
-        found = self._by_task.get(key)
-        return found if found is not None else self._backend_of(key, self._layer_of(key))
-
-    async def create(self, spec: Any, snapshot: str | None = None) -> Any:
-        key = self._key(spec)
-        backend: Any
-        if key is None:
-            backend = self.default
-        elif (backend := self._by_task.get(key)) is None:
-            # First sandbox of this task: building a new layer copies files, so not on the event loop.
-            layer = await asyncio.to_thread(self._layer_of, key)
-            backend = self._by_task.get(key) or self._backend_of(key, layer)
-        return await backend.create(spec, snapshot=snapshot)
-
-    def __getattr__(self, name: str) -> Any:  # mode, layers, snapshots...: the default backend's
-        if name == "default":
-            raise AttributeError(name)
-        return getattr(self.default, name)
+async def alayer_for(env: Environment, cache: Path | None = None) -> EnvironmentLayer:
+    """:func:`layer_for` for the event loop: a layer not yet known is resolved and built in a thread."""
+    key = (env.python, tuple(env.requirements), str(cache or cache_root()))
+    found = _LAYERS.get(key)
+    return found if found is not None else await asyncio.to_thread(layer_for, env, cache)

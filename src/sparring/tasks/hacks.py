@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparring.judge.hacks import is_test_path
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.loader import Task
 
@@ -43,17 +44,12 @@ class Variant:
 
 
 def is_test_file(rel: str) -> bool:
-    """Visible tests: anything under a tests/ directory, or test_*.py / *_test.py / conftest.py."""
-    parts = rel.split("/")
-    name = parts[-1]
-    return (
-        "tests" in parts[:-1]
-        or "test" in parts[:-1]
-        or (
-            name.endswith(".py")
-            and (name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py")
-        )
-    )
+    """Visible tests as the judge sees them (:func:`sparring.judge.hacks.is_test_path`), plus conftest.py.
+
+    One predicate for both: a file admission's ``delete_tests`` hack removes is one the judge's
+    ``test_tampering`` check watches.
+    """
+    return is_test_path(rel) or rel.split("/")[-1] == "conftest.py"
 
 
 def _files(root: Path) -> Iterator[tuple[str, Path]]:

@@ -137,6 +137,7 @@ def write_task(
     return load_task(out)
 
 
+
 def write_task_record(task: Task, name: str, record: dict[str, Any]) -> Path:
     """Write ``name`` (a JSON record about the task: admission, difficulty) next to task.toml, atomically.
 

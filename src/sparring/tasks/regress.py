@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparring.errors import TaskError
+from sparring.judge.base import Judge
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.check import load_admission, solution_diff
-from sparring.tasks.environment import Judges
+from sparring.tasks.environment import alayer_for
 from sparring.tasks.loader import Task
 
 
@@ -44,11 +45,11 @@ def _diff_outcomes(what: str, old: dict[str, Any], new_reward: float, new_tests:
     return out
 
 
-async def regress_task(task: Task, judges: Judges, record: dict[str, Any]) -> Drift:
+async def regress_task(task: Task, judge: Judge, record: dict[str, Any]) -> Drift:
+    """Judge the task's initial state and reference again (in its pinned layer) and say what moved."""
     drift = Drift(task.id, task.spec.version, task.digest)
     try:
-        layer = judges.layer_for(task.spec.environment)
-        judge = judges.judge_for(task.spec.environment)
+        layer = await alayer_for(task.spec.environment)
     except TaskError as e:
         drift.changes.append(f"environment no longer builds: {e}")
         return drift
@@ -66,7 +67,7 @@ async def regress_task(task: Task, judges: Judges, record: dict[str, Any]) -> Dr
     return drift
 
 
-async def regress(tasks: list[Task], judges: Judges, concurrency: int = 2) -> tuple[list[Drift], list[Task]]:
+async def regress(tasks: list[Task], judge: Judge, concurrency: int = 2) -> tuple[list[Drift], list[Task]]:
     """(one Drift per admitted task, tasks skipped because they have no admission record for their bytes)."""
     sem = asyncio.Semaphore(concurrency)
     admitted: list[tuple[Task, dict[str, Any]]] = []
@@ -80,6 +81,6 @@ async def regress(tasks: list[Task], judges: Judges, concurrency: int = 2) -> tu
 
     async def one(t: Task, rec: dict[str, Any]) -> Drift:
         async with sem:
-            return await regress_task(t, judges, rec)
+            return await regress_task(t, judge, rec)
 
     return list(await asyncio.gather(*(one(t, r) for t, r in admitted))), skipped

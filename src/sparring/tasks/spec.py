@@ -84,6 +84,12 @@ class JudgeSpec(_Strict):
         description="Every hidden test id that must run (pytest node ids relative to hidden/).",
     )
     timeout_s: float = Field(60.0, gt=0, description="Timeout of the judge's test run.")
+    allow_binary_modules: list[str] = Field(
+        default_factory=list,
+        description="Globs (whole workspace paths, fnmatch) of non-source importables the agent may add: "
+        "extension modules, bytecode, archives. Others in the diff are removed before judging and flagged "
+        "binary_module (sparring.judge.importable).",
+    )
 
 
 class Environment(_Strict):
@@ -91,6 +97,11 @@ class Environment(_Strict):
 
     python: str = Field("3.11", description="Python version of the environment layer.")
     requirements: list[str] = Field(default_factory=lambda: ["pytest"], description="Pinned requirements.")
+    image: str | None = Field(
+        None,
+        description="OCI image the task's sandboxes run (system packages the host lacks); needs the OCI "
+        "backend (--backend oci). The Python layer is mounted into it.",
+    )
 
 
 class CustomTool(_Strict):
@@ -221,14 +232,20 @@ class TaskSpec(_Strict):
 
 # Fields added after schema 1 enter a spec's canonical form only when they differ from their default, so
 # every task written before them keeps its digest and its task.toml bytes.
-_LATER_FIELDS: tuple[tuple[str, str, object], ...] = (("limits", "cpus", DEFAULT_CPUS),)
+LATE_DEFAULTS: tuple[tuple[str, str], ...] = (
+    ("limits", "cpus"),
+    ("judge", "allow_binary_modules"),
+    ("environment", "image"),
+)
+"""(section, field) added to task.toml after schema 1: omitted from the canonical form at their default."""
 
 
 def canonical_dump(spec: TaskSpec, exclude_none: bool = False) -> dict[str, Any]:
     """The spec as JSON-able data for its digest and task.toml: later fields at their default left out."""
     out = spec.model_dump(mode="json", exclude_none=exclude_none)
-    for section, name, default in _LATER_FIELDS:
+    for section, name in LATE_DEFAULTS:
         part = out.get(section)
-        if isinstance(part, dict) and part.get(name) == default:
-            del part[name]
+        default = type(getattr(spec, section)).model_fields[name].get_default(call_default_factory=True)
+        if isinstance(part, dict) and part.get(name, default) == default:
+            part.pop(name, None)
     return out

@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sparring.errors import ConfigError
+from sparring.sandbox.config import BackendConfig, LocalBackendConfig
 from sparring.train.grpo import GRPOConfig
 from sparring.train.lora import LoRASettings
 
@@ -124,6 +125,10 @@ class RLConfig(BaseModel):
     heldout_max_steps: int = Field(6, ge=1, description="Tool calls per held-out rollout.")
     heldout_samples: int = Field(1, ge=1, description="Rollouts per held-out task (pass rate averages them).")
     sandbox_limits: bool = Field(True, description="Apply the tasks' memory/pids limits (needs cgroups).")
+    backend: BackendConfig = Field(
+        default_factory=LocalBackendConfig,
+        description="Sandbox backend of rollouts and the judge: {kind: local} (default) or {kind: oci, image: ...}.",
+    )
     resample_rounds: int = Field(
         1, ge=0, description="Rounds of replacing zero-variance groups by fresh tasks per iteration."
     )

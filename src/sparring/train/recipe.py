@@ -27,9 +27,9 @@ from sparring.monitor.metrics import iteration_metrics, make_sinks
 from sparring.policy.scripted import OraclePolicy
 from sparring.rollout.scheduler import RolloutScheduler, RolloutSummary
 from sparring.rollout.trajectory import Trajectory
+from sparring.sandbox.config import make_backend
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.sqlite import SQLiteStore
-from sparring.tasks.environment import TaskEnvironmentBackend
 from sparring.tasks.loader import Task, find_tasks
 from sparring.train.config import RLConfig
 
@@ -193,6 +193,11 @@ async def sample_batch(
     return trajs, seconds, replaced
 
 
+def _learning_config(dump: Any) -> Any:
+    """A config dump without the settings that do not change what is learned (where sandboxes run)."""
+    return {k: v for k, v in dump.items() if k != "backend"} if isinstance(dump, dict) else dump
+
+
 async def run_rl(
     cfg: RLConfig,
     log: Log = lambda s: None,
@@ -222,7 +227,11 @@ async def run_rl(
         raise ConfigError(f"--resume: no checkpoint in {cfg.workdir / 'checkpoints'}; start without --resume")
     cfg.workdir.mkdir(parents=True, exist_ok=True)
     saved = load_state(ckpt) if ckpt is not None else None
-    if saved is not None and saved.get("config") != cfg.model_dump(mode="json"):
+    # Where sandboxes run (backend) does not change what is learned: a run may resume on another backend,
+    # and checkpoints written before the setting existed still resume.
+    if saved is not None and _learning_config(saved.get("config")) != _learning_config(
+        cfg.model_dump(mode="json")
+    ):
         raise ConfigError(
             f"--resume: the config differs from the one {ckpt} was written with; resume with the same config"
         )
@@ -235,7 +244,7 @@ async def run_rl(
     if saved is None:
         store.start_run(run_id, cfg.model_dump(mode="json"))
     sink = make_sinks(cfg.monitor.exporters, cfg.workdir, run_id, cfg.model_dump(mode="json"))
-    backend = TaskEnvironmentBackend()  # agent and judge sandboxes in each task's pinned environment
+    backend = make_backend(cfg.backend)  # each task's spec names its layer: agent and judge run it
     pool = SandboxPool(backend, max_idle=cfg.concurrency, limits=cfg.sandbox_limits)
     judge = PytestJudge(backend, limits=cfg.sandbox_limits)
     sched = RolloutScheduler(pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps)

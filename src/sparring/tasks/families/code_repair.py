@@ -37,7 +37,7 @@ from typing import TypeVar
 from sparring.errors import ConfigError, TaskError
 from sparring.sandbox.base import WORKSPACE, SandboxSpec
 from sparring.sandbox.local import LocalBackend
-from sparring.tasks.environment import build_layer, pinned_requirements
+from sparring.tasks.environment import layer_for, pinned_requirements
 from sparring.tasks.families.code_repair_sources import BaseSource, load_bases
 from sparring.tasks.families.code_repair_sources.mutations import (
     DIFFICULTY,
@@ -225,17 +225,19 @@ _BACKENDS_LOCK = threading.Lock()
 
 
 def _backend() -> LocalBackend:
-    """One sandbox backend per thread, over the family's pinned environment layer (no Sparring in it)."""
+    """One sandbox backend per thread; the spec names the family's pinned layer (no Sparring in it)."""
     key = threading.get_ident()
     with _BACKENDS_LOCK:
         if key not in _BACKENDS:
-            layer = build_layer(Environment(requirements=pinned_requirements()))
-            _BACKENDS[key] = LocalBackend(environment=layer.sandbox_environment())
+            _BACKENDS[key] = LocalBackend()
         return _BACKENDS[key]
 
 
 async def _run_in_sandbox(root: Path, limit_s: float) -> str:
-    spec = SandboxSpec(workspace=root, network="none", memory_mb=2048, pids=256, disk_mb=256)
+    layer = layer_for(Environment(requirements=pinned_requirements()))
+    spec = SandboxSpec(
+        workspace=root, network="none", memory_mb=2048, pids=256, disk_mb=256, environment=layer.ref()
+    )
     sb = await _backend().create(spec)
     try:
         env = {"PYTHONHASHSEED": "0", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
