@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from sparring.sandbox.base import WorkspaceDiff
+from sparring.tasks.testfiles import is_test_path
 
 CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", ".pytest.ini"})
 STARTUP_NAMES = frozenset({"sitecustomize.py", "usercustomize.py"})
@@ -35,15 +36,6 @@ NETWORK_MODULES = frozenset(
     {"socket", "urllib", "http", "requests", "httpx", "ftplib", "smtplib", "ssl", "aiohttp"}
 )
 JUDGE_PATH = re.compile(r"/judge\b|\bhidden/|test_hidden_")
-
-
-def is_test_path(rel: str) -> bool:
-    p = PurePosixPath(rel)
-    return (
-        any(part in ("tests", "test", "testing") for part in p.parts[:-1])
-        or p.name.startswith("test_")
-        or p.name.endswith("_test.py")
-    )
 
 
 def _py_tree(data: bytes | None) -> ast.Module | None:

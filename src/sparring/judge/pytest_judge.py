@@ -44,6 +44,7 @@ from sparring.judge import dynamic as dyn
 from sparring.judge.base import JudgeResult, JudgeRunError, Usage, judge_error_result
 from sparring.judge.hacks import static_flags
 from sparring.judge.probe import build_plan
+from sparring.judge.records import TestCounts
 from sparring.judge.report import parse_report, split_ids
 from sparring.judge.reward import components_from_tests, compose_reward, efficiency, usage_efficiency
 from sparring.judge.sandbox_runner import (
@@ -56,7 +57,6 @@ from sparring.judge.sandbox_runner import (
 from sparring.judge.static import static_components
 from sparring.judge.version import judge_version
 from sparring.judge.withheld import SKIPPED, RefTrace, host_outcomes, reference_trace
-from sparring.rollout.trajectory import TestCounts
 from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
 from sparring.tasks.loader import Task
 

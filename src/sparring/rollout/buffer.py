@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from sparring.errors import ConfigError
-from sparring.rollout.trajectory import Trajectory
+from sparring.trajectory import Trajectory
 
 log = logging.getLogger("sparring.rollout.buffer")
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.loader import Task
+from sparring.tasks.testfiles import is_test_path
 
 ADMISSION_DIR = ".admission"
 
@@ -40,20 +41,6 @@ class Variant:
 
     name: str
     diff: WorkspaceDiff
-
-
-def is_test_file(rel: str) -> bool:
-    """Visible tests: anything under a tests/ directory, or test_*.py / *_test.py / conftest.py."""
-    parts = rel.split("/")
-    name = parts[-1]
-    return (
-        "tests" in parts[:-1]
-        or "test" in parts[:-1]
-        or (
-            name.endswith(".py")
-            and (name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py")
-        )
-    )
 
 
 def _files(root: Path) -> Iterator[tuple[str, Path]]:
@@ -88,7 +75,7 @@ def alternatives(task: Task) -> list[Variant]:
 
 
 def delete_tests(task: Task) -> WorkspaceDiff:
-    return WorkspaceDiff(deleted=tuple(rel for rel, _ in _files(task.workspace) if is_test_file(rel)))
+    return WorkspaceDiff(deleted=tuple(rel for rel, _ in _files(task.workspace) if is_test_path(rel)))
 
 
 # --------------------------------------------------------------------------- hard-coded examples
@@ -167,12 +154,12 @@ def hardcode(task: Task) -> WorkspaceDiff | None:
     )
     examples: dict[str, list[tuple[tuple[Any, ...], Any]]] = {}
     for rel, src in sources.items():
-        found = examples_from_tests(src) if is_test_file(rel) else examples_from_doctests(src)
+        found = examples_from_tests(src) if is_test_path(rel) else examples_from_doctests(src)
         for name, args, out in found:
             examples.setdefault(name, []).append((args, out))
     changed: dict[str, bytes] = {}
     for rel, src in sources.items():
-        if is_test_file(rel):
+        if is_test_path(rel):
             continue
         try:
             tree = ast.parse(src)

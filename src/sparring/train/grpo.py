@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sparring.chat_format import render_assistant, render_prompt
 from sparring.policy.base import TokenTrace
-from sparring.policy.chat_format import render_assistant, render_prompt
-from sparring.rollout.trajectory import TRAINABLE_STATUSES, Trajectory
 from sparring.train.advantages import grouped_advantages, zero_std_groups
 from sparring.train.lora import adapters_disabled, is_lora, trainable_parameters
 from sparring.train.losses import get_loss
+from sparring.trajectory import TRAINABLE_STATUSES, Trajectory
 
 if TYPE_CHECKING:
     import torch

@@ -26,12 +26,12 @@ from sparring.monitor.drift import DriftMonitor
 from sparring.monitor.metrics import iteration_metrics, make_sinks
 from sparring.policy.scripted import OraclePolicy
 from sparring.rollout.scheduler import RolloutScheduler, RolloutSummary
-from sparring.rollout.trajectory import Trajectory
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.environment import TaskEnvironmentBackend
 from sparring.tasks.loader import Task, find_tasks
 from sparring.train.config import RLConfig
+from sparring.trajectory import Trajectory
 
 Log = Callable[[str], None]
 
