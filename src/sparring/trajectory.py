@@ -90,6 +90,15 @@ class Trajectory(BaseModel):
         """A fact about the policy with a reward: may enter a gradient."""
         return self.status in TRAINABLE_STATUSES and self.reward is not None
 
+    def lag(self, trainer_version: int) -> int:
+        """How many policy versions (updates) the trainer is ahead of the policy that sampled this."""
+        return trainer_version - self.policy_version
+
+    def is_stale(self, trainer_version: int, max_staleness: int) -> bool:
+        """The staleness bound k (0 = synchronous): more than k updates old. The experience queue
+        and the GRPO trainer both drop by this one rule."""
+        return self.lag(trainer_version) > max_staleness
+
     @property
     def retried(self) -> bool:
         return self.attempts > 1 or bool(self.infra_errors)
