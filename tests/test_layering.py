@@ -95,7 +95,6 @@ KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
     ("tasks.check", "judge.base"): "admission lives in tasks/; moves out (issue 15)",
     ("tasks.check", "judge.pytest_judge"): "admission lives in tasks/; moves out (issue 15)",
     ("tasks.bench", "judge.base"): "admission bench lives in tasks/; moves out (issue 15)",
-    ("tasks.hidden_suite", "judge.pytest_judge"): "hidden-suite layout constants owned by the judge",
     ("tasks.importers", "judge.dynamic"): "the importer writes the judge's dynamic-test file",
     ("tasks.importers", "judge.mutation"): "the importer converts inputs with the judge's mutation helper",
     # tasks/environment.py is being rewritten (the layer goes into SandboxSpec, TaskEnvironmentBackend

@@ -58,10 +58,8 @@ from sparring.judge.static import static_components
 from sparring.judge.version import judge_version
 from sparring.judge.withheld import SKIPPED, RefTrace, host_outcomes, reference_trace
 from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
+from sparring.tasks.hidden_suite import EVAL_DIR, EVAL_IDS_FILE
 from sparring.tasks.loader import Task
-
-EVAL_DIR = "eval"
-EVAL_IDS_FILE = "expected_tests.txt"
 
 
 class JudgeConfig(BaseModel):
