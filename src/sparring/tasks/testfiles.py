@@ -5,7 +5,8 @@ catalogue and the judge's tamper checks all ask the same question, so they ask
 it here. The answer is the union of what pytest would treat as test code:
 
 - anything under a ``tests/``, ``test/`` or ``testing/`` directory;
-- ``test_*.py`` and ``*_test.py`` modules anywhere;
+- ``test_*`` files (any extension: fixtures such as ``test_input.txt`` too) and
+  ``*_test.py`` modules anywhere;
 - ``conftest.py`` anywhere (pytest loads it with the tests; changing it changes
   what the tests do, so it is test code, even if it holds no test).
 
@@ -27,5 +28,6 @@ def is_test_path(rel: str) -> bool:
     return (
         any(part in TEST_DIRS for part in p.parts[:-1])
         or name == "conftest.py"
-        or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")))
+        or name.startswith("test_")
+        or name.endswith("_test.py")
     )
