@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from sparring.errors import ConfigError
-from sparring.rollout.buffer import ExperienceQueue
+from sparring.rollout.buffer import BatchLag, ExperienceQueue
 from sparring.rollout.slots import PrioritySlots, priority_rank
 from sparring.rollout.trajectory import Trajectory
 
@@ -129,3 +129,42 @@ def test_batch_writer_groups_commits_and_fails_only_the_bad_record(tmp_path):
     assert results[:20] == [None] * 20 and isinstance(results[20], StoreError)
     assert store.count() == 20 and batches < 20  # grouped, not one transaction per sample
     store.close()
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+def test_batch_lag_trains_on_the_batch_sampled_k_iterations_earlier(k):
+    """The recipe's staleness bound: the same batches, in the same order, as a list delayed by k."""
+
+    async def go():
+        lag, ready = BatchLag(k), []
+        version = 0
+        for it in range(5):
+            batch = [traj(10 * it + j, version) for j in range(it % 3 + 1)]  # uneven sizes
+            got = await lag.push(batch, version)
+            ready.append(None if got is None else [t.id for t in got])
+            if got is not None:
+                version += 1  # one update per trained batch
+        return lag, ready
+
+    lag, ready = asyncio.run(go())
+    sizes = [it % 3 + 1 for it in range(5)]
+    expected = [None] * k + [[f"t{10 * it + j}" for j in range(sizes[it])] for it in range(5 - k)]
+    assert ready == expected
+    assert [[t.id for t in b] for b in lag.pending()] == [
+        [f"t{10 * it + j}" for j in range(sizes[it])] for it in range(5 - k, 5)
+    ]
+    assert lag.queue.stats.dropped == {}
+
+
+def test_batch_lag_restores_its_pending_batches_and_drops_what_grew_too_stale():
+    async def go():
+        lag = BatchLag(1)
+        await lag.restore([[traj(1, 0), traj(2, 0)]])
+        fresh = await lag.push([traj(3, 0)], trainer_version=1)
+        stale = await lag.push([traj(4, 3)], trainer_version=3)  # t3 is 3 versions old: dropped, counted
+        return lag, fresh, stale
+
+    lag, fresh, stale = asyncio.run(go())
+    assert [t.id for t in fresh] == ["t1", "t2"]
+    assert stale == [] and lag.queue.stats.dropped == {"stale": 1}
+    assert [[t.id for t in b] for b in lag.pending()] == [["t4"]]

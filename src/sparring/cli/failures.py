@@ -11,8 +11,8 @@ from rich.text import Text
 
 from sparring.cli.common import JSON_OPT, emit_json, guarded, out_console
 from sparring.errors import ConfigError
-from sparring.rollout.trajectory import STATUSES
 from sparring.store.base import TrajQuery
+from sparring.trajectory import STATUSES
 
 app = typer.Typer(
     help="Failure-case library: cluster stored failures, promote a cluster.", no_args_is_help=True

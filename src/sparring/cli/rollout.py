@@ -54,6 +54,7 @@ def rollout(
     drain_s: float = typer.Option(
         30.0, "--drain-s", help="On SIGINT/SIGTERM, seconds in-flight rollouts may finish."
     ),
+    executor: str = typer.Option("local", "--executor", help="Where rollouts run: local (ray: planned)."),
     json_out: bool = JSON_OPT,
     backend: str = BACKEND_OPT,
 ) -> None:
@@ -62,7 +63,7 @@ def rollout(
         tasks, policy, group_size, concurrency, store, max_steps, seed, run_id, json_out,
         dict(spares=spares, max_retries=max_retries, replay_rounds=replay_rounds, snapshot_every=snapshot_every,
              model_concurrency=model_concurrency, judge_concurrency=judge_concurrency, drain_s=drain_s),
-        priority, policy_timeout, backend,
+        priority, policy_timeout, backend, executor,
     )  # fmt: skip
 
 
@@ -86,8 +87,9 @@ def _check_args(
 def _rollout(
     tasks_dir: Path, policy_spec: str, group_size: int, concurrency: int, store_path: Path,
     max_steps: int | None, seed: int, run_id: str | None, json_out: bool, opts: dict[str, Any],
-    priority: str, policy_timeout: float, backend_kind: str = "local",
+    priority: str, policy_timeout: float, backend_kind: str = "local", executor: str = "local",
 ) -> None:  # fmt: skip
+    from sparring.distributed.executor import check_executor, make_executor
     from sparring.judge.pytest_judge import PytestJudge
     from sparring.policy.spec import make_policy
     from sparring.rollout.progress import RolloutProgress
@@ -99,6 +101,7 @@ def _rollout(
 
     _check_args(group_size, concurrency, max_steps, opts, policy_timeout)
     priority_rank(priority)
+    check_executor(executor)
     if store_path.exists():  # a file that is not a store is refused (untouched) before any work
         SQLiteStore(store_path, readonly=True).close()
     task_list = find_tasks(tasks_dir)
@@ -129,6 +132,7 @@ def _rollout(
             pool = SandboxPool(backend, max_idle=concurrency)
             sched = RolloutScheduler(pool, PytestJudge(backend), st, concurrency=concurrency, max_steps=max_steps,
                                      **opts)  # fmt: skip
+            runner = make_executor(executor, sched)
             loop = asyncio.get_running_loop()
             signals = 0
 
@@ -138,7 +142,7 @@ def _rollout(
                 if signals == 1:
                     err_console.print(f"stopping: in-flight rollouts finish within {opts['drain_s']:g}s "
                                       "(signal again to stop now)")  # fmt: skip
-                    sched.request_stop()
+                    runner.request_stop()
                 else:
                     sched._cancel_running()
 
@@ -146,8 +150,8 @@ def _rollout(
                 loop.add_signal_handler(sig, on_signal)
             try:
                 with RolloutProgress(lambda: sched.stats, err_console, transient=json_out):
-                    return await sched.run(task_list, pol, group_size, run_id=run_id, seed=seed, priority=priority,
-                                           resume=True, keep_trajectories=False)  # fmt: skip
+                    return await runner.rollout(task_list, pol, group_size, run_id=run_id, seed=seed,
+                                                priority=priority, resume=True, keep_trajectories=False)  # fmt: skip
             finally:
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.remove_signal_handler(sig)

@@ -22,10 +22,10 @@ from rich.text import Text
 
 from sparring.cli.common import JSON_OPT, emit_json, guarded, out_console
 from sparring.errors import ConfigError
-from sparring.rollout.trajectory import STATUSES, ToolStep, Trajectory
 from sparring.store.base import TrajQuery
 from sparring.store.export import export_jsonl, export_parquet
 from sparring.store.sqlite import SQLiteStore
+from sparring.trajectory import STATUSES, ToolStep, Trajectory
 
 app = typer.Typer(help="Search, show and export stored trajectories.", no_args_is_help=True)
 

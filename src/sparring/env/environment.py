@@ -47,11 +47,11 @@ from sparring.env.records import Observation, SampledTurn, StepResult
 from sparring.env.tools import ToolExecutor, tool_schemas, truncate_observation
 from sparring.errors import EnvironmentUsageError, SandboxError
 from sparring.judge.base import Judge, Usage
-from sparring.rollout.trajectory import Status, ToolStep
 from sparring.sandbox.base import Sandbox, SandboxBackend, WorkspaceDiff
 from sparring.sandbox.config import BackendConfig, LocalBackendConfig, OCIBackendConfig, make_backend
 from sparring.sandbox.pool import aspec_for_task
 from sparring.tasks.loader import Task, load_task
+from sparring.trajectory import Status, ToolStep
 
 T = TypeVar("T")
 Action = dict[str, Any] | SampledTurn
@@ -301,7 +301,7 @@ class Environment:
         self, action: Action, trace: dict[str, Any] | None
     ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         if isinstance(action, SampledTurn):
-            from sparring.policy.chat_format import parse_tool_calls, tool_call_count
+            from sparring.chat_format import parse_tool_calls, tool_call_count
 
             parsed = parse_tool_calls(action.text)
             msg = parsed.to_message(id_offset=tool_call_count(self.messages))

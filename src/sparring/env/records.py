@@ -46,7 +46,7 @@ class StepResult:
 @dataclass(frozen=True)
 class SampledTurn:
     """An action as a model sampled it: raw text and its token ids (tool calls are parsed from
-    ``text`` by :func:`sparring.policy.chat_format.parse_tool_calls`; the ids are kept for training)."""
+    ``text`` by :func:`sparring.chat_format.parse_tool_calls`; the ids are kept for training)."""
 
     text: str
     completion_ids: list[int]

@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from sparring.errors import JudgeError
-from sparring.rollout.trajectory import TestCounts
+from sparring.judge.records import TestCounts
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.loader import Task
 

@@ -45,6 +45,7 @@ from sparring.judge.base import JudgeResult, JudgeRunError, Usage, judge_error_r
 from sparring.judge.hacks import static_flags
 from sparring.judge.importable import split_importable
 from sparring.judge.probe import build_plan
+from sparring.judge.records import TestCounts
 from sparring.judge.report import parse_report, split_ids
 from sparring.judge.reward import components_from_tests, compose_reward, efficiency, usage_efficiency
 from sparring.judge.sandbox_runner import (
@@ -57,12 +58,9 @@ from sparring.judge.sandbox_runner import (
 from sparring.judge.static import static_components
 from sparring.judge.version import judge_version
 from sparring.judge.withheld import SKIPPED, RefTrace, host_outcomes, reference_trace
-from sparring.rollout.trajectory import TestCounts
 from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
+from sparring.tasks.hidden_suite import EVAL_DIR, EVAL_IDS_FILE
 from sparring.tasks.loader import Task
-
-EVAL_DIR = "eval"
-EVAL_IDS_FILE = "expected_tests.txt"
 
 
 class JudgeConfig(BaseModel):

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sparring.judge.hacks import is_test_path, parse_source
+from sparring.judge.hacks import is_test_not_config, parse_source
 from sparring.sandbox.base import WorkspaceDiff
 
 RUFF_RULES = "E9,F63,F7,F82"
@@ -103,7 +103,7 @@ def lint_errors(files: dict[str, bytes]) -> int | None:
 
 def static_components(diff: WorkspaceDiff, initial: Path) -> tuple[dict[str, float], dict[str, float]]:
     """(components in [0, 1], raw metrics) of the diff's code outside the tests."""
-    py = {r: d for r, d in diff.files.items() if r.endswith(".py") and not is_test_path(r)}
+    py = {r: d for r, d in diff.files.items() if r.endswith(".py") and not is_test_not_config(r)}
     ok = sum(1 for d in py.values() if branches(d) >= 0 and _parses(d))
     compiles = ok / len(py) if py else 1.0
     errs = lint_errors(py)

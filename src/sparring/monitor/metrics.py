@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from sparring.rollout.trajectory import Trajectory
+from sparring.trajectory import Trajectory
 
 
 def _mean(xs: Sequence[float]) -> float:

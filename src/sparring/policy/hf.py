@@ -1,7 +1,7 @@
 """A local transformers causal LM as a Policy (``hf:PATH``).
 
 One :meth:`HFPolicy.act` renders the conversation with the text template of
-:mod:`sparring.policy.chat_format`, samples one assistant turn token by token
+:mod:`sparring.chat_format`, samples one assistant turn token by token
 (KV cache, temperature / top-p), stops at ``<|end|>`` or eos, parses the tool
 calls and returns the exact token ids with their log-probabilities, so the
 trainer never re-tokenises.
@@ -27,9 +27,9 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sparring.chat_format import END, parse_tool_calls, render_prompt, tool_call_count
 from sparring.errors import PolicyError
 from sparring.policy.base import Action, ActRequest, Message, TokenTrace, ToolSchema
-from sparring.policy.chat_format import END, parse_tool_calls, render_prompt, tool_call_count
 
 if TYPE_CHECKING:
     import torch

@@ -16,7 +16,7 @@ servers that reject unknown fields (api.openai.com does) need ``token_ids=False`
 
 Tool calls: native ``tool_calls`` are normalised (string arguments, ids). A
 reply without them whose content holds text calls (``<tool_call>{json}</tool_call>``)
-gets ``tool_calls`` from :func:`sparring.policy.chat_format.parse_tool_calls`
+gets ``tool_calls`` from :func:`sparring.chat_format.parse_tool_calls`
 when that module is available; its content is left exactly as generated.
 """
 
@@ -257,7 +257,7 @@ def normalise_call(call: dict[str, Any], index: int) -> dict[str, Any]:
 
 def _text_tool_calls(content: str, history: list[Message]) -> tuple[list[dict[str, Any]], list[str]]:
     """Tool calls written as text (``<tool_call>{json}</tool_call>``...) and one error per malformed one."""
-    from sparring.policy.chat_format import parse_tool_calls, tool_call_count
+    from sparring.chat_format import parse_tool_calls, tool_call_count
 
     offset = tool_call_count(history)  # keeps generated call ids unique in the conversation
     parsed = parse_tool_calls(content)

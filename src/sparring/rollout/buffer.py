@@ -13,6 +13,11 @@ for the trainer instead of running ahead without limit.
 :class:`ExperienceBuffer` is the interface; :class:`ExperienceQueue` is the
 in-process asyncio implementation. A Ray-backed one (an actor holding the
 queue, producers on other nodes) implements the same five methods.
+
+:class:`BatchLag` is how the training recipe uses the queue: whole batches, the
+update at iteration ``i`` training on the batch sampled at ``i - k`` (``k`` =
+``grpo.staleness``). It is the one staleness mechanism: the recipe's bound and
+the queue's are the same ``max_staleness`` check.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from sparring.errors import ConfigError
-from sparring.rollout.trajectory import Trajectory
+from sparring.trajectory import Trajectory
 
 log = logging.getLogger("sparring.rollout.buffer")
 
@@ -83,9 +88,30 @@ class ExperienceQueue:
     def qsize(self) -> int:
         return len(self._items)
 
+    def peek(self) -> list[Trajectory]:
+        """The queued samples, oldest first, left in place (for checkpoints)."""
+        return list(self._items)
+
     def _drop(self, traj: Trajectory, reason: str, detail: str) -> None:
         self._stats.dropped[reason] += 1
         log.warning("dropped trajectory %s (%s): %s", traj.id, reason, detail)
+
+    def _fresh(self, traj: Trajectory, trainer_version: int) -> bool:
+        """The staleness bound (the only one): within ``max_staleness`` versions, or dropped and counted."""
+        if traj.is_stale(trainer_version, self.max_staleness):
+            self._drop(traj, "stale", f"policy v{traj.policy_version}, trainer v{trainer_version}")
+            return False
+        return True
+
+    async def take(self, n: int, trainer_version: int) -> list[Trajectory]:
+        """Exactly the ``n`` oldest samples off the queue (no waiting), less the stale ones."""
+        async with self._cond:
+            if n > len(self._items):
+                raise ConfigError(f"take({n}) from a queue holding {len(self._items)}: a batch went missing")
+            out = [t for t in (self._items.popleft() for _ in range(n)) if self._fresh(t, trainer_version)]
+            self._cond.notify_all()
+        self._stats.taken += len(out)
+        return out
 
     async def put(self, traj: Trajectory) -> None:
         """Add one sample; waits while the queue is full. Too-long samples are dropped (counted)."""
@@ -113,10 +139,7 @@ class ExperienceQueue:
             while len(out) < n:
                 while self._items and len(out) < n:
                     t = self._items.popleft()
-                    lag = trainer_version - t.policy_version
-                    if lag > self.max_staleness:
-                        self._drop(t, "stale", f"policy v{t.policy_version}, trainer v{trainer_version}")
-                    else:
+                    if self._fresh(t, trainer_version):
                         out.append(t)
                 self._cond.notify_all()  # room for producers
                 if len(out) >= n or self._closed:
@@ -144,3 +167,48 @@ class ExperienceQueue:
         except RuntimeError:  # no loop: nobody can be waiting
             return
         self._waker = loop.create_task(wake())  # kept referenced until it ran
+
+
+# The recipe's producer is the loop itself (sample, then update), so it must never wait on a full
+# queue: the bound is the lag in batches, not the queue size.
+_UNBOUNDED = 1 << 62
+
+
+class BatchLag:
+    """Whole batches through an :class:`ExperienceQueue`, ``staleness`` batches behind.
+
+    ``push(batch, trainer_version)`` queues a freshly sampled batch and returns the batch to train
+    on now: the one pushed ``staleness`` calls earlier, or None while the pipeline fills
+    (``staleness = 0``: the batch just pushed, fully synchronous). A policy's version moves at most
+    once per update, so a batch that waited ``k`` updates is at most ``k`` versions old and the
+    queue's ``max_staleness = k`` check drops nothing in a normal run; if the versions ever ran ahead
+    of the batches, the stale samples are dropped and counted (``queue.stats``) rather than trained on.
+    """
+
+    def __init__(self, staleness: int) -> None:
+        self.staleness = staleness
+        self.queue = ExperienceQueue(maxsize=_UNBOUNDED, max_staleness=staleness)
+        self._sizes: deque[int] = deque()
+
+    async def push(self, batch: list[Trajectory], trainer_version: int) -> list[Trajectory] | None:
+        for traj in batch:
+            await self.queue.put(traj)
+        self._sizes.append(len(batch))
+        if len(self._sizes) <= self.staleness:
+            return None
+        return await self.queue.take(self._sizes.popleft(), trainer_version)
+
+    def pending(self) -> list[list[Trajectory]]:
+        """The batches still waiting for their update, oldest first (what a checkpoint stores)."""
+        items, out = self.queue.peek(), []
+        for n in self._sizes:
+            out.append(items[:n])
+            items = items[n:]
+        return out
+
+    async def restore(self, batches: list[list[Trajectory]]) -> None:
+        """Refill from :meth:`pending` of a checkpoint (before any push)."""
+        for batch in batches:
+            for traj in batch:
+                await self.queue.put(traj)
+            self._sizes.append(len(batch))

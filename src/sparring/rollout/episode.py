@@ -35,9 +35,9 @@ from sparring.env.prompts import NO_TOOL_CALL, SYSTEM_PROMPT, initial_messages
 from sparring.errors import PolicyError, WorkspaceFault
 from sparring.judge.base import Judge, Usage
 from sparring.policy.base import Action, ActRequest, Policy
-from sparring.rollout.trajectory import Status, ToolStep, Trajectory
 from sparring.sandbox.base import Sandbox, WorkspaceDiff
 from sparring.tasks.loader import Task
+from sparring.trajectory import Status, ToolStep, Trajectory
 
 __all__ = [
     "NO_TOOL_CALL",

@@ -14,10 +14,10 @@ from sparring.env.tools import ToolExecutor
 from sparring.errors import TaskError
 from sparring.judge.base import Judge, score_with_usage
 from sparring.rollout.episode import trajectory_usage
-from sparring.rollout.trajectory import Trajectory
 from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
 from sparring.sandbox.pool import aspec_for_task
 from sparring.tasks.loader import Task
+from sparring.trajectory import Trajectory
 
 
 @dataclass

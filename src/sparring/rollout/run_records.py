@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from sparring.errors import ConfigError
 from sparring.rollout.episode import StageLimits
-from sparring.rollout.trajectory import Trajectory
+from sparring.trajectory import Trajectory
 
 
 @dataclass(frozen=True)

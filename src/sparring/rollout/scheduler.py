@@ -67,12 +67,12 @@ from sparring.rollout.buffer import ExperienceQueue
 from sparring.rollout.episode import Episode, score_trajectory
 from sparring.rollout.run_records import RolloutSummary, SchedulerConfig, SchedulerStats
 from sparring.rollout.slots import PrioritySlots, priority_rank
-from sparring.rollout.trajectory import Trajectory
 from sparring.rollout.writer import BatchWriter
 from sparring.sandbox.base import Sandbox
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.base import TrajectoryStore
 from sparring.tasks.loader import Task
+from sparring.trajectory import Trajectory
 
 __all__ = [
     "INFRA_FAULTS",

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from sparring.rollout.trajectory import Trajectory
 from sparring.store.base import TrajectoryStore
+from sparring.trajectory import Trajectory
 
 
 class BatchWriter:

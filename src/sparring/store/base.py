@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sparring.rollout.trajectory import Status, Trajectory
+from sparring.trajectory import Status, Trajectory
 
 
 class TrajQuery(BaseModel):

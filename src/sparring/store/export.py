@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from sparring.errors import ConfigError, StoreError
-from sparring.rollout.trajectory import Trajectory
 from sparring.store.base import TrajectoryStore, TrajQuery
+from sparring.trajectory import Trajectory
 
 
 def chat_row(traj: Trajectory, tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:

@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sparring.errors import ConfigError, StoreError
-from sparring.rollout.trajectory import Trajectory
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.store.base import TrajectoryStore, TrajQuery
 from sparring.tasks.loader import Task, write_task
+from sparring.trajectory import Trajectory
 
 _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"https?://\S+"), "<url>"),

@@ -44,7 +44,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from sparring.errors import StoreError
-from sparring.rollout.trajectory import Trajectory
 from sparring.store.base import TrajQuery
 from sparring.store.sqlite_schema import (
     BATCH_MAX,
@@ -59,6 +58,7 @@ from sparring.store.sqlite_schema import (
     phrase,
     searchable_text,
 )
+from sparring.trajectory import Trajectory
 
 __all__ = ["SCHEMA_VERSION", "STORE_FORMAT", "SQLiteStore", "searchable_text"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparring.rollout.trajectory import Trajectory
+from sparring.trajectory import Trajectory
 
 SCHEMA_VERSION = 2
 STORE_FORMAT = "sparring-trajectory-store"

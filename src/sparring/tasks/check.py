@@ -58,6 +58,7 @@ from sparring.tasks import flake, hacks, hidden_suite
 from sparring.tasks.environment import alayer_for
 from sparring.tasks.hacks import Variant
 from sparring.tasks.loader import Task, read_task_record, workspace_digest, write_task_record
+from sparring.tasks.testfiles import is_test_path
 
 PLACEHOLDERS = ("todo", "tbd", "fix it", "fix", "xxx", "lorem ipsum", "do the task", "n/a", "none", "...")
 REFERENCE_RUNS = flake.runs_to_catch(flake.FLAKE_DETECTION, flake.FLAKE_RATE)
@@ -155,7 +156,7 @@ def check_hidden_tests(task: Task) -> list[Problem]:
     if not task.spec.judge.hidden_tests:
         return [Problem("hidden_tests_listed", "judge.hidden_tests is empty: list every hidden test id")]
     if not task.hidden.is_dir() or not any(
-        p for p in task.hidden.rglob("*.py") if hacks.is_test_file(p.relative_to(task.hidden).as_posix())
+        p for p in task.hidden.rglob("*.py") if is_test_path(p.relative_to(task.hidden).as_posix())
     ):
         return [Problem("hidden_tests_present", "hidden/ holds no test files")]
     return [Problem("hidden_tests_listed", why) for why in hidden_suite.listing_problems(task)]

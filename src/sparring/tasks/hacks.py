@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparring.judge.hacks import is_test_path
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.loader import Task
+from sparring.tasks.testfiles import is_test_path
 
 ADMISSION_DIR = ".admission"
 
@@ -41,15 +41,6 @@ class Variant:
 
     name: str
     diff: WorkspaceDiff
-
-
-def is_test_file(rel: str) -> bool:
-    """Visible tests as the judge sees them (:func:`sparring.judge.hacks.is_test_path`), plus conftest.py.
-
-    One predicate for both: a file admission's ``delete_tests`` hack removes is one the judge's
-    ``test_tampering`` check watches.
-    """
-    return is_test_path(rel) or rel.split("/")[-1] == "conftest.py"
 
 
 def _files(root: Path) -> Iterator[tuple[str, Path]]:
@@ -84,7 +75,7 @@ def alternatives(task: Task) -> list[Variant]:
 
 
 def delete_tests(task: Task) -> WorkspaceDiff:
-    return WorkspaceDiff(deleted=tuple(rel for rel, _ in _files(task.workspace) if is_test_file(rel)))
+    return WorkspaceDiff(deleted=tuple(rel for rel, _ in _files(task.workspace) if is_test_path(rel)))
 
 
 # --------------------------------------------------------------------------- hard-coded examples
@@ -163,12 +154,12 @@ def hardcode(task: Task) -> WorkspaceDiff | None:
     )
     examples: dict[str, list[tuple[tuple[Any, ...], Any]]] = {}
     for rel, src in sources.items():
-        found = examples_from_tests(src) if is_test_file(rel) else examples_from_doctests(src)
+        found = examples_from_tests(src) if is_test_path(rel) else examples_from_doctests(src)
         for name, args, out in found:
             examples.setdefault(name, []).append((args, out))
     changed: dict[str, bytes] = {}
     for rel, src in sources.items():
-        if is_test_file(rel):
+        if is_test_path(rel):
             continue
         try:
             tree = ast.parse(src)

@@ -20,8 +20,11 @@ import fnmatch
 from collections.abc import Iterable
 from pathlib import Path
 
-from sparring.judge.pytest_judge import EVAL_DIR, EVAL_IDS_FILE
 from sparring.tasks.loader import Task
+
+# The task layout of the evaluation split (owned here, in the task room; the judge reads it).
+EVAL_DIR = "eval"
+EVAL_IDS_FILE = "expected_tests.txt"
 
 TEST_FILE_PATTERNS = ("test_*.py", "*_test.py")
 NORECURSE_DIRS = ("*.egg", ".*", "_darcs", "build", "CVS", "dist", "node_modules", "venv", "{arch}")

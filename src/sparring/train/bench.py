@@ -26,8 +26,8 @@ def _trajectories(
 ) -> list[Any]:
     import torch
 
-    from sparring.rollout.trajectory import Trajectory
     from sparring.train.grpo import _Seq, completion_logprobs
+    from sparring.trajectory import Trajectory
 
     rng = random.Random(seed)
     vocab = int(policy.model.config.vocab_size)

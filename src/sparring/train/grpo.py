@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sparring.chat_format import render_assistant, render_prompt
 from sparring.policy.base import TokenTrace
-from sparring.policy.chat_format import render_assistant, render_prompt
-from sparring.rollout.trajectory import TRAINABLE_STATUSES, Trajectory
 from sparring.train.advantages import grouped_advantages, zero_std_groups
 from sparring.train.lora import adapters_disabled, is_lora, trainable_parameters
 from sparring.train.losses import get_loss
+from sparring.trajectory import TRAINABLE_STATUSES, Trajectory
 
 if TYPE_CHECKING:
     import torch
@@ -207,8 +207,8 @@ class GRPOTrainer:
         trainable = [t for t in trajectories if t.status in TRAINABLE_STATUSES and t.reward is not None]
         # The staleness bound: samples more than k updates old are dropped; younger ones are corrected
         # by the importance ratio pi_theta / pi_behaviour (their stored logprobs), clipped as in PPO.
-        lags = [self.policy.version - t.policy_version for t in trainable]
-        fresh = [t for t, lag in zip(trainable, lags, strict=True) if lag <= cfg.staleness]
+        lags = [t.lag(self.policy.version) for t in trainable]
+        fresh = [t for t in trainable if not t.is_stale(self.policy.version, cfg.staleness)]
         dropped_stale = len(trainable) - len(fresh)
         staleness_mean = sum(lags) / len(lags) if lags else 0.0
         trainable = fresh

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sparring.policy.chat_format import render_assistant, render_prompt
+from sparring.chat_format import render_assistant, render_prompt
 
 # The environment's tool set, as OpenAI function schemas, for corpus text only
 # (the env room owns the real schemas; pass them to default_corpus to cover them).

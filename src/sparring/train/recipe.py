@@ -25,13 +25,14 @@ from sparring.monitor.alerts import AlertRules
 from sparring.monitor.drift import DriftMonitor
 from sparring.monitor.metrics import iteration_metrics, make_sinks
 from sparring.policy.scripted import OraclePolicy
+from sparring.rollout.buffer import BatchLag
 from sparring.rollout.scheduler import RolloutScheduler, RolloutSummary
-from sparring.rollout.trajectory import Trajectory
 from sparring.sandbox.config import make_backend
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.loader import Task, find_tasks
 from sparring.train.config import RLConfig
+from sparring.trajectory import Trajectory
 
 Log = Callable[[str], None]
 
@@ -307,7 +308,7 @@ async def run_rl(
         sync = make_weight_sync(cfg)
         drift = DriftMonitor(cfg.monitor.drift_reference, cfg.monitor.drift_window)
         rules = AlertRules()
-        pending: list[list[Trajectory]] = []  # sampled batches waiting for their update (staleness k)
+        lag = BatchLag(cfg.grpo.staleness)  # sampled batches waiting for their update (staleness k)
         start = 0
         if saved is None:
             log("held-out evaluation before RL")
@@ -330,7 +331,7 @@ async def run_rl(
             curriculum.load_state_dict(saved["curriculum"])
             drift.load_state_dict(saved["drift"])
             rules.load_state_dict(saved["alerts"])
-            pending = [[Trajectory.model_validate(t) for t in b] for b in saved["pending"]]
+            await lag.restore([[Trajectory.model_validate(t) for t in b] for b in saved["pending"]])
             res.iterations, res.heldout, res.sft, res.alerts = (
                 saved["iterations"],
                 saved["heldout"],
@@ -348,9 +349,9 @@ async def run_rl(
             metrics = iteration_metrics(trajs, seconds, policy.version)
             metrics["rollout/replaced_groups"] = replaced
             metrics["rollout/rewards"] = [round(t.reward, 4) for t in trajs if t.trainable]
-            pending.append(trajs)
-            if cfg.rl and len(pending) > cfg.grpo.staleness:
-                metrics.update(await asyncio.to_thread(trainer.step, pending.pop(0)))
+            ready = await lag.push(trajs, policy.version)
+            if ready is not None:
+                metrics.update(await asyncio.to_thread(trainer.step, ready))
             metrics.update(curriculum.metrics())
             for t in trajs:
                 if t.trainable:
@@ -390,7 +391,7 @@ async def run_rl(
                 state = {
                     "config": cfg.model_dump(mode="json"), "run_id": run_id, "iteration": it, "model": str(model_dir),
                     "policy_version": policy.version, "curriculum": curriculum.state_dict(), "drift": drift.state_dict(),
-                    "alerts": rules.state_dict(), "pending": [[t.model_dump(mode="json") for t in b] for b in pending],
+                    "alerts": rules.state_dict(), "pending": [[t.model_dump(mode="json") for t in b] for b in lag.pending()],
                     "iterations": res.iterations, "heldout": res.heldout, "sft": res.sft, "alerts_raised": res.alerts,
                 }  # fmt: skip
                 await asyncio.to_thread(save_checkpoint, cfg.workdir, it, policy, trainer.optimizer, state)

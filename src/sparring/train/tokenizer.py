@@ -2,7 +2,7 @@
 
 Byte-level BPE (GPT-2 style) can encode any string, so tool outputs with odd
 bytes never fail to tokenise. The chat template's markers
-(:data:`sparring.policy.chat_format.CHAT_SPECIAL_TOKENS`) plus ``<|pad|>`` and
+(:data:`sparring.chat_format.CHAT_SPECIAL_TOKENS`) plus ``<|pad|>`` and
 ``<|endoftext|>`` are registered as special tokens: each is one id, is never
 split or merged by BPE, and is matched in raw text before pre-tokenisation,
 so a turn boundary is a single, learnable token.
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sparring.policy.chat_format import CHAT_SPECIAL_TOKENS, EOS_TOKEN, PAD_TOKEN
+from sparring.chat_format import CHAT_SPECIAL_TOKENS, EOS_TOKEN, PAD_TOKEN
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast

@@ -1,0 +1,352 @@
+"""A small text chat template for tiny local models, and the tool-call parser.
+
+The template (what :func:`render_prompt` writes)::
+
+    <|system|>
+    {system content}
+
+    # Tools
+    Call a tool by writing <tool_call>{"name": NAME, "arguments": {...}}</tool_call>.
+    - bash(command: string, timeout?: integer): Run a shell command.
+    ...<|end|>
+    <|user|>
+    {user content}<|end|>
+    <|assistant|>
+    {content}
+    <tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call><|end|>
+    <|tool|>
+    {tool output}<|end|>
+    <|assistant|>
+
+Every turn is ``<|role|>\\n{body}<|end|>\\n``; a prompt ends with the generation
+header ``<|assistant|>\\n``. The body of an assistant turn is exactly
+:func:`render_assistant` of that message, so for every assistant turn ``i``::
+
+    render_prompt(messages[:i], tools) + render_assistant(messages[i]) + "\\n"
+        + "<|assistant|>\\n" == render_prompt(messages[:i + 1], tools)
+
+which is what lets SFT on (prompt, completion) pairs and sampling agree token
+for token. Role markers (``<|...|>``) inside message text are neutralised
+(``<|`` becomes ``< |``) so a tool output can never forge a turn boundary. Tool
+call JSON is written with every ``<`` escaped as ``\\u003c`` so arguments that
+contain ``</tool_call>`` survive a round trip.
+
+:func:`parse_tool_calls` reads a completion back: ``<tool_call>JSON</tool_call>``
+blocks (Hermes / Qwen2.5 style, also an unterminated last block, a JSON list of
+calls, ``arguments`` given as a JSON string, ``parameters`` for ``arguments``,
+and the OpenAI ``{"function": {...}}`` shape), Qwen3-Coder's XML form
+(``<tool_call><function=NAME><parameter=KEY>VALUE</parameter></function></tool_call>``)
+and, when there is no tag at all, a bare JSON object with ``name`` and
+``arguments``. It never raises: a malformed call becomes an entry of
+``ParsedTurn.errors`` and stays verbatim in ``content`` so the model sees what
+it wrote next to the error observation.
+
+It lives outside the rooms (like :mod:`sparring.trajectory`): policies render
+with it, the Environment parses sampled text with it, training tokenises with
+it, and none of them may import another for it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SYSTEM = "<|system|>"
+USER = "<|user|>"
+ASSISTANT = "<|assistant|>"
+TOOL = "<|tool|>"
+END = "<|end|>"
+TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
+EOS_TOKEN = "<|endoftext|>"
+PAD_TOKEN = "<|pad|>"
+
+ROLE_HEADERS: dict[str, str] = {"system": SYSTEM, "user": USER, "assistant": ASSISTANT, "tool": TOOL}
+# Tokens a tokenizer for this template must treat as atomic special tokens.
+CHAT_SPECIAL_TOKENS: tuple[str, ...] = (SYSTEM, USER, ASSISTANT, TOOL, END, TOOL_CALL_OPEN, TOOL_CALL_CLOSE)
+
+TOOL_INSTRUCTIONS = (
+    'Call a tool by writing <tool_call>{"name": NAME, "arguments": {...}}</tool_call>. '
+    "End your turn after your tool calls; their results come back as tool turns."
+)
+
+_BLOCK_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+_XML_FUNC_RE = re.compile(r"^\s*<function=([^>\n]+)>(.*?)(?:</function>\s*)?$", re.DOTALL)
+_XML_PARAM_RE = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
+_MAX_BARE_SCAN = 100  # '{' positions tried when looking for bare JSON calls; bounds the cost on huge text
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _neutral(text: str) -> str:
+    """Break ``<|`` so message text can never contain a role header or ``<|end|>``."""
+    return text.replace("<|", "< |")
+
+
+def _json(obj: Any) -> str:
+    """Compact-ish JSON with every ``<`` escaped (only ever inside strings), so no tag can appear."""
+    return json.dumps(obj, ensure_ascii=False).replace("<", "\\u003c")
+
+
+def _arguments(raw: Any) -> Any:
+    """OpenAI tool-call arguments are a JSON string; tolerate dicts and bad JSON when rendering."""
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError:
+            return raw
+    return {} if raw is None else raw
+
+
+def _type_name(schema: dict[str, Any]) -> str:
+    t = schema.get("type", "any")
+    if isinstance(t, list):
+        return "|".join(str(x) for x in t)
+    if t == "array" and isinstance(schema.get("items"), dict):
+        return f"array[{_type_name(schema['items'])}]"
+    if "enum" in schema:
+        return "|".join(json.dumps(x) for x in schema["enum"])
+    return str(t)
+
+
+def render_tools(tools: Sequence[dict[str, Any]]) -> str:
+    """Tools as one line each: ``- name(arg: type, opt?: type): description``."""
+    lines = []
+    for tool in tools:
+        fn = tool.get("function", tool)
+        params = fn.get("parameters") or {}
+        required = set(params.get("required") or [])
+        args = ", ".join(
+            f"{k}{'' if k in required else '?'}: {_type_name(v if isinstance(v, dict) else {})}"
+            for k, v in (params.get("properties") or {}).items()
+        )
+        desc = " ".join(str(fn.get("description", "")).split())
+        lines.append(f"- {fn.get('name', '?')}({args}): {desc}".rstrip(": ").rstrip())
+    return "\n".join(lines)
+
+
+def _turn(header: str, body: str) -> str:
+    return f"{header}\n{body}{END}\n"
+
+
+def render_assistant(message: dict[str, Any]) -> str:
+    """The text an assistant turn is trained to produce: content, tool calls, then ``<|end|>``."""
+    parts = []
+    content = _neutral(str(message.get("content") or "")).strip()
+    if content:
+        parts.append(content)
+    for call in message.get("tool_calls") or []:
+        fn = call.get("function", call)
+        payload = {"name": fn.get("name", ""), "arguments": _arguments(fn.get("arguments"))}
+        parts.append(f"{TOOL_CALL_OPEN}{_json(payload)}{TOOL_CALL_CLOSE}")
+    return "\n".join(parts) + END
+
+
+def render_prompt(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] = ()) -> str:
+    """The whole conversation in the template, ending with the ``<|assistant|>`` generation header.
+
+    System messages are merged into one leading system turn; tools are listed
+    there. Unknown roles are rendered as user turns.
+    """
+    system = [_neutral(str(m.get("content") or "")).strip() for m in messages if m.get("role") == "system"]
+    if tools:
+        system.append(f"# Tools\n{TOOL_INSTRUCTIONS}\n{render_tools(tools)}")
+    out = [_turn(SYSTEM, "\n\n".join(s for s in system if s))] if any(system) else []
+    for m in messages:
+        role = m.get("role")
+        if role == "system":
+            continue
+        if role == "assistant":
+            out.append(f"{ASSISTANT}\n{render_assistant(m)}\n")
+        else:
+            out.append(_turn(ROLE_HEADERS.get(str(role), USER), _neutral(str(m.get("content") or ""))))
+    out.append(f"{ASSISTANT}\n")
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    """One well-formed tool call: a name and a JSON-object of arguments."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ParsedTurn:
+    """A completion read back: the prose, the calls, and one message per malformed call."""
+
+    content: str
+    tool_calls: list[ParsedCall] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def to_message(self, id_offset: int = 0) -> dict[str, Any]:
+        """An OpenAI assistant message; call ids are ``call_<id_offset + k>``, arguments JSON strings."""
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            msg["tool_calls"] = [
+                {
+                    "id": f"call_{id_offset + k}",
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)},
+                }
+                for k, c in enumerate(self.tool_calls)
+            ]
+        return msg
+
+
+def _snippet(text: str, n: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _call_from_obj(obj: Any) -> ParsedCall | str:
+    """A ParsedCall from a decoded JSON value, or the reason it is not one."""
+    if not isinstance(obj, dict):
+        return f"expected a JSON object with 'name' and 'arguments', got {type(obj).__name__}"
+    if isinstance(obj.get("function"), dict):  # OpenAI shape {"type": "function", "function": {...}}
+        obj = obj["function"]
+    name = obj.get("name")
+    if not isinstance(name, str) or not name.strip():
+        return "tool call has no 'name' string"
+    args: Any = obj.get("arguments", obj.get("parameters", {}))
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError as e:
+            return f"tool call {name!r}: 'arguments' is a string but not valid JSON ({e.msg})"
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        return f"tool call {name!r}: 'arguments' must be a JSON object, got {type(args).__name__}"
+    return ParsedCall(name=name.strip(), arguments=args)
+
+
+def _parse_xml_call(body: str) -> ParsedCall | str | None:
+    """Qwen3-Coder style ``<function=NAME><parameter=K>V</parameter></function>``; None if not that form."""
+    m = _XML_FUNC_RE.match(body)
+    if not m:
+        return None
+    name = m.group(1).strip()
+    if not name:
+        return "tool call has an empty <function=...> name"
+    args: dict[str, Any] = {}
+    for key, value in _XML_PARAM_RE.findall(m.group(2)):
+        try:  # values may be JSON (numbers, objects); fall back to the raw string
+            args[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            args[key.strip()] = value
+    return ParsedCall(name=name, arguments=args)
+
+
+def _parse_block(body: str) -> list[ParsedCall] | str:
+    """The calls in one ``<tool_call>`` block, or why it is malformed."""
+    xml = _parse_xml_call(body)
+    if xml is not None:
+        return [xml] if isinstance(xml, ParsedCall) else xml
+    text = body.strip()
+    if text.startswith("```"):  # a fenced block inside the tags
+        text = text.strip("`").removeprefix("json").strip()
+    if not text:
+        return "empty <tool_call> block"
+    try:
+        obj, end = json.JSONDecoder().raw_decode(text)
+    except json.JSONDecodeError as e:
+        return f"invalid JSON in <tool_call> ({e.msg} at char {e.pos}): {_snippet(text)}"
+    if text[end:].strip():
+        return f"unexpected text after the JSON in <tool_call>: {_snippet(text[end:])}"
+    objs = obj if isinstance(obj, list) else [obj]
+    calls: list[ParsedCall] = []
+    for o in objs:
+        c = _call_from_obj(o)
+        if isinstance(c, str):
+            return c
+        calls.append(c)
+    if not calls:
+        return "empty list of tool calls"
+    return calls
+
+
+def _strip_end(text: str) -> str:
+    for marker in (END, EOS_TOKEN):
+        i = text.find(marker)
+        if i >= 0:
+            text = text[:i]
+    return text
+
+
+def _parse_bare(text: str) -> tuple[list[ParsedCall], list[tuple[int, int]]]:
+    """Bare JSON objects that look like calls (have a 'name' and 'arguments'/'parameters')."""
+    decoder = json.JSONDecoder()
+    calls: list[ParsedCall] = []
+    spans: list[tuple[int, int]] = []
+    pos, tries = 0, 0
+    while tries < _MAX_BARE_SCAN:
+        i = text.find("{", pos)
+        if i < 0:
+            break
+        tries += 1
+        try:
+            obj, end = decoder.raw_decode(text, i)
+        except (json.JSONDecodeError, RecursionError):
+            pos = i + 1
+            continue
+        inner = (
+            obj.get("function") if isinstance(obj, dict) and isinstance(obj.get("function"), dict) else obj
+        )
+        if isinstance(inner, dict) and "name" in inner and ("arguments" in inner or "parameters" in inner):
+            c = _call_from_obj(obj)
+            if isinstance(c, ParsedCall):
+                calls.append(c)
+                spans.append((i, end))
+        pos = end if end > i else i + 1
+    return calls, spans
+
+
+def parse_tool_calls(text: str) -> ParsedTurn:
+    """Read tool calls out of a completion; never raises (malformed calls become ``errors``)."""
+    try:
+        return _parse(text)
+    except Exception as e:  # a parser bug must not kill a rollout: report it as a malformed turn
+        return ParsedTurn(content=str(text), errors=[f"could not parse the turn: {type(e).__name__}: {e}"])
+
+
+def _parse(text: str) -> ParsedTurn:
+    text = _strip_end(str(text))
+    calls: list[ParsedCall] = []
+    errors: list[str] = []
+    kept: list[str] = []  # text outside well-formed calls (malformed blocks stay verbatim)
+    last = 0
+    for m in _BLOCK_RE.finditer(text):
+        kept.append(text[last : m.start()])
+        last = m.end()
+        parsed = _parse_block(m.group(1))
+        if isinstance(parsed, str):
+            errors.append(parsed)
+            kept.append(m.group(0))
+        else:
+            calls.extend(parsed)
+    kept.append(text[last:])
+    if not calls and not errors:
+        bare, spans = _parse_bare(text)
+        if bare:
+            kept, last = [], 0
+            for s, e in spans:
+                kept.append(text[last:s])
+                last = e
+            kept.append(text[last:])
+            calls = bare
+    content = "\n".join(p.strip() for p in kept if p.strip())
+    return ParsedTurn(content=content, tool_calls=calls, errors=errors)
+
+
+def tool_call_count(messages: Sequence[dict[str, Any]]) -> int:
+    """How many tool calls the conversation already holds (to keep generated ids unique)."""
+    return sum(len(m.get("tool_calls") or []) for m in messages if m.get("role") == "assistant")

@@ -1,0 +1,110 @@
+"""The trajectory record: everything that happened in one rollout, JSON-round-trippable.
+
+It lives outside every room (like :mod:`sparring.errors`) because several rooms
+hand it to each other: the Environment produces :class:`ToolStep` and a
+:data:`Status`, rollout assembles the :class:`Trajectory`, the store keeps it,
+train and monitor read it. None of them has to import another to take it. The
+judge's part (:class:`~sparring.judge.records.TestCounts`) is owned by the judge.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sparring.judge.records import TestCounts
+
+Status = Literal["ok", "truncated", "timeout", "policy_error", "infra_error", "judge_error"]
+STATUSES: tuple[str, ...] = ("ok", "truncated", "timeout", "policy_error", "infra_error", "judge_error")
+# Statuses whose reward is a fact about the policy; the others must never enter a gradient.
+TRAINABLE_STATUSES: frozenset[str] = frozenset({"ok", "truncated", "timeout"})
+
+
+class ToolStep(BaseModel):
+    """One tool call and its full result (the observation the model saw may be truncated)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    tool_call_id: str
+    name: str
+    arguments: dict[str, Any] | None = None
+    raw_arguments: str = ""
+    output: str = Field("", description="Full output, never truncated.")
+    observation_truncated: bool = False
+    exit_code: int | None = None
+    error: str | None = Field(None, description="Why the call failed (bad arguments, unknown tool...).")
+    duration_ms: float = 0.0
+
+
+class Trajectory(BaseModel):
+    """One rollout of one task by one policy, judged."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    run_id: str = ""
+    task_id: str
+    task_version: int = 1
+    task_digest: str
+    family: str = ""
+    difficulty: int = 0
+    group_id: str = ""
+    sample_index: int = 0
+    policy: str
+    policy_version: int = 0
+    judge_version: str = ""
+    status: Status
+    reward: float | None = Field(
+        None,
+        description="The judge's reward; None when unjudged (infra/policy/judge error): never 0 by default.",
+    )
+    components: dict[str, float] = Field(default_factory=dict)
+    flags: list[str] = Field(default_factory=list)
+    tests: TestCounts = Field(default_factory=TestCounts)
+    failing_tests: list[str] = Field(default_factory=list, description="Hidden test ids that did not pass.")
+    attempts: int = 1
+    infra_errors: list[str] = Field(
+        default_factory=list,
+        description="Infrastructure faults this sample survived (retries, resumes), in order.",
+    )
+    tools: list[dict[str, Any]] = Field(
+        default_factory=list, description="Tool schemas the policy was offered."
+    )
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    steps: list[ToolStep] = Field(default_factory=list)
+    traces: list[dict[str, Any]] = Field(default_factory=list, description="TokenTrace per assistant turn.")
+    diff: dict[str, Any] = Field(
+        default_factory=dict, description="WorkspaceDiff.to_json() of the final state."
+    )
+    timings: dict[str, float] = Field(default_factory=dict, description="Milliseconds per stage.")
+    error: str | None = None
+    submitted: bool = False
+    created_at: float = Field(default_factory=time.time)
+
+    @property
+    def trainable(self) -> bool:
+        """A fact about the policy with a reward: may enter a gradient."""
+        return self.status in TRAINABLE_STATUSES and self.reward is not None
+
+    def lag(self, trainer_version: int) -> int:
+        """How many policy versions (updates) the trainer is ahead of the policy that sampled this."""
+        return trainer_version - self.policy_version
+
+    def is_stale(self, trainer_version: int, max_staleness: int) -> bool:
+        """The staleness bound k (0 = synchronous): more than k updates old. The experience queue
+        and the GRPO trainer both drop by this one rule."""
+        return self.lag(trainer_version) > max_staleness
+
+    @property
+    def retried(self) -> bool:
+        return self.attempts > 1 or bool(self.infra_errors)
+
+    @property
+    def passed(self) -> bool:
+        """The judged final workspace passes every hidden test (a rollout cut by its step or
+        time budget is judged on what it left, like one that submitted)."""
+        return self.trainable and self.components.get("all_pass", 0.0) >= 1.0

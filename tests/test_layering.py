@@ -1,0 +1,267 @@
+"""The layering of DESIGN.md §1, as a test: arrows between rooms point one way.
+
+Every module under ``src/sparring`` is parsed with :mod:`ast` (function-local
+imports included, ``TYPE_CHECKING`` blocks too: a type-only import is still a
+dependency of the design) and each import of another room is checked against
+:data:`ALLOWED`, the explicit table of which room may import which. Concrete
+sandbox backends (:data:`CONCRETE_BACKENDS`) may be imported only by the
+sandbox room itself and by the CLI, which builds them; everything else takes
+the protocols in ``sandbox.base``.
+
+Known violations are listed in :data:`KNOWN_VIOLATIONS`, each with its reason.
+The list may only shrink: an entry that no longer occurs fails the test too, so
+fixing a violation means deleting its entry.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = "sparring"
+
+# Modules directly under sparring/ that are shared records or helpers, each its own "room":
+# errors (the exception tree), trajectory (the record rollout builds, store keeps, train reads),
+# chat_format (the text format policies render and the Environment parses).
+ROOT_ROOMS = ("errors", "trajectory", "chat_format")
+
+# room -> the rooms (or single modules, "judge.records") it may import. A room may always import
+# itself. Read bottom-up: errors; sandbox; tasks; judge; policy; env; rollout; store; ...; cli.
+ALLOWED: dict[str, frozenset[str]] = {
+    "errors": frozenset(),
+    "chat_format": frozenset(),
+    "sandbox": frozenset({"errors"}),
+    "tasks": frozenset({"errors", "sandbox"}),  # protocols only: see CONCRETE_BACKENDS
+    "judge": frozenset({"errors", "sandbox", "tasks"}),  # never rollout, policy, train, env, store
+    "trajectory": frozenset({"errors", "judge.records"}),  # the judge's verdict record, nothing else
+    "policy": frozenset({"errors", "tasks", "chat_format", "trajectory"}),  # never judge
+    "env": frozenset({"errors", "sandbox", "tasks", "judge", "trajectory", "chat_format"}),  # never policy
+    "store": frozenset({"errors", "trajectory", "tasks", "sandbox"}),  # never rollout
+    "curriculum": frozenset({"errors", "tasks", "trajectory"}),
+    "monitor": frozenset({"errors", "trajectory"}),
+    "rollout": frozenset(
+        {"errors", "sandbox", "tasks", "judge", "policy", "env", "store", "trajectory", "chat_format"}
+    ),  # drives env with a policy
+    "distributed": frozenset(
+        {"errors", "sandbox", "tasks", "judge", "policy", "env", "rollout", "store", "trajectory"}
+    ),
+    "train": frozenset(
+        {
+            "errors",
+            "sandbox",
+            "tasks",
+            "judge",
+            "policy",
+            "env",
+            "rollout",
+            "store",
+            "trajectory",
+            "chat_format",
+            "curriculum",
+            "monitor",
+            "distributed",
+        }
+    ),  # consumes trajectories
+    "integrations": frozenset(
+        {
+            "errors",
+            "sandbox",
+            "tasks",
+            "judge",
+            "policy",
+            "env",
+            "rollout",
+            "store",
+            "trajectory",
+            "chat_format",
+        }
+    ),  # thin adapters over env
+    "cli": frozenset({"*"}),  # parses, calls the library, prints
+    "": frozenset(),  # sparring/__init__.py
+}
+
+CONCRETE_BACKENDS = ("sandbox.local", "sandbox.oci", "sandbox.oci_image", "sandbox.oci_support")
+MAY_BUILD_BACKENDS = frozenset({"sandbox", "cli"})
+
+# (importer module, imported module) -> why it is still here. Shrink only.
+KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
+    # Admission (check, bench, hidden-suite and dynamic-test import) runs the judge, so it belongs in
+    # judge/ or a room of its own (issue 15), not in the task data room.
+    ("tasks.check", "judge.base"): "admission lives in tasks/; moves out (issue 15)",
+    ("tasks.check", "judge.pytest_judge"): "admission lives in tasks/; moves out (issue 15)",
+    ("tasks.bench", "judge.base"): "admission bench lives in tasks/; moves out (issue 15)",
+    ("tasks.importers", "judge.dynamic"): "the importer writes the judge's dynamic-test file",
+    ("tasks.importers", "judge.mutation"): "the importer converts inputs with the judge's mutation helper",
+    # tasks/environment.py is being rewritten (the layer goes into SandboxSpec, TaskEnvironmentBackend
+    # and Judges go away); it still builds a LocalBackend and a PytestJudge itself.
+    ("tasks.environment", "judge.base"): "TaskEnvironmentBackend/Judges, being deleted (issue 15)",
+    ("tasks.environment", "judge.pytest_judge"): "TaskEnvironmentBackend/Judges, being deleted (issue 15)",
+    ("tasks.environment", "sandbox.local"): "builds layers in a LocalBackend; takes a backend (issue 15)",
+    ("tasks.families.code_repair", "sandbox.local"): "validates mutants in a LocalBackend; should take a "
+    "SandboxBackend (make_backend, issue 15)",
+    ("tasks.families.shell_ops", "policy.base"): "the noisy demonstrator is a policy; belongs in policy/",
+    ("tasks.families.shell_ops", "policy.scripted"): "the noisy demonstrator is a policy; belongs in policy/",
+    ("tasks.difficulty", "store.base"): "difficulty from stored pass rates; belongs in curriculum/",
+    ("tasks.difficulty", "store.sqlite"): "difficulty from stored pass rates; belongs in curriculum/",
+    # The pool finds a task's spec (spec_for_task); the spec-layer refactor moves that out of sandbox/.
+    ("sandbox.pool", "tasks.loader"): "spec_for_task(Task) in the pool; moves with the spec refactor",
+    # The adversarial scripted policy replays the red team's hack catalogue, owned by the judge.
+    ("policy.scripted", "judge.redteam"): "adversarial policy uses the red-team catalogue; the "
+    "catalogue should move below both (tasks.hacks)",
+    # Saving an HF policy that carries a LoRA adapter uses train's LoRA helpers.
+    ("policy.hf", "train.lora"): "LoRA save helpers live in train/; move to policy/ or a shared module",
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str  # dotted, without the "sparring." prefix
+    imported: str
+    line: int
+
+
+def module_name(path: Path, src: Path) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(source: str, module: str, is_package: bool) -> Iterator[tuple[str, int]]:
+    """Every sparring module ``source`` imports (dotted, full), anywhere in the file."""
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            yield target, node.lineno
+            for alias in node.names:  # `from sparring.judge import hacks` imports a module too
+                yield f"{target}.{alias.name}", node.lineno
+
+
+def collect(src: Path) -> list[Import]:
+    out = []
+    for path in sorted((src / PACKAGE).rglob("*.py")):
+        module = module_name(path, src)
+        for target, line in imports_of(path.read_text(), module, path.name == "__init__.py"):
+            if target == PACKAGE or target.startswith(PACKAGE + "."):
+                out.append(
+                    Import(
+                        module.removeprefix(PACKAGE).lstrip("."),
+                        target.removeprefix(PACKAGE).lstrip("."),
+                        line,
+                    )
+                )
+    return out
+
+
+def room(module: str) -> str:
+    return module.split(".")[0]
+
+
+def _matches(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def violation(imp: Import, known_modules: set[str]) -> str | None:
+    """Why ``imp`` breaks the layering, or None. Names that are not modules (``from x import Cls``)
+    are checked through the module they come from."""
+    if imp.imported not in known_modules and imp.imported.rpartition(".")[0] in known_modules:
+        return None  # a name inside a module; that module is checked as its own entry
+    src_room, dst_room = room(imp.importer), room(imp.imported)
+    if any(_matches(imp.imported, c) for c in CONCRETE_BACKENDS) and src_room not in MAY_BUILD_BACKENDS:
+        return f"{imp.importer} imports the concrete backend {imp.imported}; take a SandboxBackend"
+    if src_room == dst_room or dst_room == "":
+        return None
+    allowed = ALLOWED.get(src_room)
+    if allowed is None:
+        return f"room {src_room!r} has no row in ALLOWED; add one"
+    if "*" in allowed or any(_matches(imp.imported, a) for a in allowed):
+        return None
+    return f"{imp.importer} ({src_room}) imports {imp.imported} ({dst_room}); not in ALLOWED[{src_room!r}]"
+
+
+def violations(src: Path) -> dict[tuple[str, str], str]:
+    found = {}
+    modules = {module_name(p, src).removeprefix(PACKAGE).lstrip(".") for p in (src / PACKAGE).rglob("*.py")}
+    modules |= {m.rpartition(".")[0] for m in modules}
+    for imp in collect(src):
+        why = violation(imp, modules)
+        if why is not None:
+            found.setdefault((imp.importer, imp.imported), f"{why} (line {imp.line})")
+    return found
+
+
+def test_every_room_has_a_row_in_the_table() -> None:
+    rooms = {
+        room(module_name(p, SRC).removeprefix(PACKAGE).lstrip(".")) for p in (SRC / PACKAGE).rglob("*.py")
+    }
+    assert rooms <= set(ALLOWED), f"rooms without a layering rule: {sorted(rooms - set(ALLOWED))}"
+
+
+def test_imports_follow_the_layering() -> None:
+    found = violations(SRC)
+    new = {k: v for k, v in found.items() if k not in KNOWN_VIOLATIONS}
+    assert not new, "imports against DESIGN.md §1's arrows:\n" + "\n".join(sorted(new.values()))
+
+
+def test_known_violations_only_shrink() -> None:
+    found = violations(SRC)
+    fixed = sorted(k for k in KNOWN_VIOLATIONS if k not in found)
+    assert not fixed, f"fixed, so delete from KNOWN_VIOLATIONS: {fixed}"
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = tmp_path / PACKAGE / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        # judge importing rollout, inside a function (lazy imports count)
+        ({"judge/x.py": "def f():\n    from sparring.rollout import episode\n", "rollout/episode.py": ""},
+         ("judge.x", "rollout.episode")),
+        # policy importing judge through a relative import
+        ({"policy/x.py": "from ..judge import base\n", "judge/base.py": ""}, ("policy.x", "judge.base")),
+        # tasks importing a concrete backend, `import` form
+        ({"tasks/x.py": "import sparring.sandbox.local\n", "sandbox/local.py": ""},
+         ("tasks.x", "sandbox.local")),
+        # env importing policy under TYPE_CHECKING
+        ({"env/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from sparring.policy.base import P\n",
+          "policy/base.py": ""}, ("env.x", "policy.base")),
+    ],
+)  # fmt: skip
+def test_a_forbidden_import_is_reported(
+    tmp_path: Path, files: dict[str, str], expected: tuple[str, str]
+) -> None:
+    found = violations(_tree(tmp_path, files))
+    assert expected in found, found
+
+
+def test_allowed_imports_are_not_reported(tmp_path: Path) -> None:
+    files = {
+        "rollout/x.py": "from sparring.judge.base import Judge\nfrom sparring.env import Environment\n",
+        "tasks/x.py": "from sparring.sandbox.base import WorkspaceDiff\n",
+        "trajectory.py": "from sparring.judge.records import TestCounts\n",
+        "judge/base.py": "",
+        "judge/records.py": "",
+        "env/__init__.py": "",
+        "sandbox/base.py": "",
+    }
+    assert violations(_tree(tmp_path, files)) == {}
