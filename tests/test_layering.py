@@ -95,13 +95,11 @@ KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
     ("tasks.check", "judge.base"): "admission lives in tasks/; moves out (issue 15)",
     ("tasks.check", "judge.pytest_judge"): "admission lives in tasks/; moves out (issue 15)",
     ("tasks.bench", "judge.base"): "admission bench lives in tasks/; moves out (issue 15)",
+    ("tasks.bench", "judge.pytest_judge"): "admission bench lives in tasks/; moves out (issue 15)",
+    ("tasks.bench", "sandbox.local"): "admission bench builds a LocalBackend; should take a SandboxBackend",
+    ("tasks.regress", "judge.base"): "environment regression checks judge tasks; move out with admission",
     ("tasks.importers", "judge.dynamic"): "the importer writes the judge's dynamic-test file",
     ("tasks.importers", "judge.mutation"): "the importer converts inputs with the judge's mutation helper",
-    # tasks/environment.py is being rewritten (the layer goes into SandboxSpec, TaskEnvironmentBackend
-    # and Judges go away); it still builds a LocalBackend and a PytestJudge itself.
-    ("tasks.environment", "judge.base"): "TaskEnvironmentBackend/Judges, being deleted (issue 15)",
-    ("tasks.environment", "judge.pytest_judge"): "TaskEnvironmentBackend/Judges, being deleted (issue 15)",
-    ("tasks.environment", "sandbox.local"): "builds layers in a LocalBackend; takes a backend (issue 15)",
     ("tasks.families.code_repair", "sandbox.local"): "validates mutants in a LocalBackend; should take a "
     "SandboxBackend (make_backend, issue 15)",
     ("tasks.families.shell_ops", "policy.base"): "the noisy demonstrator is a policy; belongs in policy/",
@@ -110,6 +108,8 @@ KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
     ("tasks.difficulty", "store.sqlite"): "difficulty from stored pass rates; belongs in curriculum/",
     # The pool finds a task's spec (spec_for_task); the spec-layer refactor moves that out of sandbox/.
     ("sandbox.pool", "tasks.loader"): "spec_for_task(Task) in the pool; moves with the spec refactor",
+    ("sandbox.pool", "tasks.environment"): "spec_for_task resolves the task's pinned layer; belongs above "
+    "sandbox/ (env/ or tasks/) with spec_for_task",
     # The adversarial scripted policy replays the red team's hack catalogue, owned by the judge.
     ("policy.scripted", "judge.redteam"): "adversarial policy uses the red-team catalogue; the "
     "catalogue should move below both (tasks.hacks)",
