@@ -32,6 +32,9 @@ ROOT_ROOMS = ("errors", "trajectory", "chat_format")
 
 # room -> the rooms (or single modules, "judge.records") it may import. A room may always import
 # itself. Read bottom-up: errors; sandbox; tasks; judge; policy; env; rollout; store; ...; cli.
+ROLLOUT_ROOMS = frozenset(
+    {"errors", "sandbox", "tasks", "judge", "policy", "env", "store", "trajectory", "chat_format"}
+)
 ALLOWED: dict[str, frozenset[str]] = {
     "errors": frozenset(),
     "chat_format": frozenset(),
@@ -44,43 +47,11 @@ ALLOWED: dict[str, frozenset[str]] = {
     "store": frozenset({"errors", "trajectory", "tasks", "sandbox"}),  # never rollout
     "curriculum": frozenset({"errors", "tasks", "trajectory"}),
     "monitor": frozenset({"errors", "trajectory"}),
-    "rollout": frozenset(
-        {"errors", "sandbox", "tasks", "judge", "policy", "env", "store", "trajectory", "chat_format"}
-    ),  # drives env with a policy
-    "distributed": frozenset(
-        {"errors", "sandbox", "tasks", "judge", "policy", "env", "rollout", "store", "trajectory"}
-    ),
-    "train": frozenset(
-        {
-            "errors",
-            "sandbox",
-            "tasks",
-            "judge",
-            "policy",
-            "env",
-            "rollout",
-            "store",
-            "trajectory",
-            "chat_format",
-            "curriculum",
-            "monitor",
-            "distributed",
-        }
-    ),  # consumes trajectories
-    "integrations": frozenset(
-        {
-            "errors",
-            "sandbox",
-            "tasks",
-            "judge",
-            "policy",
-            "env",
-            "rollout",
-            "store",
-            "trajectory",
-            "chat_format",
-        }
-    ),  # thin adapters over env
+    "rollout": ROLLOUT_ROOMS,  # drives env with a policy
+    "distributed": (ROLLOUT_ROOMS - {"chat_format"}) | {"rollout"},
+    # consumes trajectories: everything rollout may use, and the rooms that shape training
+    "train": ROLLOUT_ROOMS | {"rollout", "curriculum", "monitor", "distributed"},
+    "integrations": ROLLOUT_ROOMS | {"rollout"},  # thin adapters over env
     "cli": frozenset({"*"}),  # parses, calls the library, prints
     "": frozenset(),  # sparring/__init__.py
 }
