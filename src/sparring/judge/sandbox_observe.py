@@ -1,7 +1,7 @@
 """What a probe test reports. It runs INSIDE the judge's sandbox, in the candidate's process.
 
 The judge's test files are rewritten on the host (:mod:`sparring.judge.probe`):
-each ``assert`` becomes ``observe(SITE, value)`` and each ``pytest.raises`` block
+each ``assert`` becomes ``observe(SITE, value)`` or ``leaves(SITE, thunk, ...)`` and each ``pytest.raises`` block
 ``with raises(SITE):``. This module only records what was observed, per running
 test, as plain data; it decides nothing, holds nothing secret and may be freely
 tampered with: whatever it reports, the host compares it with the expected
@@ -128,6 +128,24 @@ RECORDER = Recorder()
 
 def observe(site: int, value: Any) -> None:
     RECORDER.add(int(site), encode(value), value)
+
+
+def leaves(site: int, *thunks: Any) -> None:
+    """One evaluation of an ``expr`` site: each leaf's value as plain data (``{"v": ...}``), or what kept it
+    from being one (``{"err": exception class}``, ``{"opaque": type}``). Nothing is raised: the host
+    evaluates the skeleton and reads only the leaves the original assert would have evaluated."""
+    out: list[dict[str, Any]] = []
+    for thunk in thunks:
+        try:
+            value = thunk()
+        except Exception as e:  # noqa: BLE001 - recorded; the host fails the site if it needs this leaf
+            out.append({"err": type(e).__name__[:200]})
+            continue
+        try:
+            out.append({"v": plain(value)})
+        except (Opaque, RecursionError, ValueError, TypeError) as e:
+            out.append({"opaque": str(e)[:200]})
+    RECORDER.add(int(site), canonical(out))
 
 
 class raises:  # noqa: N801 - used like pytest.raises

@@ -15,6 +15,7 @@ Pure functions over plain data (see :mod:`sparring.judge.probe` for the sites an
 from __future__ import annotations
 
 import builtins
+import functools
 import json
 import math
 import re
@@ -22,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparring.judge.probe import Site
+from sparring.judge.probe import HOST_CALLS, LEAF, Site
 from sparring.judge.sandbox_observe import canonical, plain
 
 SKIPPED = "asserts skipped"
@@ -169,6 +170,8 @@ def matches(site: Site, encoded: str) -> bool:
             return site.match is None or re.search(site.match, str(raw.get("msg", ""))) is not None
         if site.kind == "bool":
             return raw is site.expected
+        if site.kind == "expr":
+            return _skeleton_holds(site, raw)
         if isinstance(raw, dict) and "digest" in raw:
             # Too long to travel: equal only if the expected value encodes to the same digest.
             want = canonical(plain(site.expected))
@@ -182,6 +185,43 @@ def matches(site: Site, encoded: str) -> bool:
         return False
 
 
+_HOST_BUILTINS = {n: getattr(builtins, n) for n in HOST_CALLS}
+
+
+class _LeafFailed(Exception):
+    """The skeleton read a leaf that raised in the sandbox, or was not plain data."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _skeleton_code(src: str) -> Any:
+    return compile(src, "<judge-skeleton>", "eval")
+
+
+def _skeleton_holds(site: Site, raw: Any) -> bool:
+    """The assert's skeleton, evaluated on the host over one observation's leaves. The skeleton is built
+    from the judge's own test source (comparisons, ``not``/``and``/``or``, constants, :data:`HOST_CALLS`);
+    the leaves are decoded plain data, so nothing of the candidate's runs here."""
+    if not isinstance(raw, list) or len(raw) != site.leaves:
+        return False
+    values: list[Any] = []
+    for item in raw:
+        if isinstance(item, dict) and len(item) == 1 and "v" in item:
+            values.append(decode(item["v"]))
+        elif isinstance(item, dict) and len(item) == 1 and ("err" in item or "opaque" in item):
+            values.append(_LeafFailed)
+        else:
+            return False
+
+    def leaf(k: int) -> Any:
+        v = values[k]
+        if v is _LeafFailed:
+            raise _LeafFailed
+        return v
+
+    env = {**dict(site.env), LEAF: leaf}
+    return bool(eval(_skeleton_code(str(site.expected)), {"__builtins__": _HOST_BUILTINS}, env))  # noqa: S307
+
+
 @dataclass(frozen=True)
 class RefTrace:
     """What the reference solution's run of the probes showed: per passing test, how often it observed
@@ -191,6 +231,10 @@ class RefTrace:
 
     counts: Trace
     unverifiable: frozenset[int]
+    fallback: frozenset[int] = frozenset()
+    """``expr`` sites whose skeleton the host could not confirm on the reference (its leaves were not plain
+    data, too many or too long, or the host's evaluation said no where the reference passed): candidates
+    get them as truth-valued sites (:func:`sparring.judge.probe.build_plan`)."""
 
 
 def claim_holds(
@@ -258,12 +302,24 @@ def reference_trace(run: Any, plan: Any) -> RefTrace:
             f"the reference solution's test run did not finish ({why}): {run.stderr[-600:]}",
         )
     bad: set[int] = set()
-    for obs in rep.observations.values():
+    fallback: set[int] = set()
+    for tid, obs in rep.observations.items():
         for sid, o in obs.items():
             site = plan.sites.get(sid)
             if site is not None and site.kind == "value" and any(_opaque(v) for v in o.values):
                 bad.add(sid)
-    return RefTrace(trace_of(rep.observations, rep.outcomes), frozenset(bad))
+            if (
+                site is not None
+                and site.kind == "expr"
+                and (
+                    o.overflow
+                    or (rep.outcomes.get(tid) == "passed" and not all(matches(site, v) for v in o.values))
+                )
+            ):
+                fallback.add(sid)
+    return RefTrace(trace_of(rep.observations, rep.outcomes), frozenset(bad), frozenset(fallback))
+
+
 def _opaque(encoded: str) -> bool:
     """An observation the host cannot compare: the value was not plain data."""
     try:
