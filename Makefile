@@ -8,6 +8,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 EXTRAS ?= train,dev,parquet
+TEST_USER := sparring-test
 # A local wheel directory (this workplace keeps the CPU build of torch there); harmless elsewhere.
 WHEELS := $(wildcard /opt/wheels)
 # There, the CPU build of torch is pinned too (constraints/local-cpu.txt), so set-up never pulls CUDA
@@ -36,6 +37,11 @@ system:
 	  echo "error: bubblewrap (bwrap) is missing; install it as root: apt-get install bubblewrap" >&2; exit 1; \
 	else echo "note:$$missing missing (not root): sandboxes use the slower Python exec server" >&2; \
 	fi
+	@# An unprivileged user: `make test` re-runs the sandbox, judge and rollout security tests as it
+	@# (tests/unprivileged), so the fallbacks a cluster user gets are exercised on every run.
+	@if [ "$$(id -u)" = "0" ] && ! id $(TEST_USER) >/dev/null 2>&1; then \
+	  useradd --system --no-create-home --shell /usr/sbin/nologin $(TEST_USER) \
+	  || echo "warning: could not create user $(TEST_USER); the unprivileged tests will fail" >&2; fi
 	@# OCI backend (podman + runc; busybox-static builds its local image). Optional: without it only
 	@# the OCI tests fail, each with a message saying what to install.
 	@if command -v dpkg-query >/dev/null 2>&1; then \

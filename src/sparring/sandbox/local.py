@@ -40,14 +40,13 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import stat
 import time
 import uuid
 from pathlib import Path
 
-from sparring.errors import SandboxError, SandboxUnavailableError
-from sparring.sandbox import execserver, hosttree, ipcns, mounts, reaper, seccomp
+from sparring.errors import SandboxError
+from sparring.sandbox import execserver, features, hosttree, ipcns, mounts, reaper, seccomp
 from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.cgroups import CgroupSet
 from sparring.sandbox.channel import ExecChannel, OutputCallback
@@ -68,7 +67,6 @@ _JOIN_CGROUPS = (  # $1: ':'-separated cgroup.procs files; the rest: the command
     'IFS=:; for f in $1; do echo $$ > "$f" 2>/dev/null || '
     '{ echo "sparring: cannot join cgroup $f" >&2; exit 125; }; done; shift; unset IFS; exec "$@"'
 )
-DEFAULT_ROOT = Path(os.environ.get("SPARRING_SANDBOX_ROOT", "/tmp/sparring-sandboxes"))
 
 
 def _decode(data: bytes | bytearray, dropped: int) -> str:
@@ -90,16 +88,12 @@ class LocalBackend:
     ) -> None:
         if mode not in ("auto", "copy"):
             raise SandboxError(f"unknown sandbox mode {mode!r}: use 'auto' (overlay when root) or 'copy'")
-        self.bwrap = shutil.which("bwrap")
-        if self.bwrap is None:
-            raise SandboxUnavailableError(
-                "bubblewrap (bwrap) is not installed: run `make setup` as root or `apt-get install bubblewrap`"
-            )
-        self.root = Path(root or DEFAULT_ROOT).absolute()
+        self.bwrap = features.require_bwrap()
+        self.root = Path(root or features.default_root()).absolute()
         self.root.mkdir(parents=True, exist_ok=True, mode=0o711)
         self.environment = environment or SandboxEnvironment.current_python()
         # Copy mode is the non-root fallback; mode="copy" forces it as root too (tests of that fallback).
-        self.overlay = mode == "auto" and os.geteuid() == 0 and mounts.overlay_supported()
+        self.overlay, self.copy_reason = features.overlay_decision(mode)
         # As root, every sandbox joins one user namespace made here, in which the agent's uid 1000 maps
         # to an unprivileged host user, never to host root (whose /proc/sys and /dev nodes it would own).
         self.agent_uid: int | None = AGENT_HOST_UID if self.overlay else None
@@ -112,7 +106,7 @@ class LocalBackend:
         self.plan = RootPlan.build(self.environment)
         self._runtimes: dict[str, tuple[SandboxEnvironment, RootPlan]] = {}
         self.server_kind, self.server = install_server(
-            self.root, server or os.environ.get("SPARRING_EXEC_SERVER", "auto")
+            self.root, server or features.exec_server_choice()
         )
         # Network namespaces made ahead of time; the C server's launcher enters them (as root only).
         self.netns: NetnsPool | None = NetnsPool() if self.overlay and self.server_kind == "c" else None
