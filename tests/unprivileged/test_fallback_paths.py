@@ -115,3 +115,25 @@ def test_all_fallbacks_at_once_as_a_cluster_user_gets_them(tmp_path, ws, monkeyp
     b = LocalBackend(root=tmp_path / "root")
     assert (b.mode, b.server_kind) == ("copy", "python")
     _assert_contained(*run(_contained(b, ws, SandboxSpec(workspace=ws, memory_mb=128, pids=64))))
+
+
+def test_copy_mode_reset_empties_tmp_home_and_shm(tmp_path, ws):
+    """What one user of a copy-mode sandbox leaves in /tmp, $HOME or /dev/shm is gone after reset (the
+    judge resets between the reference run and the candidate: the reference's outputs must not stay)."""
+    b = LocalBackend(root=tmp_path / "root", mode="copy")
+    plant = "echo secret > /tmp/t; echo secret > $HOME/h; echo secret > /dev/shm/s; echo x > f.txt"
+    look = "cat /tmp/t $HOME/h /dev/shm/s f.txt 2>/dev/null; true"
+
+    async def body() -> tuple[str, str]:
+        sb = await b.create(SandboxSpec(workspace=ws))
+        try:
+            await sb.exec(plant)
+            before = (await sb.exec(look)).stdout
+            await sb.reset()
+            return before, (await sb.exec(look)).stdout
+        finally:
+            await sb.close()
+
+    before, after = run(body())
+    assert before.count("secret") == 3  # positive control: the files were there
+    assert after == "orig\n"
