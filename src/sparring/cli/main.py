@@ -21,6 +21,7 @@ from sparring.cli import (
     train,
     traj,
 )
+from sparring.cli import doctor as doctor_cli
 from sparring.cli import eval as eval_cli
 
 app = typer.Typer(
@@ -57,6 +58,7 @@ app.command("serve-policy")(serve.serve_policy)
 app.command("eval")(eval_cli.eval_cmd)
 app.command("report")(report.report)
 app.add_typer(failures.app, name="failures")
+app.command("doctor")(doctor_cli.doctor)
 
 
 def _exception_modules() -> list[object]:
