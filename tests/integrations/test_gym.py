@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import reference_actions
 from gymnasium.utils.env_checker import check_env
 
+from integration_support import reference_actions
 from sparring.chat_format import render_assistant
 from sparring.integrations.gym import SparringGymEnv
 
@@ -33,12 +33,16 @@ def test_a_text_loop_solves_a_task_with_the_judges_reward(repair_tasks, tasks_li
     env = SparringGymEnv(repair_tasks)
     obs, info = env.reset(seed=0, options={"task_id": task.id})
     assert json.loads(obs)[0]["role"] == "system" and info["task_id"] == task.id
-    assert env.observation_space.contains(obs) and [t["function"]["name"] for t in info["tools"]][-1] == "submit"
+    assert (
+        env.observation_space.contains(obs) and [t["function"]["name"] for t in info["tools"]][-1] == "submit"
+    )
     obs, reward, terminated, truncated, info = env.step("I will look around first.")  # no tool call
     assert not terminated and reward == 0.0 and "No tool call" in json.loads(obs)[0]["content"]
     for action in reference_actions(task):
         obs, reward, terminated, truncated, info = env.step(render_assistant(action))
         assert env.observation_space.contains(obs)
     assert terminated and not truncated and reward == 1.0 and info["status"] == "ok"
-    assert info["tests"]["failed"] == 0 and env.env is not None and env.env.sandbox is None  # freed when judged
+    assert (
+        info["tests"]["failed"] == 0 and env.env is not None and env.env.sandbox is None
+    )  # freed when judged
     env.close()

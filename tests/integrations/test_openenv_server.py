@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import SPARRING, call, judge_score_cli, leftovers, reference_actions, sandbox_ids
+from integration_support import SPARRING, call, judge_score_cli, leftovers, reference_actions, sandbox_ids
 from sparring.integrations.openenv_client import EnvServerClient, openenv_client
 from sparring.tasks.loader import Task
 
