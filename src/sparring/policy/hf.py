@@ -27,7 +27,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparring.chat_format import END, parse_tool_calls, render_prompt, tool_call_count
+from sparring.chat_format import END, attach_chat_template, parse_tool_calls, render_prompt, tool_call_count
 from sparring.errors import PolicyError
 from sparring.policy.base import Action, ActRequest, Message, TokenTrace, ToolSchema
 
@@ -96,6 +96,10 @@ class HFPolicy:
         except Exception as e:
             msg = " ".join(str(e).split())[:300]
             raise PolicyError(f"cannot load model from {self.path}: {type(e).__name__}: {msg}") from None
+        if getattr(self.tokenizer, "chat_template", None) is None and END in self.tokenizer.get_vocab():
+            attach_chat_template(
+                self.tokenizer
+            )  # a checkpoint from before templates: saved with it from now on
         end_id = self.tokenizer.convert_tokens_to_ids(END)
         if not isinstance(end_id, int) or end_id == self.tokenizer.unk_token_id:
             raise PolicyError(
