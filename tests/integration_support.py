@@ -68,3 +68,89 @@ def leftovers(root: Path, ids: set[str]) -> list[str]:
     cg = Path("/sys/fs/cgroup")
     out += [f"cgroup {c}" for i in ids for c in [*cg.glob(f"sparring/{i}"), *cg.glob(f"*/sparring/{i}")]]
     return out
+
+
+# -- a task a tiny random model can score on, and a tiny model that calls tools -----------------------
+
+SCRIBBLE_HIDDEN = """from pathlib import Path
+
+TEXT = Path("answer.txt").read_text() if Path("answer.txt").is_file() else ""
+
+
+def test_has_seven():
+    assert "7" in TEXT
+
+
+def test_says_hello():
+    assert "hello" in TEXT.lower()
+
+
+def test_is_short():
+    assert len(TEXT) < 40
+
+
+def test_is_not_blank():
+    assert TEXT.strip()
+"""
+SCRIBBLE_IDS = [f"test_hidden_scribble.py::{n}" for n in ("test_has_seven", "test_says_hello", "test_is_short",
+                                                           "test_is_not_blank")]  # fmt: skip
+
+
+def make_scribble_task(out: Path, task_id: str = "scribble") -> Task:
+    """A task whose reward is the fraction of four properties answer.txt has: any text scores something
+    between 0 and 1, so a tiny random model's samples differ in reward (GRPO has a signal to follow)."""
+    from sparring.tasks.loader import write_task
+    from sparring.tasks.spec import JudgeSpec, TaskSpec
+
+    spec = TaskSpec(
+        id=task_id, family="scribble",
+        instruction="Write answer.txt: a short greeting that contains the number 7.",
+        success_criteria="answer.txt is short, not blank, says hello and contains 7.",
+        judge=JudgeSpec(hidden_tests=SCRIBBLE_IDS, weights={"pass_fraction": 1.0}),
+    )  # fmt: skip
+    return write_task(out, spec, workspace={"answer.txt": "\n"}, hidden={"test_hidden_scribble.py": SCRIBBLE_HIDDEN},
+                      solution={"answer.txt": "hello 7\n"})  # fmt: skip
+
+
+TOOL_REPLIES = [
+    '<tool_call>{"name": "write_file", "arguments": {"path": "answer.txt", "content": "hello 7"}}</tool_call>',
+    '<tool_call>{"name": "write_file", "arguments": {"path": "answer.txt", "content": "hi"}}</tool_call>',
+    '<tool_call>{"name": "list_dir", "arguments": {"path": "."}}</tool_call>',
+    '<tool_call>{"name": "submit", "arguments": {}}</tool_call>',
+]
+
+
+def warm_up_tool_model(src: Path, out: Path, task: Task, steps: int = 60, seed: int = 0) -> Path:
+    """The tiny model taught, for a few SGD steps, to answer the task's prompt with one of TOOL_REPLIES:
+    its samples then make real (and different) tool calls, so episodes run tools in sandboxes and their
+    rewards differ. Nothing is downloaded; seconds on a CPU."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from sparring.env import Environment
+
+    torch.manual_seed(seed)
+    tok = AutoTokenizer.from_pretrained(str(src))
+    model = AutoModelForCausalLM.from_pretrained(str(src))
+    env = Environment(task)
+    prompt = tok.apply_chat_template(
+        env.messages, tools=env.tools, add_generation_prompt=True, tokenize=False
+    )
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    model.train()
+    p = tok(prompt, add_special_tokens=False)["input_ids"]
+    rows = [p + tok(r + "<|end|>", add_special_tokens=False)["input_ids"] for r in TOOL_REPLIES]
+    width = max(map(len, rows))
+    pad = tok.pad_token_id
+    ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
+    labels = torch.tensor([[-100] * len(p) + r[len(p) :] + [-100] * (width - len(r)) for r in rows])
+    mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+    for _ in range(steps):  # one batch of the four replies per step
+        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+        opt.step()
+        opt.zero_grad()
+    shutil.copytree(src, out)
+    model.save_pretrained(str(out))
+    return out

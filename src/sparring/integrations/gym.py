@@ -41,8 +41,10 @@ def _action(text: str) -> dict[str, Any] | SampledTurn:
             msg = json.loads(stripped)
         except json.JSONDecodeError:
             msg = None
-        if isinstance(msg, dict) and msg.get("role", "assistant") == "assistant" and (
-            "tool_calls" in msg or "content" in msg
+        if (
+            isinstance(msg, dict)
+            and msg.get("role", "assistant") == "assistant"
+            and ("tool_calls" in msg or "content" in msg)
         ):
             return msg
     return SampledTurn(text=text, completion_ids=[])
@@ -53,7 +55,9 @@ class SparringGymEnv(gymnasium.Env[str, str]):
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium's own class attribute)
 
-    def __init__(self, tasks: str | Path | TaskSet, task_id: str | None = None, **budget_overrides: Any) -> None:
+    def __init__(
+        self, tasks: str | Path | TaskSet, task_id: str | None = None, **budget_overrides: Any
+    ) -> None:
         """``tasks``: a task directory or a directory of tasks (or a TaskSet); ``task_id`` fixes the task
         (else ``reset``'s seed picks it); ``budget_overrides`` (``max_steps=``...) apply to every episode."""
         self.tasks = tasks if isinstance(tasks, TaskSet) else TaskSet(tasks, **budget_overrides)
@@ -66,7 +70,9 @@ class SparringGymEnv(gymnasium.Env[str, str]):
     def _text(messages: list[dict[str, Any]]) -> str:
         return json.dumps(messages, ensure_ascii=True)[:MAX_OBS_CHARS]
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         if seed is None:
             seed = int(self.np_random.integers(0, 2**31 - 1))
