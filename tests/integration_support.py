@@ -115,12 +115,11 @@ def make_scribble_task(out: Path, task_id: str = "scribble") -> Task:
 TOOL_REPLIES = [
     '<tool_call>{"name": "write_file", "arguments": {"path": "answer.txt", "content": "hello 7"}}</tool_call>',
     '<tool_call>{"name": "write_file", "arguments": {"path": "answer.txt", "content": "hi"}}</tool_call>',
-    '<tool_call>{"name": "list_dir", "arguments": {"path": "."}}</tool_call>',
     '<tool_call>{"name": "submit", "arguments": {}}</tool_call>',
 ]
 
 
-def warm_up_tool_model(src: Path, out: Path, task: Task, steps: int = 60, seed: int = 0) -> Path:
+def warm_up_tool_model(src: Path, out: Path, task: Task, steps: int = 100, seed: int = 0) -> Path:
     """The tiny model taught, for a few SGD steps, to answer the task's prompt with one of TOOL_REPLIES:
     its samples then make real (and different) tool calls, so episodes run tools in sandboxes and their
     rewards differ. Nothing is downloaded; seconds on a CPU."""
@@ -147,7 +146,7 @@ def warm_up_tool_model(src: Path, out: Path, task: Task, steps: int = 60, seed: 
     ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
     labels = torch.tensor([[-100] * len(p) + r[len(p) :] + [-100] * (width - len(r)) for r in rows])
     mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
-    for _ in range(steps):  # one batch of the four replies per step
+    for _ in range(steps):  # one batch of the replies per step
         model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
         opt.step()
         opt.zero_grad()

@@ -8,11 +8,13 @@ judge's reward; random text from the action space is an observation, never a cra
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from gymnasium.utils.env_checker import check_env
 
 from integration_support import reference_actions
+from readme_snippets import snippet
 from sparring.chat_format import render_assistant
 from sparring.integrations.gym import SparringGymEnv
 
@@ -46,3 +48,16 @@ def test_a_text_loop_solves_a_task_with_the_judges_reward(repair_tasks, tasks_li
         info["tests"]["failed"] == 0 and env.env is not None and env.env.sandbox is None
     )  # freed when judged
     env.close()
+
+
+def test_the_readme_snippet_runs(repair_tasks, tmp_path):
+    (tmp_path / "tasks").symlink_to(repair_tasks)
+    ns: dict = {}
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        exec(compile(snippet("gym"), "README:gym", "exec"), ns)
+    finally:
+        os.chdir(cwd)
+    assert ns["terminated"] and ns["info"]["status"] == "ok" and ns["reward"] == 0.0  # submitted unchanged
+    assert ns["env"].env is None  # closed

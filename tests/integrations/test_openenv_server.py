@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from integration_support import SPARRING, call, judge_score_cli, leftovers, reference_actions, sandbox_ids
+from readme_snippets import snippet
 from sparring.integrations.openenv_client import EnvServerClient, openenv_client
 from sparring.tasks.loader import Task
 
@@ -220,3 +221,11 @@ def test_capacity_is_back_pressure_and_idle_sessions_expire(tmp_path_factory, re
             assert http.post(server.url + "/reset", json={"seed": 2}).status_code == 200
     finally:
         next(gen, None)
+
+
+def test_the_readme_client_snippet_runs(server):
+    ns: dict[str, Any] = {"url": server.url}
+    exec(compile(snippet("openenv-client"), "README:openenv-client", "exec"), ns)
+    res = ns["res"]
+    assert res.done and res.info["status"] == "ok" and res.reward == 0.0 and res.info["tests"]["failed"] > 0
+    assert server.health()["active_sessions"] == 0  # the context manager closed the session
