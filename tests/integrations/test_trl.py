@@ -93,3 +93,60 @@ def test_environment_factory_mode(scribble_dir, tool_model_dir, tmp_path):
                                   max_completion_length=96, max_tool_calling_iterations=2)  # fmt: skip
     assert trainer.state.global_step == 2 and moved(trainer, before)
     assert any(s > 0 for s in rewards_logged(trainer, "reward_std")), trainer.state.log_history
+
+
+def test_rollout_sequences_are_token_exact(scribble_dir, tool_model_dir):
+    """What make_rollout_func returns is one exact sequence per episode: the policy's segments are the
+    ids it sampled (as the Environment recorded them, never re-tokenized), the environment's segments
+    are the chat template's text between turns, the completion limit holds, and TRL's group layout
+    (each prompt repeated num_generations times) gives one task per group with distinct seeds."""
+    from types import SimpleNamespace
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from sparring.integrations import trl as st
+
+    tok = AutoTokenizer.from_pretrained(str(tool_model_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(tool_model_dir))
+    trainer = SimpleNamespace(processing_class=tok, model=model, max_completion_length=120, temperature=1.0,
+                              state=SimpleNamespace(global_step=0))  # fmt: skip
+    torch.manual_seed(0)
+    rollout = st.make_rollout_func(scribble_dir, max_steps=3)
+    prompt = st.tasks_to_dataset(scribble_dir)[0]["prompt"]
+    out = rollout([prompt] * 4, trainer)
+    assert len({e.seed for e in rollout.last}) == 4 and {e.task.id for e in rollout.last} == {"scribble"}
+    multi_turn = 0
+    for i, env in enumerate(rollout.last):
+        ids, mask, lps = out["completion_ids"][i], out["env_mask"][i], out["logprobs"][i]
+        assert len(ids) == len(mask) == len(lps) <= 120 and mask[0] == 1
+        policy = [t for t, m in zip(ids, mask, strict=True) if m]
+        assert policy == [t for tr in env.traces for t in tr["completion_ids"]]  # exactly what was sampled
+        assert all(lp == 0.0 for lp, m in zip(lps, mask, strict=True) if not m)
+        assert all(lp < 0.0 for lp, m in zip(lps, mask, strict=True) if m)
+        assert out["prompt_ids"][i] == tok.apply_chat_template(env.messages[:2], tools=env.tools,
+                                                               add_generation_prompt=True, tokenize=True,
+                                                               return_dict=False)  # fmt: skip
+        env_text = [tok.decode(ids[a:b]) for a, b in _runs(mask, 0)]
+        for text in env_text:  # each environment segment: the end of a turn, tool/user turns, next header
+            assert text.startswith(("\n<|tool|>\n", "\n<|user|>\n", "<|end|>\n")) and text.endswith(
+                "<|assistant|>\n"
+            )
+        full = tok.apply_chat_template(
+            env.messages, tools=env.tools, tokenize=False, add_generation_prompt=True
+        )
+        assert all(t in full for t in env_text)  # the template's own text between the turns
+        multi_turn += len(env_text) > 0
+        assert out["sparring_reward"][i] == env.reward and out["sparring_status"][i] == env.status
+    assert multi_turn  # some episode really went on after a tool result
+
+
+def _runs(mask: list[int], value: int) -> list[tuple[int, int]]:
+    """The [start, end) spans where ``mask`` equals ``value``."""
+    spans, start = [], None
+    for i, m in enumerate([*mask, 1 - value]):
+        if m == value and start is None:
+            start = i
+        elif m != value and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans

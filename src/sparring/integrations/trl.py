@@ -231,6 +231,8 @@ class SparringRollout:
         self._runner: asyncio.Runner | None = None
         self._lock = threading.Lock()
         self.calls = 0
+        self.last: list[Environment] = []
+        """The last call's Environments (closed; their messages, traces and judgements stay readable)."""
 
     @staticmethod
     def _key(prompt: Any) -> str:
@@ -282,6 +284,7 @@ class SparringRollout:
         finally:
             for e in episodes:
                 await e.env.aclose()
+        self.last = [e.env for e in episodes]
         rewards = [float(e.env.reward) if e.env.reward is not None else 0.0 for e in episodes]
         return {
             "prompt_ids": [e.prompt_ids for e in episodes],
