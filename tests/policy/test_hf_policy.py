@@ -142,3 +142,19 @@ def test_a_template_without_tool_calls_needs_a_configured_format(hub_model_dir, 
     with pytest.raises(PolicyError, match="pass tool_format="):
         HFPolicy(d)
     assert HFPolicy(d, tool_format="llama3_json").tool_format == "llama3_json"
+
+
+def test_sft_pairs_are_in_the_model_s_own_template(tiny_model_dir, hub_policy):
+    from sparring.train.grpo import sft_examples
+
+    call = {"id": "c", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+    msgs = [*MESSAGES, {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c", "content": "a.py"}, {"role": "assistant", "content": "Done."}]  # fmt: skip
+    tiny = HFPolicy(tiny_model_dir, max_new_tokens=4)
+    assert tiny.codec.sft_pairs(msgs, TOOLS) == sft_examples(msgs, TOOLS)  # Sparring's: the same text
+    pairs = hub_policy.codec.sft_pairs(msgs, TOOLS)
+    assert [c for _, c in pairs] == [
+        '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call><|im_end|>',
+        "Done.<|im_end|>",
+    ]
+    assert pairs[0][0].endswith("<|im_start|>assistant\n")

@@ -123,6 +123,30 @@ class ChatCodec:
         rest = full[len(head) :]
         return rest if ended else [head[-1], *rest]
 
+    def sft_pairs(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] = ()
+    ) -> list[tuple[str, str]]:
+        """(prompt, completion) texts for supervised training, one per assistant turn, in this template.
+
+        The completion is what the template writes for that turn after the
+        generation prompt, up to and including its end-of-turn token (for
+        Sparring's template exactly :func:`~sparring.chat_format.render_assistant`).
+        A turn the template does not render as a continuation of its prompt is left out.
+        """
+        ends = [str(t) for t in self.tokenizer.convert_ids_to_tokens(sorted(self.stop_ids))]
+        pairs = []
+        for i, m in enumerate(messages):
+            if m.get("role") != "assistant":
+                continue
+            prompt = self.render(messages[:i], tools)
+            full = self.render(messages[: i + 1], tools, add_generation_prompt=False)
+            if not full.startswith(prompt):
+                continue
+            turn = full[len(prompt) :]
+            cut = max((turn.rfind(e) + len(e) for e in ends if e and e in turn), default=len(turn))
+            pairs.append((prompt, turn[:cut]))
+        return pairs
+
     def parse(self, completion_ids: Sequence[int], tools: Sequence[dict[str, Any]] = ()) -> ParsedTurn:
         """A sampled turn read back with this template's tool-call format (the stop token is not text)."""
         ids = list(completion_ids)
