@@ -158,3 +158,10 @@ def test_sft_pairs_are_in_the_model_s_own_template(tiny_model_dir, hub_policy):
         "Done.<|im_end|>",
     ]
     assert pairs[0][0].endswith("<|im_start|>assistant\n")
+
+
+def test_hf_spec_names_the_tool_format(hub_model_dir):
+    from sparring.policy.spec import make_policy
+
+    assert make_policy(f"hf:{hub_model_dir}").tool_format == "hermes"
+    assert make_policy(f"hf:{hub_model_dir}#qwen3_coder").tool_format == "qwen3_coder"
