@@ -17,6 +17,7 @@ from sparring.chat_format import (
     parse_tool_calls,
     render_assistant,
     render_prompt,
+    template_messages,
 )
 
 pytest.importorskip("transformers")
@@ -91,10 +92,13 @@ def test_tokenizer_is_saved_with_the_template(tokenizer):
 def test_apply_chat_template_renders_exactly_what_sparring_renders(tokenizer, msgs, with_tools, gen):
     tools = TOOLS if with_tools else None
     ours = render_prompt(msgs, tools or (), add_generation_prompt=gen)
-    theirs = tokenizer.apply_chat_template(msgs, tools=tools, tokenize=False, add_generation_prompt=gen)
+    plain = template_messages(msgs)  # tool-call arguments as objects, as chat templates take them
+    theirs = tokenizer.apply_chat_template(plain, tools=tools, tokenize=False, add_generation_prompt=gen)
     assert theirs == ours
+    if plain == msgs:  # no JSON-string arguments: the caller's messages themselves render the same
+        assert tokenizer.apply_chat_template(msgs, tools=tools, tokenize=False, add_generation_prompt=gen) == ours
     ids = tokenizer.apply_chat_template(
-        msgs, tools=tools, tokenize=True, add_generation_prompt=gen, return_dict=False
+        plain, tools=tools, tokenize=True, add_generation_prompt=gen, return_dict=False
     )
     assert ids == tokenizer.encode(ours, add_special_tokens=False)
 

@@ -32,6 +32,7 @@ from sparring.chat_format.template import (
     render_chat,
     render_prompt,
     render_tools,
+    template_messages,
     tool_call_count,
 )
 
@@ -59,5 +60,6 @@ __all__ = [
     "render_chat",
     "render_prompt",
     "render_tools",
+    "template_messages",
     "tool_call_count",
 ]

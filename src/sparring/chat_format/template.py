@@ -45,6 +45,7 @@ other hub templates do.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from functools import lru_cache
@@ -230,14 +231,45 @@ def render_chat(
     )
 
 
+def template_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as chat templates expect them: tool-call ``arguments`` as objects, not JSON strings.
+
+    OpenAI's wire form carries arguments as a JSON string; hub templates (Qwen,
+    Llama...) ``tojson`` them and so expect a dict, the convention vLLM and TRL
+    follow too. A string that is not JSON is left as it is.
+    """
+    out = []
+    for m in messages:
+        calls = m.get("tool_calls")
+        if m.get("role") == "assistant" and calls:
+            fixed = []
+            for c in calls:
+                fn = c.get("function") if isinstance(c, dict) else None
+                args = fn.get("arguments") if isinstance(fn, dict) else None
+                if isinstance(fn, dict) and isinstance(args, str):
+                    with contextlib.suppress(json.JSONDecodeError, RecursionError):
+                        c = {**c, "function": {**fn, "arguments": json.loads(args) if args.strip() else {}}}
+                fixed.append(c)
+            m = {**m, "tool_calls": fixed}
+        out.append(m)
+    return out
+
+
 def render_prompt(
     messages: Sequence[dict[str, Any]],
     tools: Sequence[dict[str, Any]] = (),
     *,
     add_generation_prompt: bool = True,
 ) -> str:
-    """The conversation in Sparring's template, by default ending with the ``<|assistant|>\\n`` prompt."""
-    return render_chat(CHAT_TEMPLATE, messages, tools, add_generation_prompt=add_generation_prompt)
+    """The conversation in Sparring's template, by default ending with the ``<|assistant|>\\n`` prompt.
+
+    Exactly ``tokenizer.apply_chat_template(template_messages(messages), tools=tools, tokenize=False,
+    add_generation_prompt=...)`` for a Sparring tokenizer (the same text without
+    :func:`template_messages` whenever tool-call arguments are dicts or canonical JSON).
+    """
+    return render_chat(
+        CHAT_TEMPLATE, template_messages(messages), tools, add_generation_prompt=add_generation_prompt
+    )
 
 
 def render_assistant(message: dict[str, Any]) -> str:
