@@ -17,6 +17,7 @@ from sparring.cli import (
     rollout,
     sandbox,
     serve,
+    serve_env,
     tasks,
     train,
     traj,
@@ -55,6 +56,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 app.command("serve-policy")(serve.serve_policy)
+app.command("serve-env")(serve_env.serve_env)
 app.command("eval")(eval_cli.eval_cmd)
 app.command("report")(report.report)
 app.add_typer(failures.app, name="failures")
