@@ -113,7 +113,12 @@ class OraclePolicy(_PlannedPolicy):
             steps.append(("bash", {"command": "ls -la"}))
         for rel in sorted(files):
             target = request.task.workspace / rel
-            new_text = files[rel].decode("utf-8")
+            try:
+                new_text = files[rel].decode("utf-8")
+            except UnicodeDecodeError:  # a binary file (a workbook): only the shell writes its bytes
+                if shell:
+                    steps.append(("bash", {"command": bash_write(rel, files[rel])}))
+                continue
             if target.is_file():
                 if "read_file" in tools:
                     steps.append(("read_file", {"path": rel}))
