@@ -132,9 +132,8 @@ class OraclePolicy(_PlannedPolicy):
                 steps.append(("write_file", {"path": rel, "content": new_text}))
             elif shell:
                 steps.append(("bash", {"command": bash_write(rel, files[rel])}))
-        if shell:
-            for rel in deleted:
-                steps.append(("bash", {"command": f"rm -f -- {shlex.quote(rel)}"}))
+        if shell and deleted:  # one call for all: a clean-up of many files must not eat the step budget
+            steps.append(("bash", {"command": "rm -f -- " + " ".join(shlex.quote(rel) for rel in deleted)}))
         if "run_tests" in tools:
             steps.append(("run_tests", {}))
         steps.append(("submit", {}))
