@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import random
 from pathlib import Path
 
@@ -34,7 +33,7 @@ SETTINGS = "test_service.py::test_unrelated_settings_unchanged"
 def test_same_seed_same_tasks_200_distinct_every_fault_kind_combining() -> None:
     ds = [gen.deployment(i, 0) for i in range(200)]
     assert [d.broken for d in (gen.deployment(i, 0) for i in range(3))] == [d.broken for d in ds[:3]]
-    keys = {hashlib.sha256(json.dumps(d.broken, sort_keys=True).encode()).hexdigest() for d in ds}
+    keys = {hashlib.sha256(repr(sorted(d.broken.items())).encode()).hexdigest() for d in ds}
     assert len(keys) == 200
     assert {f for d in ds for f in d.faults} == set(FAULTS) and len(FAULTS) >= 10
     assert {len(d.faults) for d in ds} == {1, 2, 3}
@@ -69,9 +68,9 @@ def test_each_fault_kind_alone_breaks_the_service_and_the_healthy_deployment_run
         files = gen.healthy(rng, port, "eu-1", "1.0")
         if fault is not None:
             FAULTS[fault].apply(files, rng, port)
-        for rel, text in files.items():
+        for rel, content in files.items():
             (ws / name / rel).parent.mkdir(parents=True, exist_ok=True)
-            (ws / name / rel).write_text(text)
+            (ws / name / rel).write_bytes(content.encode() if isinstance(content, str) else content)
         script.append(f"cd /workspace/{name}; sh svc start >/dev/null 2>&1; echo {name} $(python /workspace/probe.py "
                       f"{port}); sh svc stop >/dev/null 2>&1")  # fmt: skip
     (ws / "probe.py").write_text(PROBE)

@@ -13,11 +13,12 @@ filesystem. The reference fix is the healthy deployment itself.
 
 from __future__ import annotations
 
+import gzip
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-Files = dict[str, str]
+Files = dict[str, str | bytes]
 INI = "etc/ledger.ini"
 ENV = "etc/service.env"
 LOG = "var/log/ledger.log"
@@ -31,8 +32,9 @@ class Fault:
 
 
 def _replace(files: Files, path: str, old: str, new: str) -> None:
-    assert old in files[path], (path, old)
-    files[path] = files[path].replace(old, new, 1)
+    text = files[path]
+    assert isinstance(text, str) and old in text, (path, old)
+    files[path] = text.replace(old, new, 1)
 
 
 def wrong_port(files: Files, rng: random.Random, port: int) -> None:
@@ -72,7 +74,9 @@ def permissions(files: Files, rng: random.Random, port: int) -> None:
 
 
 def missing_env(files: Files, rng: random.Random, port: int) -> None:
-    zone = next(line for line in files[ENV].splitlines() if line.startswith("LEDGER_ZONE="))
+    env = files[ENV]
+    assert isinstance(env, str)
+    zone = next(line for line in env.splitlines() if line.startswith("LEDGER_ZONE="))
     _replace(files, ENV, zone + "\n", "")
 
 
@@ -81,8 +85,10 @@ def deleted_dependency(files: Files, rng: random.Random, port: int) -> None:
 
 
 def log_rotation(files: Files, rng: random.Random, port: int) -> None:
-    # The healthy state is the rotated one: the old log kept as ledger.log.1, a fresh ledger.log.
-    files[LOG] = files.pop(LOG + ".1")
+    # The healthy state is the rotated one: the old log compressed to ledger.log.1.gz, a fresh ledger.log.
+    old = files.pop(LOG + ".1.gz")
+    assert isinstance(old, bytes)
+    files[LOG] = gzip.decompress(old).decode()
 
 
 def wrong_data_path(files: Files, rng: random.Random, port: int) -> None:

@@ -50,7 +50,7 @@ def spool_check(cfg):
 def open_log(cfg):
     path = os.path.join(ROOT, cfg["log"]["path"])
     if os.path.exists(path) and os.path.getsize(path) > int(cfg["log"]["max_kb"]) * 1024:
-        fail(f"log {path} exceeds {cfg['log']['max_kb']} KB: rotate it (keep the old log as {path}.1)")
+        fail(f"log {path} exceeds {cfg['log']['max_kb']} KB: rotate it (gzip the old log to {path}.1.gz)")
     try:
         return open(path, "a")
     except OSError as e:
