@@ -239,6 +239,7 @@ async def run_in_sandbox(
             pids=lim.pids if limits else None,
             cpus=lim.cpus if limits else None,
             disk_mb=judge_disk_mb(lim.disk_mb),
+            network=lim.network,  # loopback where the task declares it: its checker polls a service it starts
             environment=spec_for_task(task).environment,  # the agent's layer: same interpreter, same pins
         )
         t = time.perf_counter()
