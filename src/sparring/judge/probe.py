@@ -459,8 +459,10 @@ class _Skeleton:
 
     def _leaf(self, n: ast.expr) -> ast.expr:
         # Evaluated inside a lambda in the probe: what cannot move into one keeps the whole assert truth-valued.
+        # An async comprehension does not compile in a lambda: one such leaf would break the whole probe file.
         if any(
             isinstance(x, ast.Await | ast.Yield | ast.YieldFrom | ast.NamedExpr | ast.Starred)
+            or (isinstance(x, ast.comprehension) and x.is_async)
             for x in ast.walk(n)
         ):
             raise _NotLiftable

@@ -132,8 +132,9 @@ def observe(site: int, value: Any) -> None:
 
 def leaves(site: int, *thunks: Any) -> None:
     """One evaluation of an ``expr`` site: each leaf's value as plain data (``{"v": ...}``), or what kept it
-    from being one (``{"err": exception class}``, ``{"opaque": type}``). Nothing is raised: the host
-    evaluates the skeleton and reads only the leaves the original assert would have evaluated."""
+    from being one (``{"err": exception class}``, ``{"opaque": type, "truth": bool(value)}``). Nothing is
+    raised: the host evaluates the skeleton and reads only the leaves the original assert would have
+    evaluated."""
     out: list[dict[str, Any]] = []
     for thunk in thunks:
         try:
@@ -144,8 +145,17 @@ def leaves(site: int, *thunks: Any) -> None:
         try:
             out.append({"v": plain(value)})
         except (Opaque, RecursionError, ValueError, TypeError) as e:
-            out.append({"opaque": str(e)[:200]})
+            out.append(_opaque(value, str(e)[:200]))
     RECORDER.add(int(site), canonical(out))
+
+
+def _opaque(value: Any, why: str) -> dict[str, Any]:
+    """A leaf that is not plain data, with its truth value where it has one: ``assert is_sorted(xs)`` asks
+    only that of a ``numpy.bool_`` (the host lets nothing else read it)."""
+    try:
+        return {"opaque": why, "truth": bool(value)}
+    except Exception:  # noqa: BLE001 - no truth value (a numpy array): the original assert would raise too
+        return {"opaque": why}
 
 
 class raises:  # noqa: N801 - used like pytest.raises
