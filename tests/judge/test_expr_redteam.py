@@ -205,3 +205,50 @@ def test_an_async_comprehension_stays_out_of_the_lambdas():
     plan = build_plan({"hidden/t.py": src}, seed=0)
     compile(plan.files["hidden/t.py"], "<probe>", "exec")
     assert [s.kind for s in plan.sites.values()] == ["bool", "expr"]
+
+
+RAISES_INSIDE = b"""\
+import pytest
+
+
+def test_it():
+    with pytest.raises(ValueError):
+        assert f(-1) == g(1)
+    with pytest.raises(ValueError):
+        assert not f(-1)
+    assert g(1) or f(-1) == 2
+"""
+
+
+def test_an_exception_the_original_assert_raises_still_propagates():
+    """``with pytest.raises(E): assert f(bad) == g(x)``: the original's assert raises ``E`` from its first
+    leaf, which pytest.raises expects. Leaves the original always evaluates (not behind ``and``/``or`` or a
+    chained comparison) raise as they would; only the ones it might skip are recorded instead."""
+
+    def f(x: int) -> int:
+        if x < 0:
+            raise ValueError("negative")
+        return x
+
+    plan = build_plan({"hidden/t.py": RAISES_INSIDE}, seed=0)
+    kinds = [s.kind for s in plan.sites.values()]
+    assert kinds == ["expr", "raises", "expr", "raises", "expr"]  # a block's asserts are numbered first
+    rows = _run_probe(plan.files["hidden/t.py"], {"f": f, "g": lambda x: x})
+    assert [r[0] for r in rows] == [1, 3, 4]  # the asserts inside the blocks raised, as the originals do
+    trace = RefTrace({"t": {1: 1, 3: 1, 4: 1}}, frozenset())
+    assert claim_holds("t", "passed", _observations(rows), plan.sites, trace) == (True, "")
+    # The third assert's f(-1) is behind ``or``: recorded, not raised (g(1) is true, so never read).
+    assert json.loads(rows[2][2][0])[1] == {"err": "ValueError"}
+
+
+def test_a_starred_argument_is_a_leaf_like_any_other():
+    src = b"def test_it():\n    assert f(*ARGS) == g()\n    assert not f(*ARGS, 1)\n\n\nARGS = (1, 2)\n"
+    plan = build_plan({"hidden/t.py": src}, seed=0)
+    assert [s.kind for s in plan.sites.values()] == ["expr", "expr"]
+    rows = _run_probe(plan.files["hidden/t.py"], {"f": lambda *a: sum(a), "g": lambda: 3})
+    assert _claim(plan, rows) == (False, _claim(plan, rows)[1])  # f(1, 2, 1) == 4 is true: the second fails
+    assert "t.py:3" in _claim(plan, rows)[1]
+    rows = _run_probe(
+        plan.files["hidden/t.py"], {"f": lambda *a: sum(a) if len(a) == 2 else 0, "g": lambda: 3}
+    )
+    assert _claim(plan, rows) == (True, "")
