@@ -252,3 +252,43 @@ def test_a_starred_argument_is_a_leaf_like_any_other():
         plan.files["hidden/t.py"], {"f": lambda *a: sum(a) if len(a) == 2 else 0, "g": lambda: 3}
     )
     assert _claim(plan, rows) == (True, "")
+
+
+def test_a_side_effect_of_a_leaf_the_original_skips_sends_the_site_back_to_truth_values():
+    """Leaves run eagerly: ``(ready() or c.bump()) and c.count == 0`` bumps even where the original does not.
+    The host cannot see that; the reference run does (its host evaluation fails where it passed), so the
+    site stays truth-valued for candidates, and an honest candidate still passes."""
+    from sparring.judge.report import MARK
+    from sparring.judge.withheld import reference_trace
+
+    src = b"def test_it():\n    assert (ready() or c.bump()) and c.count == 0\n"
+
+    class Counter:
+        count = 0
+
+        def bump(self) -> bool:
+            self.count += 1
+            return True
+
+    def env() -> dict:
+        return {"ready": lambda: True, "c": Counter()}
+
+    ref_plan = build_plan({"hidden/t.py": src}, seed=0)
+    assert [s.kind for s in ref_plan.sites.values()] == ["expr"]
+    rows = _run_probe(ref_plan.files["hidden/t.py"], env())
+    lines = [
+        {"kind": "start"},
+        {"kind": "test", "id": "t", "outcome": "passed", "obs": rows},
+        {"kind": "done"},
+    ]
+
+    class Run:
+        timed_out, exit_code, stderr = False, 0, ""
+        stdout = "\n".join(f"{MARK} {json.dumps(o)}" for o in lines)
+
+    trace = reference_trace(Run(), ref_plan)
+    assert trace.fallback == frozenset({0})  # positive control: the eager bump really changed c.count
+    cand = build_plan({"hidden/t.py": src}, seed=1, fallback=trace.fallback)
+    assert [s.kind for s in cand.sites.values()] == ["bool"]
+    rows = _run_probe(cand.files["hidden/t.py"], env())
+    assert claim_holds("t", "passed", _observations(rows), cand.sites, trace) == (True, "")
