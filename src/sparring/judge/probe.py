@@ -552,7 +552,8 @@ def rewrite_file(
     tree = ast.parse(source)
     stores = _stores(tree, nested=True)
     module = _scope_consts(tree.body, None, stores)
-    rebound = frozenset(n for n in HOST_CALLS if stores[n])
+    # ``from helpers import *`` may bind any of them: then none is the host's.
+    rebound = frozenset(n for n in HOST_CALLS if stores[n] or stores["*"])
     rw = _Rewriter(rel, plan, len(plan.sites), rng, module, fallback, rebound)
     tree = rw.visit(tree)
     plan.withheld_names += _drop_withheld(tree, rw.stripped)
