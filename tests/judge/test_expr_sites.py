@@ -178,5 +178,5 @@ def test_a_builtin_the_test_file_rebinds_is_not_the_hosts(shadow):
     assert [s.kind for s in plan.sites.values()] == ["value", "value", "expr", "expr"]
     names = ["len", "sorted"] if "*" in shadow else ["len"] if "len" in shadow else ["sorted"]
     for site in plan.sites.values():
-        for name in names:  # a star import may bind any of them
-            assert f"{name}(" not in str(site.expected), site  # the rebound call is a leaf, run in the sandbox
+        for name in names:  # a star import may bind any of them; the rebound call is a leaf, run in the sandbox
+            assert f"{name}(" not in str(site.expected), site
