@@ -27,7 +27,11 @@ per-judgement randomness, so a reference run's trace applies to every judgement)
             over the reported values. ``assert type(f(x)) is int`` leaves only
             ``f(x)`` in the probe: nothing says which truth value, type or bound is
             wanted. Leaves are evaluated eagerly, in source order; where the
-            original would have short-circuited, the host never reads them.
+            original would have short-circuited, the host never reads them. An
+            exception of a leading leaf the original always evaluates (not
+            behind ``and``/``or`` or a chained comparison's later operands) is
+            raised as the original's would be (``strict=`` in the probe, which
+            says only that much of the skeleton's shape); the others' are recorded.
 ``bool``    the rest, and every ``expr`` site where the reference solution's leaves
             were not plain data (or the host's evaluation disagreed with the
             reference passing): the plan for a candidate is built after the
@@ -311,7 +315,8 @@ class _Rewriter(ast.NodeTransformer):
         noargs = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
                                defaults=[])  # fmt: skip
         thunks: list[ast.expr] = [ast.Lambda(noargs, self.visit(leaf)) for leaf in sk.leaves]
-        call = ast.Call(ast.Name(LEAVES, ast.Load()), [ast.Constant(sid), *thunks], [])
+        strict = [ast.keyword("strict", ast.Constant(sk.strict()))] if sk.strict() else []
+        call = ast.Call(ast.Name(LEAVES, ast.Load()), [ast.Constant(sid), *thunks], strict)
         return ast.copy_location(ast.Expr(call), node)
 
     def _value_site(self, t: ast.Compare) -> ast.stmt | None:
@@ -399,6 +404,10 @@ class _Skeleton:
         self.scope = scope
         self.rebound = rebound
         self.leaves: list[ast.expr] = []
+        self.always: list[bool] = []
+        """Per leaf: the original evaluates it whatever the values before it (not behind ``and``/``or`` or a
+        chained comparison's later operands)."""
+        self._behind = 0
         self.consts: dict[str, Any] = {}
         self.const_names: set[str] = set()
         """Names of the test's constants read by the skeleton (they leave the probe with it)."""
@@ -411,15 +420,32 @@ class _Skeleton:
             self.const_names |= _names(n) - set(SAFE_CALLS)
             return ast.Name(name, ast.Load())
         if isinstance(n, ast.BoolOp):
-            return ast.BoolOp(n.op, [self.lift(v) for v in n.values])
+            return ast.BoolOp(n.op, [self.lift(n.values[0]), *self._lift_behind(n.values[1:])])
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
             return ast.UnaryOp(ast.Not(), self.lift(n.operand))
         if isinstance(n, ast.Compare) and self._identity_ok(n):
-            return ast.Compare(self.lift(n.left), list(n.ops), [self.lift(c) for c in n.comparators])
+            first = [self.lift(n.left), self.lift(n.comparators[0])]
+            return ast.Compare(first[0], list(n.ops), [first[1], *self._lift_behind(n.comparators[1:])])
         if self._host_call(n):
             assert isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
             return ast.Call(ast.Name(n.func.id, ast.Load()), [self.lift(a) for a in n.args], [])
         return self._leaf(n)
+
+    def _lift_behind(self, nodes: list[ast.expr]) -> list[ast.expr]:
+        """Operands the original may skip (short-circuit): their leaves are not :attr:`always` evaluated."""
+        self._behind += 1
+        try:
+            return [self.lift(v) for v in nodes]
+        finally:
+            self._behind -= 1
+
+    def strict(self) -> int:
+        """How many leading leaves the original always evaluates: an exception of one of those is the
+        original assert's own, and the probe raises it (``with pytest.raises(E): assert f(bad) == x``)."""
+        n = 0
+        while n < len(self.always) and self.always[n]:
+            n += 1
+        return n
 
     def _identity_ok(self, n: ast.Compare) -> bool:
         """``is`` compares identities, which decoding does not keep: only against a singleton or a type."""
@@ -459,12 +485,15 @@ class _Skeleton:
 
     def _leaf(self, n: ast.expr) -> ast.expr:
         # Evaluated inside a lambda in the probe: what cannot move into one keeps the whole assert truth-valued.
+        # An async comprehension does not compile in a lambda: one such leaf would break the whole probe file.
         if any(
-            isinstance(x, ast.Await | ast.Yield | ast.YieldFrom | ast.NamedExpr | ast.Starred)
+            isinstance(x, ast.Await | ast.Yield | ast.YieldFrom | ast.NamedExpr)
+            or (isinstance(x, ast.comprehension) and x.is_async)
             for x in ast.walk(n)
         ):
             raise _NotLiftable
         self.leaves.append(n)
+        self.always.append(not self._behind)
         return ast.Call(ast.Name(LEAF, ast.Load()), [ast.Constant(len(self.leaves) - 1)], [])
 
 
@@ -523,7 +552,8 @@ def rewrite_file(
     tree = ast.parse(source)
     stores = _stores(tree, nested=True)
     module = _scope_consts(tree.body, None, stores)
-    rebound = frozenset(n for n in HOST_CALLS if stores[n])
+    # ``from helpers import *`` may bind any of them: then none is the host's.
+    rebound = frozenset(n for n in HOST_CALLS if stores[n] or stores["*"])
     rw = _Rewriter(rel, plan, len(plan.sites), rng, module, fallback, rebound)
     tree = rw.visit(tree)
     plan.withheld_names += _drop_withheld(tree, rw.stripped)
