@@ -180,3 +180,34 @@ def test_a_builtin_the_test_file_rebinds_is_not_the_hosts(shadow):
     for site in plan.sites.values():
         for name in names:  # a star import may bind any of them; the rebound call is a leaf, run in the sandbox
             assert f"{name}(" not in str(site.expected), site
+
+
+def test_an_expected_value_inside_arithmetic_or_a_string_method_leaves_the_probe():
+    """Red team: ``abs(float(got) - TRUTH) <= TOL`` was a value site whose observed side carried TRUTH, and
+    ``got.lower() == TRUTH.lower()`` a truth-valued site with TRUTH in it (now a value site: a constant string's method is a constant): the data-analysis family's answer
+    was readable in the probe. Both are now host skeletons over ``float(got)`` / ``got.lower()``."""
+    src = b"""\
+TRUTH = 3.2571
+TOLERANCE = 0.0005
+LABEL = "Berlin-Ost"
+
+
+def test_it():
+    got = read()
+    assert abs(float(got) - TRUTH) <= TOLERANCE
+    assert got.lower() == LABEL.lower()
+    assert f(1) + 7 == 10
+"""
+    plan = build_plan({"hidden/t.py": src}, seed=0)
+    probe = plan.files["hidden/t.py"]
+    for secret in ("3.2571", "0.0005", "Berlin", "TRUTH", "LABEL", "7", "10"):
+        assert secret not in probe, (secret, probe)
+    assert [s.kind for s in plan.sites.values()] == ["expr", "value", "expr"]  # LABEL.lower() is a constant
+
+    def verdicts(answer: str, one: int) -> list[bool]:
+        rows = _run_probe(probe, {"read": lambda: answer, "f": lambda x: one})
+        return [all(matches(plan.sites[sid], v) for v in vals) for sid, _n, vals, *_ in rows]
+
+    assert verdicts("3.2574", 3) == [True, False, True]  # positive control: right answers pass
+    assert verdicts("3.2590", 2) == [False, False, False]
+    assert matches(plan.sites[1], so.encode("berlin-ost")) and not matches(plan.sites[1], so.encode("berlin"))
