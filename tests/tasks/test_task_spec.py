@@ -73,6 +73,11 @@ def test_changing_any_byte_changes_the_digest(clamp_task, tmp_path_factory, part
         t = load_task(d)
     except TaskError:
         return  # a broken task.toml is rejected outright, which is also a change
+    if part == "task.toml" and t.spec == clamp_task.spec:
+        # The digest is of the parsed spec: an edit that means the same task (a comment over a line that
+        # restates a default, ``# schema_version = 1``) is the same task.
+        assert t.digest == clamp_task.digest
+        return
     assert t.digest != clamp_task.digest
 
 
