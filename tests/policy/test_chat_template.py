@@ -96,7 +96,10 @@ def test_apply_chat_template_renders_exactly_what_sparring_renders(tokenizer, ms
     theirs = tokenizer.apply_chat_template(plain, tools=tools, tokenize=False, add_generation_prompt=gen)
     assert theirs == ours
     if plain == msgs:  # no JSON-string arguments: the caller's messages themselves render the same
-        assert tokenizer.apply_chat_template(msgs, tools=tools, tokenize=False, add_generation_prompt=gen) == ours
+        assert (
+            tokenizer.apply_chat_template(msgs, tools=tools, tokenize=False, add_generation_prompt=gen)
+            == ours
+        )
     ids = tokenizer.apply_chat_template(
         plain, tools=tools, tokenize=True, add_generation_prompt=gen, return_dict=False
     )

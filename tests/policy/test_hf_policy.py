@@ -165,3 +165,22 @@ def test_hf_spec_names_the_tool_format(hub_model_dir):
 
     assert make_policy(f"hf:{hub_model_dir}").tool_format == "hermes"
     assert make_policy(f"hf:{hub_model_dir}#qwen3_coder").tool_format == "qwen3_coder"
+
+
+def test_coalescing_survives_cancelled_callers_and_small_batches(tiny_model_dir, clamp_task):
+    pol = HFPolicy(tiny_model_dir, max_new_tokens=4, seed=2, max_batch=2)
+    reqs = [_req(clamp_task, sample_index=i) for i in range(3)]
+
+    async def go():
+        tasks = [asyncio.create_task(pol.act(r)) for r in reqs]
+        gone = asyncio.create_task(pol.act(reqs[0]))
+        gone.cancel()  # a caller that gives up (a turn time limit) before its turn is sampled
+        done = await asyncio.gather(*tasks)
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        return done, await asyncio.wait_for(pol.act(reqs[1]), 120)  # the queue still works afterwards
+
+    n0 = pol.generate_calls
+    done, after = asyncio.run(go())
+    assert all(a.trace.completion_ids for a in [*done, after])
+    assert pol.generate_calls == n0 + 3  # 3 turns in batches of at most 2, then the last one

@@ -21,6 +21,11 @@ from typing import Any
 
 from sparring.chat_format.template import END, EOS_TOKEN
 
+# End-of-turn / end-of-text markers of common chat templates; a turn's text ends at the first.
+END_MARKERS: tuple[str, ...] = (
+    END, EOS_TOKEN, "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<end_of_turn>", "</s>",
+)  # fmt: skip
+
 _BLOCK_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 _XML_FUNC_RE = re.compile(r"^\s*<function=([^>\n]+)>(.*?)(?:</function>\s*)?$", re.DOTALL)
 _XML_PARAM_RE = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
@@ -130,12 +135,14 @@ def _parse_block(body: str) -> list[ParsedCall] | str:
     return calls
 
 
-def _strip_end(text: str) -> str:
-    for marker in (END, EOS_TOKEN):
+def strip_end(text: str) -> str:
+    """``text`` cut at the first end-of-turn marker (what follows it is not the model's turn)."""
+    cut = len(text)
+    for marker in END_MARKERS:
         i = text.find(marker)
-        if i >= 0:
-            text = text[:i]
-    return text
+        if 0 <= i < cut:
+            cut = i
+    return text[:cut]
 
 
 def _parse_bare(text: str) -> tuple[list[ParsedCall], list[tuple[int, int]]]:
@@ -175,7 +182,7 @@ def parse_tool_calls(text: str) -> ParsedTurn:
 
 
 def _parse(text: str) -> ParsedTurn:
-    text = _strip_end(str(text))
+    text = strip_end(str(text))
     calls: list[ParsedCall] = []
     errors: list[str] = []
     kept: list[str] = []  # text outside well-formed calls (malformed blocks stay verbatim)

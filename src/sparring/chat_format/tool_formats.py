@@ -28,14 +28,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sparring.chat_format.parse import ParsedCall, ParsedTurn, _call_from_obj, _parse_block, parse_tool_calls
+from sparring.chat_format.parse import (
+    END_MARKERS,  # noqa: F401 (re-exported: the markers every parser here cuts at)
+    ParsedCall,
+    ParsedTurn,
+    _call_from_obj,
+    _parse_block,
+    parse_tool_calls,
+    strip_end,
+)
 from sparring.chat_format.template import CHAT_TEMPLATE, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, render_assistant
-
-# End-of-turn / end-of-text markers that may trail a decoded completion; never part of a call.
-END_MARKERS: tuple[str, ...] = (
-    "<|end|>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<end_of_turn>",
-    "</s>",
-)  # fmt: skip
 
 _HERMES_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 _XML_CALL_RE = re.compile(
@@ -45,16 +47,6 @@ _XML_PARAM_RE = re.compile(r"<parameter=([^>\n]*)>\n?(.*?)\n?</parameter>", re.D
 _THINK_RE = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 _SEP_RE = re.compile(r"\s*;\s*")
 _MAX_SCAN = 100  # '{' positions that fail to decode before giving up; bounds the cost on huge text
-
-
-def strip_end(text: str) -> str:
-    """``text`` cut at the first end-of-turn marker (what follows it is not the model's turn)."""
-    cut = len(text)
-    for marker in END_MARKERS:
-        i = text.find(marker)
-        if 0 <= i < cut:
-            cut = i
-    return text[:cut]
 
 
 def _join(parts: Sequence[str]) -> str:

@@ -115,23 +115,34 @@ class _Coalescer:
     async def submit(self, request: ActRequest) -> Action:
         fut: asyncio.Future[Action] = self.loop.create_future()
         self.pending.append((request, fut))
-        async with self.lock:
-            if not fut.done():
-                await asyncio.sleep(0)  # a yield, not a wait: requests issued in this same tick join
-                n = self.policy.max_batch
-                batch, self.pending = self.pending[:n], self.pending[n:]
-                try:
-                    actions = await asyncio.to_thread(self.policy.generate_turns, [r for r, _ in batch])
-                except BaseException as e:
-                    for _, f in batch:
-                        if not f.done():
-                            f.set_exception(e)
-                    if not isinstance(e, Exception):
-                        raise
-                else:
-                    for (_, f), a in zip(batch, actions, strict=True):
-                        f.set_result(a)
-        return await fut
+        try:
+            async with self.lock:
+                while not fut.done():  # batches in arrival order until this caller's turn is sampled
+                    await asyncio.sleep(0)  # a yield, not a wait: requests issued in this same tick join
+                    await self._run_batch(fut)
+            return await fut
+        except asyncio.CancelledError:
+            fut.cancel()  # nobody waits for this turn any more: it is not sampled (or its result is dropped)
+            raise
+
+    async def _run_batch(self, owner: asyncio.Future[Action]) -> None:
+        live = [(r, f) for r, f in self.pending if not f.done()]  # a cancelled caller's turn is dropped
+        batch, self.pending = live[: self.policy.max_batch], live[self.policy.max_batch :]
+        if not batch:
+            return
+        try:
+            actions = await asyncio.to_thread(self.policy.generate_turns, [r for r, _ in batch])
+        except asyncio.CancelledError:  # the caller running the batch gave up: the others' turns go back
+            self.pending[:0] = [(r, f) for r, f in batch if f is not owner and not f.done()]
+            raise
+        except Exception as e:
+            for _, f in batch:
+                if not f.done():
+                    f.set_exception(e)
+        else:
+            for (_, f), a in zip(batch, actions, strict=True):
+                if not f.done():
+                    f.set_result(a)
 
 
 class HFPolicy:
