@@ -16,6 +16,7 @@ from sparring.tasks.families.code_repair import CodeRepairGenerator, check_n
 from sparring.tasks.families.data_analysis import DataAnalysisGenerator
 from sparring.tasks.families.function_impl import FunctionImplGenerator
 from sparring.tasks.families.shell_ops import ShellOpsGenerator
+from sparring.tasks.families.sql import SqlGenerator
 from sparring.tasks.loader import Task
 
 
@@ -43,6 +44,7 @@ FAMILIES: dict[str, FamilyGenerator] = {
     FunctionImplGenerator.name: FunctionImplGenerator(),
     DataAnalysisGenerator.name: DataAnalysisGenerator(),
     ShellOpsGenerator.name: ShellOpsGenerator(),
+    SqlGenerator.name: SqlGenerator(),
 }
 
 
