@@ -17,6 +17,7 @@ from sparring.tasks.families.data_analysis import DataAnalysisGenerator
 from sparring.tasks.families.function_impl import FunctionImplGenerator
 from sparring.tasks.families.shell_ops import ShellOpsGenerator
 from sparring.tasks.families.sql import SqlGenerator
+from sparring.tasks.families.tool_use import ToolUseGenerator
 from sparring.tasks.loader import Task
 
 
@@ -45,6 +46,7 @@ FAMILIES: dict[str, FamilyGenerator] = {
     DataAnalysisGenerator.name: DataAnalysisGenerator(),
     ShellOpsGenerator.name: ShellOpsGenerator(),
     SqlGenerator.name: SqlGenerator(),
+    ToolUseGenerator.name: ToolUseGenerator(),
 }
 
 
