@@ -7,19 +7,23 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
-EXTRAS ?= train,dev,parquet
+EXTRAS ?= train,dev,parquet,trl,verifiers,openenv,gym,spreadsheet
+TEST_USER := sparring-test
 # A local wheel directory (this workplace keeps the CPU build of torch there); harmless elsewhere.
 WHEELS := $(wildcard /opt/wheels)
-PIP_FLAGS := $(if $(WHEELS),--find-links $(WHEELS),)
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)-$(EXTRAS)
+# There, the CPU build of torch is pinned too (constraints/local-cpu.txt), so set-up never pulls CUDA
+# wheels; elsewhere [train] takes any torch in its range (a CUDA build already installed stays).
+CONSTRAINTS := $(if $(WHEELS),constraints/local-cpu.txt,)
+PIP_FLAGS := $(if $(WHEELS),--find-links $(WHEELS),) $(if $(CONSTRAINTS),-c $(CONSTRAINTS),)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) | sha1sum | cut -c1-12)-$(EXTRAS)
 
 .PHONY: setup system venv demo demo-quick test test-fast lint typecheck bench contract clean
 
 setup: system venv
 
 # bubblewrap runs the sandboxes; a C compiler builds their exec server (without one, a slower Python
-# server is used).
-SYSTEM_PKGS := bubblewrap:bwrap gcc:cc libc6-dev:/usr/include/stdio.h
+# server is used). LibreOffice recalculates the spreadsheet family's workbooks in the judge.
+SYSTEM_PKGS := bubblewrap:bwrap gcc:cc libc6-dev:/usr/include/stdio.h libreoffice-calc-nogui:soffice
 
 system:
 	@missing=""; for pair in $(SYSTEM_PKGS); do pkg=$${pair%%:*}; probe=$${pair#*:}; \
@@ -33,6 +37,11 @@ system:
 	  echo "error: bubblewrap (bwrap) is missing; install it as root: apt-get install bubblewrap" >&2; exit 1; \
 	else echo "note:$$missing missing (not root): sandboxes use the slower Python exec server" >&2; \
 	fi
+	@# An unprivileged user: `make test` re-runs the sandbox, judge and rollout security tests as it
+	@# (tests/unprivileged), so the fallbacks a cluster user gets are exercised on every run.
+	@if [ "$$(id -u)" = "0" ] && ! id $(TEST_USER) >/dev/null 2>&1; then \
+	  useradd --system --no-create-home --shell /usr/sbin/nologin $(TEST_USER) \
+	  || echo "warning: could not create user $(TEST_USER); the unprivileged tests will fail" >&2; fi
 	@# OCI backend (podman + runc; busybox-static builds its local image). Optional: without it only
 	@# the OCI tests fail, each with a message saying what to install.
 	@if command -v dpkg-query >/dev/null 2>&1; then \
@@ -50,8 +59,8 @@ system:
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
-	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] in ((3, 11), (3, 12)), "Python 3.11 or 3.12 is needed, found " + sys.version.split()[0]'
+$(STAMP): pyproject.toml $(CONSTRAINTS)
+	@$(PYTHON) -c 'import sys; assert (3, 11) <= sys.version_info[:2] <= (3, 13), "Python 3.11 to 3.13 is needed, found " + sys.version.split()[0]'
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --disable-pip-version-check $(PIP_FLAGS) -e '.[$(EXTRAS)]'
 	@rm -f $(VENV)/.installed-*

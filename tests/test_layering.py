@@ -52,6 +52,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     # consumes trajectories: everything rollout may use, and the rooms that shape training
     "train": ROLLOUT_ROOMS | {"rollout", "curriculum", "monitor", "distributed"},
     "integrations": ROLLOUT_ROOMS | {"rollout"},  # thin adapters over env
+    "doctor": frozenset({"errors", "sandbox"}),  # reports the sandbox's own feature detection
     "cli": frozenset({"*"}),  # parses, calls the library, prints
     "": frozenset(),  # sparring/__init__.py
 }

@@ -131,11 +131,11 @@ def test_the_expected_values_are_nowhere_in_the_judges_sandbox(judge, clamp_task
     assert line.endswith(f"FOUND {[control.decode()]!r}"), line
 
 
-@pytest.mark.xfail(strict=True, reason="open hole (issue 14): a bool site's polarity is readable from the probe")
 def test_reading_the_coin_from_the_probe_buys_no_pass(judge, dynamic_task):
     """A candidate that reads each truth-value site's polarity from the probe text and records its guess
     instead of what its code computed. Positive control: the same wrong code without the forgery fails
-    the truth-value-only test (``test_type_is_int``); with it, it must still fail."""
+    the truth-value-only test (``test_type_is_int``); with it, it must still fail: the site's skeleton
+    (``type(_) is int``) is no longer in the probe, only its leaf, and the host evaluates it."""
     t = dynamic_task
     tid = "test_hidden_clip.py::test_type_is_int"
     wrong = "\ndef clip_sum(xs, lo, hi):\n    return 'wrong'\n"

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from sparring.cli.common import guarded
+from sparring.cli.doctor import print_degraded_once
 
 # The demo family is shell-ops: small enough for a tiny CPU model, real sandbox execution and the real
 # pytest judge. The warm start imitates a demonstrator with systematic mistakes: half the time it
@@ -68,4 +69,5 @@ def _demo(quick: bool, workdir: Path, seed: int, no_rl: bool, overrides: list[st
     base = copy.deepcopy(QUICK if quick else FULL)
     base.update(workdir=str(workdir), seed=seed, rl=not no_rl)
     cfg = load_config(None, overrides, base=base)
+    print_degraded_once()  # what isolation this run gets, said once at its start
     run_recipe(cfg, json_out)

@@ -17,10 +17,12 @@ from sparring.cli import (
     rollout,
     sandbox,
     serve,
+    serve_env,
     tasks,
     train,
     traj,
 )
+from sparring.cli import doctor as doctor_cli
 from sparring.cli import eval as eval_cli
 
 app = typer.Typer(
@@ -54,9 +56,11 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 app.command("serve-policy")(serve.serve_policy)
+app.command("serve-env")(serve_env.serve_env)
 app.command("eval")(eval_cli.eval_cmd)
 app.command("report")(report.report)
 app.add_typer(failures.app, name="failures")
+app.command("doctor")(doctor_cli.doctor)
 
 
 def _exception_modules() -> list[object]:

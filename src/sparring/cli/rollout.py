@@ -27,6 +27,7 @@ from sparring.cli.common import (
     out_console,
     run_async,
 )
+from sparring.cli.doctor import print_degraded_once
 from sparring.errors import ConfigError
 
 
@@ -125,6 +126,8 @@ def _rollout(
                 f"run {run_id} was started with policy {previous['config'].get('policy')!r}, group size "
                 f"{previous['config'].get('group_size')}, seed {previous['config'].get('seed')}: resume it with those"
             )
+        if backend_kind == "local":
+            print_degraded_once()  # what isolation this run gets, said once at its start
         backend = make_cli_backend(backend_kind)  # each task's spec names its layer: agent and judge run it
 
         async def go():  # type: ignore[no-untyped-def]

@@ -36,16 +36,20 @@ def serve_policy(
     ),
     max_new_tokens: int = typer.Option(96, "--max-new-tokens", help="Most tokens one completion may have."),
     seed: int = typer.Option(0, "--seed", help="Policy seed (mixed with each request's seed)."),
+    tool_format: str | None = typer.Option(
+        None, "--tool-format", help="Tool-call format of the model (sparring, hermes, qwen3_coder, llama3_json); "
+        "default: detected from its chat template.",
+    ),
     allow_remote: bool = typer.Option(False, "--allow-remote", help="Allow a non-loopback --host."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Serve a local policy over an OpenAI-compatible HTTP API until SIGINT/SIGTERM."""
-    guarded(_serve)(model, host, port, name, max_new_tokens, seed, allow_remote, json_out)
+    guarded(_serve)(model, host, port, name, max_new_tokens, seed, allow_remote, json_out, tool_format)
 
 
 def _serve(
     model: Path, host: str, port: int, name: str | None, max_new_tokens: int, seed: int,
-    allow_remote: bool, json_out: bool,
+    allow_remote: bool, json_out: bool, tool_format: str | None = None,
 ) -> None:  # fmt: skip
     if not _is_loopback(host) and not allow_remote:
         raise ConfigError(
@@ -59,7 +63,7 @@ def _serve(
     from sparring.policy.hf import HFPolicy
     from sparring.policy.server import PolicyServer
 
-    policy = HFPolicy(model, max_new_tokens=max_new_tokens, seed=seed)
+    policy = HFPolicy(model, max_new_tokens=max_new_tokens, seed=seed, tool_format=tool_format)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -297,9 +297,13 @@ def export(
     run: str | None = RUN_OPT,
     judge_version: str | None = JUDGE_OPT,
     limit: int | None = typer.Option(None, "--limit", help="Export at most N (newest first); default all."),
+    tokens: bool = typer.Option(
+        False, "--tokens", help="Exact token sequences (prompt/completion ids, logprobs, policy mask) instead of chat."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Write matching trajectories in the chat-messages format TRL / HF datasets read."""
+    """Write matching trajectories in the chat-messages format TRL / HF datasets read (or, with
+    --tokens, as exact token sequences; mismatched turn boundaries are counted and reported)."""
     writers = {"jsonl": export_jsonl, "parquet": export_parquet}
     if fmt not in writers:
         raise ConfigError(f"unknown --format {fmt!r}: choose jsonl or parquet")
@@ -316,6 +320,20 @@ def export(
         judge_version=judge_version,
         limit=limit,
     )
+    if tokens:
+        from sparring.store.token_export import export_tokens_jsonl, export_tokens_parquet
+
+        token_writers = {"jsonl": export_tokens_jsonl, "parquet": export_tokens_parquet}
+        with _open(store) as s:
+            stats = token_writers[fmt](s, q, out)
+        if json_out:
+            emit_json({"written": stats.rows, "path": str(out), **stats.to_json()})
+        else:
+            out_console.print(Text(
+                f"wrote {stats.rows} token sequences of {stats.trajectories} trajectories to {out} "
+                f"({stats.sampled_tokens} sampled tokens, {stats.mismatches} mismatched turn boundaries)"
+            ))  # fmt: skip
+        return
     with _open(store) as s:
         n = writers[fmt](s, q, out)
     if json_out:

@@ -16,13 +16,31 @@ per-judgement randomness, so a reference run's trace applies to every judgement)
             reports ``L``; ``op`` and ``C`` stay on the host, and a name used only
             there is removed from the probe, so the expected value is nowhere in
             the sandbox.
-``bool``    any other ``assert E``. The probe reports ``bool(E)`` or ``bool(not
-            E)`` (a comparison has its operator swapped instead), chosen at random
-            per judgement; the host keeps which. This is NOT a secret coin: the
-            flip is in the probe's text, so a forger who assumes the test asserted
-            the positive form (most do) reads off every expected truth value
-            (``redteam.BOOL_POLARITY_FORGERY``). Only ``value`` and ``raises``
-            sites withhold anything.
+``expr``    any other ``assert E`` whose skeleton the host can evaluate: ``E`` is
+            split into *leaves*, its largest sub-expressions that run anyone's code
+            (``f(x)``, ``obj.attr``, ``helper(x) + 1``), and a *skeleton* over them
+            made of ``not``/``and``/``or``, comparisons, constants and a few pure
+            built-ins (``isinstance``, ``type``, ``len``, ``all``, ``sorted``, ...).
+            The probe evaluates each leaf (an exception is recorded, not raised)
+            and reports the leaves' values as plain data; the skeleton, with its
+            operators, constants and polarity, stays on the host, which evaluates it
+            over the reported values. ``assert type(f(x)) is int`` leaves only
+            ``f(x)`` in the probe: nothing says which truth value, type or bound is
+            wanted. Leaves are evaluated eagerly, in source order; where the
+            original would have short-circuited, the host never reads them. An
+            exception of a leading leaf the original always evaluates (not
+            behind ``and``/``or`` or a chained comparison's later operands) is
+            raised as the original's would be (``strict=`` in the probe, which
+            says only that much of the skeleton's shape); the others' are recorded.
+``bool``    the rest, and every ``expr`` site where the reference solution's leaves
+            were not plain data (or the host's evaluation disagreed with the
+            reference passing): the plan for a candidate is built after the
+            reference run, and only those sites fall back. The probe reports
+            ``bool(E)`` or ``bool(not E)`` chosen at random per judgement; this is
+            NOT a secret: the flip is in the probe's text, so a forger who assumes
+            the positive form reads off the expected truth value
+            (``redteam.BOOL_POLARITY_FORGERY``). Asserts over objects that are not
+            plain data are the residual that only the reference run can protect.
 ``raises``  ``with pytest.raises(E, match=M) [as info]:``. The probe catches what
             the block raises and reports its class chain and message; ``E`` and
             ``M`` stay on the host.
@@ -43,7 +61,8 @@ from typing import Any, Literal
 
 OBSERVE = "__sparring_obs__"
 RAISES = "__sparring_raises__"
-IMPORT_LINE = f"from sandbox_observe import observe as {OBSERVE}, raises as {RAISES}\n"
+LEAVES = "__sparring_leaves__"
+IMPORT_LINE = f"from sandbox_observe import observe as {OBSERVE}, raises as {RAISES}, leaves as {LEAVES}\n"
 SAFE_CALLS = ("list", "tuple", "set", "frozenset", "dict", "range", "sorted", "float", "int", "str", "bytes",
               "len", "abs", "min", "max", "sum", "round", "reversed", "bool", "complex")  # fmt: skip
 _SAFE_BUILTINS = {n: getattr(builtins, n) for n in SAFE_CALLS}
@@ -58,13 +77,32 @@ COMPLEMENT: dict[type[ast.cmpop], type[ast.cmpop]] = {
     ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is,
 }  # fmt: skip
 SINGLETONS = (None, True, False, Ellipsis)
+HOST_CALLS = (
+    "isinstance",
+    "type",
+    "len",
+    "bool",
+    "all",
+    "any",
+    "set",
+    "frozenset",
+    "sorted",
+    "min",
+    "max",
+    "abs",
+)
+"""Built-ins an ``expr`` skeleton may call on the host: pure, linear (or n log n) in the size of plain data,
+and blind to what plain-data decoding loses (dict order, subclasses): ``list(d)`` or ``sum(xs)`` would not
+be, so such calls stay inside a leaf."""
+LEAF = "__leaf__"
+"""The skeleton's accessor of leaf ``k``: ``__leaf__(k)`` (raises when the leaf raised in the sandbox)."""
 
 
 @dataclass(frozen=True)
 class Site:
     """What the host expects of one site's observations."""
 
-    kind: Literal["value", "bool", "raises"]
+    kind: Literal["value", "expr", "bool", "raises"]
     op: str = "=="
     """value: the comparison, observed value on the left (``in``: observed in C; ``contains``: C in observed)."""
     expected: Any = None
@@ -73,6 +111,10 @@ class Site:
     """value with ``pytest.approx``: (rel, abs) as given (None: pytest's default)."""
     match: str | None = None
     """raises: the ``match=`` pattern."""
+    leaves: int = 0
+    """expr: how many leaves each observation carries (``expected`` is the skeleton's source)."""
+    env: tuple[tuple[str, Any], ...] = ()
+    """expr: the skeleton's constants, by name."""
     file: str = ""
     line: int = 0
 
@@ -199,8 +241,21 @@ def _stores(node: ast.AST, nested: bool) -> Counter[str]:
 
 
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self, rel: str, plan: ProbePlan, next_id: int, rng: random.Random, module: _Scope) -> None:
+    def __init__(
+        self,
+        rel: str,
+        plan: ProbePlan,
+        next_id: int,
+        rng: random.Random,
+        module: _Scope,
+        fallback: frozenset[int] = frozenset(),
+        rebound: frozenset[str] = frozenset(),
+    ) -> None:
         self.rel = rel
+        self.fallback = fallback
+        """Sites that stay truth-valued (``bool``) even where a skeleton exists (from the reference run)."""
+        self.rebound = rebound
+        """Built-in names the file binds itself: not the host's built-ins."""
         self.plan = plan
         self.next_id = next_id
         self.rng = rng
@@ -239,7 +294,30 @@ class _Rewriter(ast.NodeTransformer):
             site = self._value_site(t)
             if site is not None:
                 return site
+        if self.next_id not in self.fallback:
+            lifted = self._expr_site(node)
+            if lifted is not None:
+                return lifted
         return self._bool_site(node)
+
+    def _expr_site(self, node: ast.Assert) -> ast.stmt | None:
+        sk = _Skeleton(self.scope, self.rebound)
+        try:
+            skeleton = sk.lift(node.test)
+        except _NotLiftable:
+            return None
+        if not sk.leaves:
+            return None  # nothing of the candidate's in it: a constant assert
+        self.stripped.update(sk.const_names)
+        site = Site("expr", expected=ast.unparse(skeleton), leaves=len(sk.leaves), env=tuple(sk.consts.items()),
+                    file=self.rel, line=node.lineno)  # fmt: skip
+        sid = self._site(site)
+        noargs = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+                               defaults=[])  # fmt: skip
+        thunks: list[ast.expr] = [ast.Lambda(noargs, self.visit(leaf)) for leaf in sk.leaves]
+        strict = [ast.keyword("strict", ast.Constant(sk.strict()))] if sk.strict() else []
+        call = ast.Call(ast.Name(LEAVES, ast.Load()), [ast.Constant(sid), *thunks], strict)
+        return ast.copy_location(ast.Expr(call), node)
 
     def _value_site(self, t: ast.Compare) -> ast.stmt | None:
         op = VALUE_OPS[type(t.ops[0])]
@@ -315,6 +393,110 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
 
+class _NotLiftable(Exception):
+    pass
+
+
+class _Skeleton:
+    """Splits an assert's test into leaves (run in the sandbox) and a skeleton over them (run on the host)."""
+
+    def __init__(self, scope: _Scope, rebound: frozenset[str]) -> None:
+        self.scope = scope
+        self.rebound = rebound
+        self.leaves: list[ast.expr] = []
+        self.always: list[bool] = []
+        """Per leaf: the original evaluates it whatever the values before it (not behind ``and``/``or`` or a
+        chained comparison's later operands)."""
+        self._behind = 0
+        self.consts: dict[str, Any] = {}
+        self.const_names: set[str] = set()
+        """Names of the test's constants read by the skeleton (they leave the probe with it)."""
+
+    def lift(self, n: ast.expr) -> ast.expr:
+        ok, value = const_value(n, self.scope)
+        if ok:
+            name = f"__c{len(self.consts)}"
+            self.consts[name] = value
+            self.const_names |= _names(n) - set(SAFE_CALLS)
+            return ast.Name(name, ast.Load())
+        if isinstance(n, ast.BoolOp):
+            return ast.BoolOp(n.op, [self.lift(n.values[0]), *self._lift_behind(n.values[1:])])
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+            return ast.UnaryOp(ast.Not(), self.lift(n.operand))
+        if isinstance(n, ast.Compare) and self._identity_ok(n):
+            first = [self.lift(n.left), self.lift(n.comparators[0])]
+            return ast.Compare(first[0], list(n.ops), [first[1], *self._lift_behind(n.comparators[1:])])
+        if self._host_call(n):
+            assert isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            return ast.Call(ast.Name(n.func.id, ast.Load()), [self.lift(a) for a in n.args], [])
+        return self._leaf(n)
+
+    def _lift_behind(self, nodes: list[ast.expr]) -> list[ast.expr]:
+        """Operands the original may skip (short-circuit): their leaves are not :attr:`always` evaluated."""
+        self._behind += 1
+        try:
+            return [self.lift(v) for v in nodes]
+        finally:
+            self._behind -= 1
+
+    def strict(self) -> int:
+        """How many leading leaves the original always evaluates: an exception of one of those is the
+        original assert's own, and the probe raises it (``with pytest.raises(E): assert f(bad) == x``)."""
+        n = 0
+        while n < len(self.always) and self.always[n]:
+            n += 1
+        return n
+
+    def _identity_ok(self, n: ast.Compare) -> bool:
+        """``is`` compares identities, which decoding does not keep: only against a singleton or a type."""
+        sides = [n.left, *n.comparators]
+        for i, op in enumerate(n.ops):
+            if isinstance(op, ast.Is | ast.IsNot) and not any(
+                self._identity_side(s) for s in (sides[i], sides[i + 1])
+            ):
+                return False
+        return True
+
+    def _identity_side(self, s: ast.expr) -> bool:
+        ok, value = const_value(s, self.scope)
+        if ok:
+            return any(value is c for c in SINGLETONS) or isinstance(value, type)
+        return (
+            self._host_call(s)
+            and isinstance(s, ast.Call)
+            and isinstance(s.func, ast.Name)
+            and s.func.id == "type"
+        )
+
+    def _host_call(self, n: ast.expr) -> bool:
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in HOST_CALLS):
+            return False
+        if n.func.id in self.rebound or n.keywords or any(isinstance(a, ast.Starred) for a in n.args):
+            return False
+        if n.func.id == "isinstance":
+            if len(n.args) != 2:
+                return False
+            ok, types = const_value(n.args[1], self.scope)
+            kinds = types if isinstance(types, tuple) else (types,)
+            return ok and all(isinstance(k, type) for k in kinds)
+        if n.func.id in ("type", "len", "bool", "all", "any", "abs", "set", "frozenset", "sorted"):
+            return len(n.args) == 1
+        return len(n.args) >= 1
+
+    def _leaf(self, n: ast.expr) -> ast.expr:
+        # Evaluated inside a lambda in the probe: what cannot move into one keeps the whole assert truth-valued.
+        # An async comprehension does not compile in a lambda: one such leaf would break the whole probe file.
+        if any(
+            isinstance(x, ast.Await | ast.Yield | ast.YieldFrom | ast.NamedExpr)
+            or (isinstance(x, ast.comprehension) and x.is_async)
+            for x in ast.walk(n)
+        ):
+            raise _NotLiftable
+        self.leaves.append(n)
+        self.always.append(not self._behind)
+        return ast.Call(ast.Name(LEAF, ast.Load()), [ast.Constant(len(self.leaves) - 1)], [])
+
+
 def _exception_names(node: ast.AST) -> list[str]:
     """Class names of ``pytest.raises``'s first argument: a name, a dotted name, or a tuple of them."""
     items = node.elts if isinstance(node, ast.Tuple) else [node]
@@ -345,7 +527,9 @@ def _drop_withheld(tree: ast.Module, stripped: Counter[str]) -> int:
     holders = [tree, *[n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]]
     removed = 0
     while True:
-        loads = Counter(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+        loads = Counter(
+            n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+        )
         gone = {n for n in feeds if not loads[n]}
         dropped = 0
         for holder in holders:
@@ -361,12 +545,16 @@ def _drop_withheld(tree: ast.Module, stripped: Counter[str]) -> int:
         removed += dropped
 
 
-def rewrite_file(source: str, rel: str, plan: ProbePlan, rng: random.Random) -> str:
+def rewrite_file(
+    source: str, rel: str, plan: ProbePlan, rng: random.Random, fallback: frozenset[int] = frozenset()
+) -> str:
     """The probe version of one test file; its sites are added to ``plan``."""
     tree = ast.parse(source)
     stores = _stores(tree, nested=True)
     module = _scope_consts(tree.body, None, stores)
-    rw = _Rewriter(rel, plan, len(plan.sites), rng, module)
+    # ``from helpers import *`` may bind any of them: then none is the host's.
+    rebound = frozenset(n for n in HOST_CALLS if stores[n] or stores["*"])
+    rw = _Rewriter(rel, plan, len(plan.sites), rng, module, fallback, rebound)
     tree = rw.visit(tree)
     plan.withheld_names += _drop_withheld(tree, rw.stripped)
     ast.fix_missing_locations(tree)
@@ -379,10 +567,12 @@ def rewrite_file(source: str, rel: str, plan: ProbePlan, rng: random.Random) -> 
     return ast.unparse(tree) + "\n"
 
 
-def build_plan(files: dict[str, bytes], seed: int) -> ProbePlan:
+def build_plan(files: dict[str, bytes], seed: int, fallback: frozenset[int] = frozenset()) -> ProbePlan:
     """Probes of every test file in ``files`` (rel path -> pristine bytes), sites numbered in path order.
 
-    A file that does not parse is passed through unchanged: its tests error at collection, as they would.
+    ``fallback``: the ``expr`` sites to keep truth-valued (where the reference run showed the host cannot
+    evaluate their skeleton); numbering is the same either way. A file that does not parse is passed
+    through unchanged: its tests error at collection, as they would.
     """
     plan = ProbePlan()
     rng = random.Random(seed)
@@ -390,7 +580,7 @@ def build_plan(files: dict[str, bytes], seed: int) -> ProbePlan:
         data = files[rel]
         try:
             text = data.decode("utf-8-sig")
-            plan.files[rel] = rewrite_file(text, rel, plan, rng)
+            plan.files[rel] = rewrite_file(text, rel, plan, rng, fallback)
         except (SyntaxError, UnicodeDecodeError, ValueError, RecursionError):
             plan.files[rel] = data.decode("utf-8", errors="replace")
     return plan

@@ -44,12 +44,13 @@ from sparring.judge import dynamic as dyn
 from sparring.judge.base import JudgeResult, JudgeRunError, Usage, judge_error_result
 from sparring.judge.hacks import static_flags
 from sparring.judge.importable import split_importable
-from sparring.judge.probe import build_plan
+from sparring.judge.probe import ProbePlan, build_plan
 from sparring.judge.records import TestCounts
 from sparring.judge.report import parse_report, split_ids
 from sparring.judge.reward import components_from_tests, compose_reward, efficiency, usage_efficiency
 from sparring.judge.sandbox_runner import (
     JudgePool,
+    RunOutput,
     hidden_test_files,
     launcher_job,
     regression_files,
@@ -168,10 +169,21 @@ class PytestJudge:
         files, args = self.test_files(task, evaluating)
         shuffle = cfg.shuffle_seed if cfg.shuffle_seed is not None else secrets.randbits(31)
         allow_binary = bool(task.spec.judge.allow_binary_modules)
-        plan = build_plan(files, secrets.randbits(31))  # fresh coin flips for every judgement
+        coin = secrets.randbits(31)  # fresh coin flips for every judgement
         trace_key = (task.digest, evaluating, cfg.regression)
         trace = self._traces.get(trace_key)
         ref_plan = None if trace is not None else build_plan(files, secrets.randbits(31))
+        made: list[ProbePlan] = []
+
+        def candidate_job(out: RunOutput) -> bytes:
+            """The candidate's probes, made once the reference's trace says which sites stay truth-valued."""
+            nonlocal trace
+            if trace is None:
+                assert ref_plan is not None
+                trace = self._traces[trace_key] = reference_trace(out.reference_pytest, ref_plan)
+            made.append(build_plan(files, coin, fallback=trace.fallback))
+            return launcher_job(made[0].files, args, shuffle, allow_binary)
+
         ref = None
         if job is not None or ref_plan is not None:
             sol_files, deleted = task.solution_files()
@@ -187,15 +199,15 @@ class PytestJudge:
             comps["usage"], more = self.usage_components(task, usage)
             metrics.update(more)
         run = await run_in_sandbox(
-            self.backend, task, diff, launcher_job(plan.files, args, shuffle, allow_binary),
+            self.backend, task, diff, candidate_job,
             dynamic_job=job, reference=ref, limits=self.limits, pool=self.pool,
             reference_job=None if ref_plan is None else launcher_job(ref_plan.files, args, shuffle, allow_binary),
         )  # fmt: skip
-        if trace is None:
-            assert ref_plan is not None
-            trace = self._traces[trace_key] = reference_trace(run.reference_pytest, ref_plan)
+        assert trace is not None and made, "run_in_sandbox makes the candidate's job before running it"
+        plan = made[0]
         metrics["unverifiable_sites"] = float(len(trace.unverifiable))
         metrics["withheld_sites"] = float(sum(1 for s in plan.sites.values() if s.kind != "bool"))
+        metrics["truth_valued_sites"] = float(sum(1 for s in plan.sites.values() if s.kind == "bool"))
         metrics["observed_sites"] = float(len(plan.sites))
         if not run.applied:
             flags.append("diff_not_applicable")
@@ -218,7 +230,9 @@ class PytestJudge:
             )
         flags += rep.audit_flags
         if r.timed_out:
-            flags.append("candidate_timeout")  # the same runner finished on the reference: the hang is the candidate's
+            flags.append(
+                "candidate_timeout"
+            )  # the same runner finished on the reference: the hang is the candidate's
         elif not rep.done:
             flags.append("candidate_crashed")
             metrics["candidate_oom"] = 1.0 if r.oom_killed else 0.0
@@ -228,7 +242,9 @@ class PytestJudge:
             # A test said it passed without reaching asserts the reference reaches: its code was cut short.
             flags.append("assertions_skipped")
         if rejected:
-            log = (log + "\nnot passed on the host: " + "; ".join(f"{t}: {w}" for t, w in rejected[:5]))[-4000:]
+            log = (log + "\nnot passed on the host: " + "; ".join(f"{t}: {w}" for t, w in rejected[:5]))[
+                -4000:
+            ]
         prefix = f"hidden/{EVAL_DIR}" if evaluating else "hidden"
         hidden = split_ids(outcomes, prefix)
         metrics["test_wall_s"] = round(run.pytest_wall_s, 4)
@@ -245,7 +261,9 @@ class PytestJudge:
             assert run.reference is not None
             assert dspec is not None
             if run.candidate is None and not r.timed_out:
-                flags.append("candidate_crashed")  # the driver ran the reference, so its death is the candidate's
+                flags.append(
+                    "candidate_crashed"
+                )  # the driver ran the reference, so its death is the candidate's
             frac, mism = dyn.compare(run.reference, run.candidate, dspec.reference_raises)
             comps["dynamic"] = frac
             metrics["dynamic_cases"] = float(len(job["inputs"]))

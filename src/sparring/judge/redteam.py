@@ -195,13 +195,14 @@ for _o in getattr(_g, "get_" + "objects")():
         _o.add = lambda site, enc, *_r, _a=_add: _a(site, "true")
 """
 
-# Every assert the host cannot compare with a withheld constant is a truth value whose polarity is a coin
-# per site and judgement; but the coin is written into the probe itself (``bool(not X)``, ``!=`` for
+# A truth-valued site's polarity coin is written into the probe itself (``bool(not X)``, ``!=`` for
 # ``==``, ``is not`` for ``is``), which lies in the sandbox. Reads the probes (no judge path, no frame,
 # no garbage collector: no audit event), guesses each site's expected truth value from its text (a test
 # asserts the positive form far more often than the negative one) and records that guess instead of
 # what the code computed; the functions answer a wrong value instead of raising, so every test runs to
-# its end. Tests made only of such sites pass without the code being right.
+# its end. Tests made only of such sites used to pass without the code being right; now an assert the
+# host can evaluate leaves only its leaves in the probe (``expr`` sites), and truth-valued sites remain
+# only where the reference's leaves were not plain data.
 BOOL_POLARITY_FORGERY = """
 import ast as _ast, json as _json, os as _os
 

@@ -1,7 +1,7 @@
 """What a probe test reports. It runs INSIDE the judge's sandbox, in the candidate's process.
 
 The judge's test files are rewritten on the host (:mod:`sparring.judge.probe`):
-each ``assert`` becomes ``observe(SITE, value)`` and each ``pytest.raises`` block
+each ``assert`` becomes ``observe(SITE, value)`` or ``leaves(SITE, thunk, ...)`` and each ``pytest.raises`` block
 ``with raises(SITE):``. This module only records what was observed, per running
 test, as plain data; it decides nothing, holds nothing secret and may be freely
 tampered with: whatever it reports, the host compares it with the expected
@@ -128,6 +128,38 @@ RECORDER = Recorder()
 
 def observe(site: int, value: Any) -> None:
     RECORDER.add(int(site), encode(value), value)
+
+
+def leaves(site: int, *thunks: Any, strict: int = 0) -> None:
+    """One evaluation of an ``expr`` site: each leaf's value as plain data (``{"v": ...}``), or what kept it
+    from being one (``{"err": exception class}``, ``{"opaque": type, "truth": bool(value)}``). The host
+    evaluates the skeleton and reads only the leaves the original assert would have evaluated. An exception
+    of one of the first ``strict`` leaves, which the original always evaluates, is raised as the original
+    would (``with pytest.raises(E): assert f(bad) == x``); the others' are only recorded, since the original
+    might have skipped them."""
+    out: list[dict[str, Any]] = []
+    for i, thunk in enumerate(thunks):
+        try:
+            value = thunk()
+        except Exception as e:  # noqa: BLE001 - recorded; the host fails the site if it needs this leaf
+            if i < strict:
+                raise  # the first ``strict`` leaves are ones the original always evaluates: its own exception
+            out.append({"err": type(e).__name__[:200]})
+            continue
+        try:
+            out.append({"v": plain(value)})
+        except (Opaque, RecursionError, ValueError, TypeError) as e:
+            out.append(_opaque(value, str(e)[:200]))
+    RECORDER.add(int(site), canonical(out))
+
+
+def _opaque(value: Any, why: str) -> dict[str, Any]:
+    """A leaf that is not plain data, with its truth value where it has one: ``assert is_sorted(xs)`` asks
+    only that of a ``numpy.bool_`` (the host lets nothing else read it)."""
+    try:
+        return {"opaque": why, "truth": bool(value)}
+    except Exception:  # noqa: BLE001 - no truth value (a numpy array): the original assert would raise too
+        return {"opaque": why}
 
 
 class raises:  # noqa: N801 - used like pytest.raises

@@ -34,6 +34,7 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -203,14 +204,16 @@ def launcher_job(probe_files: dict[str, str], args: list[str], seed: int, allow_
 
 
 async def run_launcher(sb: Sandbox, job: bytes, timeout: float) -> ExecResult:
-    return await sb.exec([PYTHON, "-s", "/judge/cfg/sandbox_pytest.py", "/workspace"], timeout=timeout, stdin=job)
+    return await sb.exec(
+        [PYTHON, "-s", "/judge/cfg/sandbox_pytest.py", "/workspace"], timeout=timeout, stdin=job
+    )
 
 
 async def run_in_sandbox(
     backend: SandboxBackend,
     task: Task,
     diff: WorkspaceDiff,
-    job: bytes,
+    job: bytes | Callable[[RunOutput], bytes],
     *,
     dynamic_job: dict[str, Any] | None,
     reference: WorkspaceDiff | None,
@@ -220,8 +223,9 @@ async def run_in_sandbox(
 ) -> RunOutput:
     """Everything of one judgement that executes code, in one fresh (or freshly reset, pooled) sandbox.
 
-    ``job`` is the launcher's stdin for the candidate's run; with ``reference_job``, the probes also run
-    on the reference solution first (for the judge's trace of it)."""
+    ``job`` is the launcher's stdin for the candidate's run, or a function of what the reference phase
+    produced that makes it (the candidate's probes depend on the reference's trace); with
+    ``reference_job``, the probes also run on the reference solution first (for the judge's trace of it)."""
     pooled = pool if pool is not None and pool.enabled else None
     work = Path(tempfile.mkdtemp(prefix="sparring-judge-"))
     out = RunOutput()
@@ -235,6 +239,7 @@ async def run_in_sandbox(
             pids=lim.pids if limits else None,
             cpus=lim.cpus if limits else None,
             disk_mb=judge_disk_mb(lim.disk_mb),
+            network=lim.network,  # loopback where the task declares it: its checker polls a service it starts
             environment=spec_for_task(task).environment,  # the agent's layer: same interpreter, same pins
         )
         t = time.perf_counter()
@@ -262,6 +267,7 @@ async def run_in_sandbox(
                     # Reset would leave the reference's /tmp (its bytecode, the probes) to the candidate.
                     await sb.close()
                     sb = await backend.create(spec)
+            stdin = job(out) if callable(job) else job
             try:
                 await apply_diff(sb, diff)
             except (OSError, SandboxError) as e:
@@ -269,7 +275,7 @@ async def run_in_sandbox(
                 broken = False
                 return out
             t = time.perf_counter()
-            out.pytest = await run_launcher(sb, job, timeout)
+            out.pytest = await run_launcher(sb, stdin, timeout)
             out.pytest_wall_s = time.perf_counter() - t
             if dynamic_job is not None and not out.pytest.timed_out:
                 t = time.perf_counter()

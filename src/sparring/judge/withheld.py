@@ -15,6 +15,7 @@ Pure functions over plain data (see :mod:`sparring.judge.probe` for the sites an
 from __future__ import annotations
 
 import builtins
+import functools
 import json
 import math
 import re
@@ -22,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparring.judge.probe import Site
-from sparring.judge.sandbox_observe import canonical, plain
+from sparring.judge.probe import HOST_CALLS, LEAF, Site
+from sparring.judge.sandbox_observe import MAX_VALUE_CHARS, canonical, plain
 
 SKIPPED = "asserts skipped"
 Trace = dict[str, dict[int, int]]
@@ -63,18 +64,48 @@ def decode(v: Any) -> Any:
         if tag == "tuple" and isinstance(inner, list):
             return tuple(decode(x) for x in inner)
         if tag == "dict" and isinstance(inner, list):
-            return {_key(decode(k)): decode(x) for k, x in inner}
+            pairs = [(_key(decode(k)), decode(x)) for k, x in inner]
+            _spread([k for k, _ in pairs])
+            return dict(pairs)
         if tag in ("set", "frozenset") and isinstance(inner, list):
-            return (set if tag == "set" else frozenset)(_key(decode(x)) for x in inner)
+            keys = [_key(decode(x)) for x in inner]
+            _spread(keys)
+            return (set if tag == "set" else frozenset)(keys)
         if tag == "range" and isinstance(inner, list) and len(inner) == 3:
-            return range(*(int(i) for i in inner))
+            r = range(*(int(i) for i in inner))
+            if r.__len__() > MAX_RANGE:  # OverflowError past sys.maxsize: not a match either
+                raise Undecodable("range too long")
+            return r
     raise Undecodable(f"not plain data: {str(v)[:80]}")
+
+
+MAX_RANGE = MAX_VALUE_CHARS
+"""The longest range decoded: any longer one is iterated by ``all``/``max``/``sorted``/``set`` or an ``in``
+of a non-int for as long as it is (``{"range": [0, 10**18, 1]}`` is 30 bytes); a list of as many numbers
+could not travel either."""
+MAX_SHARED_HASH = 8
+"""Distinct keys of a set or dict allowed to share one hash. Ints hash modulo 2**61-1, so a report can
+choose keys that all collide; building a set of n of them costs n**2 / 2 comparisons."""
 
 
 def _key(x: Any) -> Any:
     if isinstance(x, list | dict | set):
         raise Undecodable("unhashable key")
     return x
+
+
+def _spread(keys: list[Any]) -> None:
+    """:class:`Undecodable` when more than :data:`MAX_SHARED_HASH` *distinct* keys share a hash.
+
+    Linear: each key is compared with at most that many distinct keys of its hash seen before (equal keys,
+    a list made a set, cost what they cost a set). A key that cannot be hashed raises as the set would."""
+    seen: dict[int, list[Any]] = {}
+    for k in keys:
+        same = seen.setdefault(hash(k), [])
+        if not any(k is s or k == s for s in same):
+            if len(same) >= MAX_SHARED_HASH:
+                raise Undecodable("too many keys share one hash")
+            same.append(k)
 
 
 def _approx_equal(got: Any, want: Any, rel: float | None, abs_: float | None) -> bool:
@@ -158,6 +189,8 @@ def _in_chain(name: str, chain: list[str]) -> bool:
 def matches(site: Site, encoded: str) -> bool:
     """One observation against its site's expectation. The text is the candidate's: anything it cannot
     parse or compare (deep nesting, a 5,000-digit number, an odd shape) is not a match, never an error."""
+    if len(encoded) > MAX_VALUE_CHARS:
+        return False  # the sandbox sends longer values as their digest: this one is forged, and costly
     try:
         raw = json.loads(encoded)
         if site.kind == "raises":
@@ -169,6 +202,15 @@ def matches(site: Site, encoded: str) -> bool:
             return site.match is None or re.search(site.match, str(raw.get("msg", ""))) is not None
         if site.kind == "bool":
             return raw is site.expected
+        if site.kind == "expr":
+            return _skeleton_holds(site, raw)
+        if (
+            isinstance(raw, dict)
+            and "opaque" in raw
+            and site.op in ("is", "is not")
+            and (site.expected is None or site.expected is True or site.expected is False)
+        ):
+            return site.op == "is not"  # an object that is not plain data is none of these (plain data)
         if isinstance(raw, dict) and "digest" in raw:
             # Too long to travel: equal only if the expected value encodes to the same digest.
             want = canonical(plain(site.expected))
@@ -182,6 +224,85 @@ def matches(site: Site, encoded: str) -> bool:
         return False
 
 
+class _LeafFailed(Exception):
+    """The skeleton read a leaf that raised in the sandbox, or an opaque leaf as more than a truth value."""
+
+
+class _Truth:
+    """An opaque leaf (not plain data in the sandbox) whose truth value was reported: ``assert is_sorted(xs)``
+    on a solution that returns ``numpy.bool_`` or a result object. Only ``bool``, ``not``/``and``/``or`` and
+    ``is None`` (never, as ``None`` is plain) may read it; anything else fails the site, since it would
+    answer for an object the host never saw (``!=`` would be identity, ``type`` this class)."""
+
+    __slots__ = ("truth",)
+
+    def __init__(self, truth: bool) -> None:
+        self.truth = truth
+
+    def __bool__(self) -> bool:
+        return self.truth
+
+    def _refuse(self, *_: Any) -> Any:
+        raise _LeafFailed
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __contains__ = __iter__ = __len__ = _refuse
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _guarded(name: str) -> Any:
+    """The host's built-in ``name`` for skeletons: all but ``bool`` refuse :class:`_Truth` arguments (``type``
+    and ``isinstance`` would not ask them), and ``set``/``frozenset`` refuse keys chosen to share one hash."""
+    fn = getattr(builtins, name)
+
+    def call(*args: Any) -> Any:
+        if name != "bool" and any(isinstance(a, _Truth) for a in args):
+            raise _LeafFailed
+        if name in ("set", "frozenset"):
+            items = list(args[0])
+            _spread(items)
+            return fn(items)
+        return fn(*args)
+
+    return call
+
+
+_HOST_BUILTINS = {n: _guarded(n) for n in HOST_CALLS}
+
+
+@functools.lru_cache(maxsize=4096)
+def _skeleton_code(src: str) -> Any:
+    return compile(src, "<judge-skeleton>", "eval")
+
+
+def _skeleton_holds(site: Site, raw: Any) -> bool:
+    """The assert's skeleton, evaluated on the host over one observation's leaves. The skeleton is built
+    from the judge's own test source (comparisons, ``not``/``and``/``or``, constants, :data:`HOST_CALLS`);
+    the leaves are decoded plain data, so nothing of the candidate's runs here."""
+    if not isinstance(raw, list) or len(raw) != site.leaves:
+        return False
+    values: list[Any] = []
+    for item in raw:
+        if isinstance(item, dict) and len(item) == 1 and "v" in item:
+            values.append(decode(item["v"]))
+        elif isinstance(item, dict) and len(item) == 1 and ("err" in item or "opaque" in item):
+            values.append(_LeafFailed)
+        elif (
+            isinstance(item, dict) and item.keys() == {"opaque", "truth"} and isinstance(item["truth"], bool)
+        ):
+            values.append(_Truth(item["truth"]))
+        else:
+            return False
+
+    def leaf(k: int) -> Any:
+        v = values[k]
+        if v is _LeafFailed:
+            raise _LeafFailed
+        return v
+
+    env = {**dict(site.env), LEAF: leaf}
+    return bool(eval(_skeleton_code(str(site.expected)), {"__builtins__": _HOST_BUILTINS}, env))  # noqa: S307
+
+
 @dataclass(frozen=True)
 class RefTrace:
     """What the reference solution's run of the probes showed: per passing test, how often it observed
@@ -191,6 +312,10 @@ class RefTrace:
 
     counts: Trace
     unverifiable: frozenset[int]
+    fallback: frozenset[int] = frozenset()
+    """``expr`` sites whose skeleton the host could not confirm on the reference (its leaves were not plain
+    data, too many or too long, or the host's evaluation said no where the reference passed): candidates
+    get them as truth-valued sites (:func:`sparring.judge.probe.build_plan`)."""
 
 
 def claim_holds(
@@ -258,12 +383,24 @@ def reference_trace(run: Any, plan: Any) -> RefTrace:
             f"the reference solution's test run did not finish ({why}): {run.stderr[-600:]}",
         )
     bad: set[int] = set()
-    for obs in rep.observations.values():
+    fallback: set[int] = set()
+    for tid, obs in rep.observations.items():
         for sid, o in obs.items():
             site = plan.sites.get(sid)
             if site is not None and site.kind == "value" and any(_opaque(v) for v in o.values):
                 bad.add(sid)
-    return RefTrace(trace_of(rep.observations, rep.outcomes), frozenset(bad))
+            if (
+                site is not None
+                and site.kind == "expr"
+                and (
+                    o.overflow
+                    or (rep.outcomes.get(tid) == "passed" and not all(matches(site, v) for v in o.values))
+                )
+            ):
+                fallback.add(sid)
+    return RefTrace(trace_of(rep.observations, rep.outcomes), frozenset(bad), frozenset(fallback))
+
+
 def _opaque(encoded: str) -> bool:
     """An observation the host cannot compare: the value was not plain data."""
     try:

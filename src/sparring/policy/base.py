@@ -23,9 +23,15 @@ class TokenTrace:
     prompt_ids: list[int]
     completion_ids: list[int]
     logprobs: list[float] | None = None
+    top_logprobs: list[list[tuple[int, float]]] | None = None
+    """Per completion token, the most likely (token id, logprob) pairs, when asked for (not stored)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids, "logprobs": self.logprobs}
+        return {
+            "prompt_ids": self.prompt_ids,
+            "completion_ids": self.completion_ids,
+            "logprobs": self.logprobs,
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TokenTrace:
@@ -46,6 +52,9 @@ class ActRequest:
     sample_index: int = 0
     seed: int = 0
     step: int = 0
+    traces: list[dict[str, Any]] = field(default_factory=list)
+    """The token traces of this conversation's earlier assistant turns (each with its
+    ``message_index``): a token-level policy continues from their exact ids."""
 
 
 @dataclass(frozen=True)

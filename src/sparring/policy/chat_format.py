@@ -2,6 +2,7 @@
 
 from sparring.chat_format import (
     ASSISTANT,
+    CHAT_TEMPLATE,
     END,
     EOS_TOKEN,
     PAD_TOKEN,
@@ -22,6 +23,7 @@ from sparring.chat_format import (
 
 __all__ = [
     "ASSISTANT",
+    "CHAT_TEMPLATE",
     "END",
     "EOS_TOKEN",
     "PAD_TOKEN",

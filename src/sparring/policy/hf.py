@@ -1,38 +1,51 @@
-"""A local transformers causal LM as a Policy (``hf:PATH``).
+"""A local transformers causal LM as a Policy (``hf:PATH``, or :meth:`HFPolicy.from_model` on live weights).
 
-One :meth:`HFPolicy.act` renders the conversation with the text template of
-:mod:`sparring.chat_format`, samples one assistant turn token by token
-(KV cache, temperature / top-p), stops at ``<|end|>`` or eos, parses the tool
-calls and returns the exact token ids with their log-probabilities, so the
-trainer never re-tokenises.
+Any HF causal LM with a chat template works: the prompt is
+``tokenizer.apply_chat_template(messages, tools=...)`` (Sparring's tokenizers
+carry Sparring's template; a hub model keeps its own), a turn stops at the
+template's end-of-turn token, and the sampled text is parsed with the
+tool-call format the template writes (:class:`~sparring.policy.chat_codec.ChatCodec`).
+
+Token-in, token-out: each turn returns the exact prompt ids, sampled ids and
+their log-probabilities. Given the earlier turns' traces
+(``ActRequest.traces``), the next prompt is the previous prompt + the ids the
+model sampled + the ids of what the environment appended
+(:meth:`ChatCodec.continuation_ids`), so a whole episode is one exact token
+sequence; ``usage["prompt_continued"]`` says a prompt was built that way and
+``usage["prompt_reencoded"]`` that it could not be (it then was re-rendered,
+and the export counts that boundary as a mismatch).
 
 The logprob stored per sampled token is ``log softmax(logits)[token]`` at
 temperature 1, i.e. log pi_theta(token | prefix) of the model itself, which is
 what the importance ratio pi_new / pi_old of PPO/GRPO needs, whatever
 temperature or top-p shaped the sampling.
 
-Sampling is deterministic: the torch generator is seeded from
-(policy seed, request.seed, request.sample_index, request.step). Blocking
-torch work runs in a worker thread (``asyncio.to_thread``) under an
-``asyncio.Lock``, one turn at a time; a trainer holds :attr:`HFPolicy.lock`
-while it updates the weights. torch and transformers are imported lazily.
+Sampling is batched: :meth:`HFPolicy.generate_turns` samples many requests with
+one ``model.generate`` call (left-padded); concurrent :meth:`HFPolicy.act`
+calls are coalesced into such batches (a GRPO group's turns go together), and
+:meth:`HFPolicy.act_batch` takes a group explicitly. Sampling is deterministic
+for the same batch: the torch RNG is forked and seeded from (policy seed, each
+request's seed, sample_index, step). Blocking torch work runs in a worker
+thread; a trainer holds :attr:`HFPolicy.lock` while it updates the weights.
+torch and transformers are imported lazily.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import inspect
 import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sparring.chat_format import END, parse_tool_calls, render_prompt, tool_call_count
+from sparring.chat_format import tool_call_count
 from sparring.errors import PolicyError
 from sparring.policy.base import Action, ActRequest, Message, TokenTrace, ToolSchema
+from sparring.policy.chat_codec import ChatCodec
 
-if TYPE_CHECKING:
-    import torch
+MAX_TOP_LOGPROBS = 20
 
 
 def _mix_seed(*parts: int) -> int:
@@ -56,8 +69,75 @@ def _check_model_dir(path: Path) -> None:
         )
 
 
+@dataclass(frozen=True)
+class Prompt:
+    """One turn's prompt ids and how they were made."""
+
+    ids: list[int]
+    dropped: int = 0
+    """Oldest messages left out to fit ``max_prompt_tokens`` (re-rendered prompts only)."""
+    continued: bool = False
+    """Built from the previous turn's exact ids (token-in, token-out)."""
+    reencoded: bool = False
+    """There was a previous turn but its ids could not be continued: the conversation was re-rendered."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What one row of a batched ``generate`` produced."""
+
+    completion_ids: list[int]
+    logprobs: list[float]
+    top_logprobs: list[list[tuple[int, float]]] | None = None
+
+
+def _previous_trace(messages: Sequence[Message], traces: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The latest trace of an assistant turn that is in ``messages`` (the one to continue from)."""
+    for t in reversed(traces):
+        i = t.get("message_index")
+        if (
+            isinstance(i, int) and 0 <= i < len(messages) and messages[i].get("role") == "assistant"
+            and t.get("prompt_ids") and t.get("completion_ids")
+        ):  # fmt: skip
+            return t
+    return None
+
+
+class _Coalescer:
+    """Batches the requests that wait together: whoever holds the lock samples everything queued."""
+
+    def __init__(self, policy: HFPolicy, loop: asyncio.AbstractEventLoop) -> None:
+        self.policy = policy
+        self.loop = loop
+        self.lock = asyncio.Lock()
+        self.pending: list[tuple[ActRequest, asyncio.Future[Action]]] = []
+
+    async def submit(self, request: ActRequest) -> Action:
+        fut: asyncio.Future[Action] = self.loop.create_future()
+        self.pending.append((request, fut))
+        async with self.lock:
+            if not fut.done():
+                await asyncio.sleep(0)  # a yield, not a wait: requests issued in this same tick join
+                n = self.policy.max_batch
+                batch, self.pending = self.pending[:n], self.pending[n:]
+                try:
+                    actions = await asyncio.to_thread(self.policy.generate_turns, [r for r, _ in batch])
+                except BaseException as e:
+                    for _, f in batch:
+                        if not f.done():
+                            f.set_exception(e)
+                    if not isinstance(e, Exception):
+                        raise
+                else:
+                    for (_, f), a in zip(batch, actions, strict=True):
+                        f.set_result(a)
+        return await fut
+
+
 class HFPolicy:
-    """Policy backed by a local ``save_pretrained`` directory (model + tokenizer)."""
+    """Policy backed by a transformers causal LM and its tokenizer (a directory, or live objects)."""
+
+    path: Path | None
 
     def __init__(
         self,
@@ -69,49 +149,108 @@ class HFPolicy:
         seed: int = 0,
         max_prompt_tokens: int = 1536,
         device: str = "cpu",
+        tool_format: str | None = None,
+        max_batch: int = 64,
     ) -> None:
         self.path = Path(path)
         _check_model_dir(self.path)
-        if max_new_tokens < 1 or max_prompt_tokens < 1 or temperature < 0 or not 0 < top_p <= 1:
+        try:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            tokenizer: Any = AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
+            model: Any = AutoModelForCausalLM.from_pretrained(str(self.path), local_files_only=True)
+            model = model.to(device).eval()
+        except Exception as e:
+            msg = " ".join(str(e).split())[:300]
+            raise PolicyError(f"cannot load model from {self.path}: {type(e).__name__}: {msg}") from None
+        self._bind(
+            model, tokenizer, name=f"hf:{path}", max_new_tokens=max_new_tokens, temperature=temperature,
+            top_p=top_p, seed=seed, max_prompt_tokens=max_prompt_tokens, device=device,
+            tool_format=tool_format, max_batch=max_batch,
+        )  # fmt: skip
+
+    @classmethod
+    def from_model(
+        cls,
+        model: Any,
+        tokenizer: Any,
+        *,
+        name: str | None = None,
+        max_new_tokens: int = 96,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        max_prompt_tokens: int = 1536,
+        tool_format: str | None = None,
+        max_batch: int = 64,
+    ) -> HFPolicy:
+        """A policy that samples with ``model`` itself (a trainer's live weights: no copy is made).
+
+        Sampling switches the model to eval mode and back to whatever mode it was in.
+        """
+        self = cls.__new__(cls)
+        self.path = None
+        try:
+            device = str(next(model.parameters()).device)
+        except (StopIteration, AttributeError, TypeError):
+            device = "cpu"
+        label = name or str(
+            getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
+        )
+        self._bind(
+            model, tokenizer, name=f"hf:{label}", max_new_tokens=max_new_tokens, temperature=temperature,
+            top_p=top_p, seed=seed, max_prompt_tokens=max_prompt_tokens, device=device,
+            tool_format=tool_format, max_batch=max_batch,
+        )  # fmt: skip
+        return self
+
+    def _bind(
+        self, model: Any, tokenizer: Any, *, name: str, max_new_tokens: int, temperature: float, top_p: float,
+        seed: int, max_prompt_tokens: int, device: str, tool_format: str | None, max_batch: int,
+    ) -> None:  # fmt: skip
+        if (
+            max_new_tokens < 1
+            or max_prompt_tokens < 1
+            or temperature < 0
+            or not 0 < top_p <= 1
+            or max_batch < 1
+        ):
             raise PolicyError(
-                "bad sampling settings: need max_new_tokens >= 1, max_prompt_tokens >= 1, "
-                f"temperature >= 0, 0 < top_p <= 1 (got {max_new_tokens}, {max_prompt_tokens}, {temperature}, {top_p})"
+                "bad sampling settings: need max_new_tokens >= 1, max_prompt_tokens >= 1, temperature >= 0, "
+                f"0 < top_p <= 1, max_batch >= 1 (got {max_new_tokens}, {max_prompt_tokens}, {temperature}, "
+                f"{top_p}, {max_batch})"
             )
-        self.name = f"hf:{path}"
+        self.name = name
+        self.model: Any = model
+        self.tokenizer: Any = tokenizer
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
         self.top_p = top_p
         self.seed = seed
         self.device = device
+        self.max_batch = max_batch
         self._version = 0
         self.lock = threading.RLock()  # held while sampling or updating weights
-        self._alock: asyncio.Lock | None = None
-        self._alock_loop: asyncio.AbstractEventLoop | None = None
-        try:
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-
-            self.tokenizer: Any = AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
-            model: Any = AutoModelForCausalLM.from_pretrained(str(self.path), local_files_only=True)
-            self.model: Any = model.to(device).eval()
-        except Exception as e:
-            msg = " ".join(str(e).split())[:300]
-            raise PolicyError(f"cannot load model from {self.path}: {type(e).__name__}: {msg}") from None
-        end_id = self.tokenizer.convert_tokens_to_ids(END)
-        if not isinstance(end_id, int) or end_id == self.tokenizer.unk_token_id:
-            raise PolicyError(
-                f"the tokenizer in {self.path} has no {END} token: not built for this chat template"
-            )
-        self.end_id: int = end_id
-        self.stop_ids: frozenset[int] = frozenset(
-            i for i in (end_id, self.tokenizer.eos_token_id) if isinstance(i, int)
-        )
-        limit = int(getattr(self.model.config, "max_position_embeddings", 0) or 0)
+        self._coalescer: _Coalescer | None = None
+        self.generate_calls = 0  # model.generate calls so far (one per batch)
+        gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        extra = [gen_eos] if isinstance(gen_eos, int) else list(gen_eos or [])
+        self.codec = ChatCodec(tokenizer, tool_format=tool_format, stop_ids=extra)
+        self.stop_ids: frozenset[int] = self.codec.stop_ids
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.pad_id: int = int(pad if pad is not None else 0)
+        limit = int(getattr(getattr(model, "config", None), "max_position_embeddings", 0) or 0)
         # prompt + completion must fit the model's context
         self.max_prompt_tokens = (
             min(max_prompt_tokens, limit - max_new_tokens) if limit else max_prompt_tokens
         )
         if self.max_prompt_tokens < 1:
             raise PolicyError(f"max_new_tokens={max_new_tokens} leaves no room in the {limit}-token context")
+
+    @property
+    def tool_format(self) -> str:
+        """The tool-call format this policy's template writes and its parser reads."""
+        return self.codec.format.name
 
     # ------------------------------------------------------------------ protocol
 
@@ -125,102 +264,163 @@ class HFPolicy:
         return self._version
 
     async def act(self, request: ActRequest) -> Action:
+        """One turn; concurrent calls are sampled together in one batched ``generate``."""
         loop = asyncio.get_running_loop()
-        if self._alock is None or self._alock_loop is not loop:
-            self._alock, self._alock_loop = asyncio.Lock(), loop
-        async with self._alock:
-            return await asyncio.to_thread(self._act_sync, request)
+        if self._coalescer is None or self._coalescer.loop is not loop:
+            self._coalescer = _Coalescer(self, loop)
+        return await self._coalescer.submit(request)
+
+    async def act_batch(self, requests: Sequence[ActRequest]) -> list[Action]:
+        """Several turns (e.g. a GRPO group's) sampled with one ``generate`` call, in order."""
+        return await asyncio.to_thread(self.generate_turns, list(requests))
 
     async def close(self) -> None:
         return None
 
-    # ------------------------------------------------------------------ helpers
+    # ------------------------------------------------------------------ prompts
 
-    def encode_prompt(self, messages: list[Message], tools: list[ToolSchema]) -> tuple[list[int], int]:
-        """Prompt token ids within ``max_prompt_tokens`` and how many messages were dropped to fit.
+    def encode_prompt(
+        self, messages: list[Message], tools: list[ToolSchema], traces: Sequence[dict[str, Any]] = ()
+    ) -> Prompt:
+        """This turn's prompt ids: the previous turn's exact ids continued when there is one, else rendered.
 
-        The oldest non-system messages go first; the last message is always kept.
-        If even that is too long, the ids are left-truncated.
+        A rendered prompt must fit ``max_prompt_tokens``: the oldest non-system
+        messages go first, the last message is always kept, and if even that is
+        too long the ids are left-truncated.
         """
+        prev = _previous_trace(messages, traces)
+        if prev is not None:
+            done = prev["completion_ids"][-1] in self.stop_ids
+            cont = self.codec.continuation_ids(messages, tools, prev["message_index"], ended=done)
+            if cont is not None:
+                ids = [*prev["prompt_ids"], *prev["completion_ids"], *cont]
+                if len(ids) <= self.max_prompt_tokens:
+                    return Prompt(ids, continued=True)
         kept = list(messages)
         dropped = 0
         while True:
-            ids = self.tokenizer.encode(render_prompt(kept, tools), add_special_tokens=False)
+            ids = self.codec.prompt_ids(kept, tools)
             if len(ids) <= self.max_prompt_tokens:
-                return ids, dropped
+                return Prompt(ids, dropped, reencoded=prev is not None)
             drop = next((i for i, m in enumerate(kept[:-1]) if m.get("role") != "system"), None)
             if drop is None:
-                return ids[-self.max_prompt_tokens :], dropped
+                return Prompt(ids[-self.max_prompt_tokens :], dropped, reencoded=prev is not None)
             del kept[drop]
             dropped += 1
 
+    # ------------------------------------------------------------------ sampling
+
     def _act_sync(self, request: ActRequest) -> Action:
+        return self.generate_turns([request])[0]
+
+    def generate_turns(
+        self,
+        requests: Sequence[ActRequest],
+        *,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_new_tokens: int | None = None,
+        top_logprobs: int = 0,
+    ) -> list[Action]:
+        """Sample one assistant turn per request with a single batched ``generate`` call.
+
+        ``temperature``, ``top_p`` and ``max_new_tokens`` (capped at the policy's)
+        override the policy's settings for this call only; ``top_logprobs`` > 0
+        also returns that many most likely (token id, logprob) per position in
+        each trace's ``top_logprobs``.
+        """
+        if not requests:
+            return []
+        if not 0 <= top_logprobs <= MAX_TOP_LOGPROBS:
+            raise PolicyError(f"top_logprobs must be in 0..{MAX_TOP_LOGPROBS} (got {top_logprobs})")
         try:
-            prompt_ids, dropped = self.encode_prompt(request.messages, request.tools)
-            seed = _mix_seed(self.seed, request.seed, request.sample_index, request.step)
+            prompts = [self.encode_prompt(r.messages, r.tools, r.traces) for r in requests]
+            seed = _mix_seed(self.seed, *(x for r in requests for x in (r.seed, r.sample_index, r.step)))
             with self.lock:
-                completion_ids, logprobs = self._sample(prompt_ids, seed)
+                samples = self._generate(
+                    [p.ids for p in prompts], seed,
+                    temperature=self.temperature if temperature is None else temperature,
+                    top_p=self.top_p if top_p is None else top_p,
+                    max_new_tokens=min(max_new_tokens or self.max_new_tokens, self.max_new_tokens),
+                    top_logprobs=top_logprobs,
+                )  # fmt: skip
         except PolicyError:
             raise
         except Exception as e:  # a torch/tokenizer fault is the policy's failure, not the rollout's crash
             raise PolicyError(f"{self.name}: generation failed: {type(e).__name__}: {e}") from None
-        text = str(self.tokenizer.decode(completion_ids, skip_special_tokens=False))
-        parsed = parse_tool_calls(text)
+        return [self._action(r, p, s) for r, p, s in zip(requests, prompts, samples, strict=True)]
+
+    def _action(self, request: ActRequest, prompt: Prompt, sample: Sample) -> Action:
+        parsed = self.codec.parse(sample.completion_ids, request.tools)
         message = parsed.to_message(id_offset=tool_call_count(request.messages))
         if parsed.errors:
             message["parse_errors"] = list(parsed.errors)
         usage = {
-            "prompt_tokens": len(prompt_ids),
-            "completion_tokens": len(completion_ids),
-            "messages_dropped": dropped,
+            "prompt_tokens": len(prompt.ids),
+            "completion_tokens": len(sample.completion_ids),
+            "messages_dropped": prompt.dropped,
+            "prompt_continued": int(prompt.continued),
+            "prompt_reencoded": int(prompt.reencoded),
         }
-        return Action(message=message, trace=TokenTrace(prompt_ids, completion_ids, logprobs), usage=usage)
+        trace = TokenTrace(prompt.ids, sample.completion_ids, sample.logprobs, sample.top_logprobs)
+        return Action(message=message, trace=trace, usage=usage)
 
-    def _next_token(self, logits: torch.Tensor, gen: torch.Generator) -> tuple[int, float]:
-        """Sample from logits (temperature, top-p); return the token and its logprob at temperature 1."""
+    def _generate(
+        self, prompts: list[list[int]], seed: int, *, temperature: float, top_p: float, max_new_tokens: int,
+        top_logprobs: int = 0,
+    ) -> list[Sample]:  # fmt: skip
+        """One left-padded ``model.generate`` over all prompts; each row cut at its first stop token."""
         import torch
+        from transformers import GenerationConfig
 
-        logits = logits.float()
-        logp = torch.log_softmax(logits, dim=-1)
-        if self.temperature == 0:
-            tok = int(torch.argmax(logits))
-            return tok, float(logp[tok])
-        probs = torch.softmax(logits / self.temperature, dim=-1)
-        if self.top_p < 1.0:
-            sorted_p, order = torch.sort(probs, descending=True)
-            cum = torch.cumsum(sorted_p, dim=-1)
-            keep = (cum - sorted_p) < self.top_p  # the smallest prefix whose mass reaches top_p
-            sorted_p = torch.where(keep, sorted_p, torch.zeros_like(sorted_p))
-            probs = torch.zeros_like(probs).scatter(0, order, sorted_p)
-        tok = int(torch.multinomial(probs, 1, generator=gen))
-        return tok, float(logp[tok])
-
-    def _sample(self, prompt_ids: list[int], seed: int) -> tuple[list[int], list[float]]:
-        import torch
-
-        gen = torch.Generator(device=self.device)
-        gen.manual_seed(seed)
-        completion: list[int] = []
-        logprobs: list[float] = []
-        # transformers 5 renamed past_key_values -> cache (argument and output field)
-        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model  # peft
-        kw = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
-        with torch.no_grad():
-            inp = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
-            out = self.model(input_ids=inp, use_cache=True)
-            past = getattr(out, kw)
-            logits = out.logits[0, -1]
-            for _ in range(self.max_new_tokens):
-                tok, lp = self._next_token(logits, gen)
-                completion.append(tok)
-                logprobs.append(lp)
-                if tok in self.stop_ids:
-                    break
-                step = torch.tensor([[tok]], dtype=torch.long, device=self.device)
-                out = self.model(input_ids=step, use_cache=True, **{kw: past})
-                past = getattr(out, kw)
-                logits = out.logits[0, -1]
-        return completion, logprobs
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for b, p in enumerate(prompts):
+            ids[b, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            mask[b, width - len(p) :] = 1
+        sampling = temperature > 0
+        # Every knob set: unset ones would be filled from the model's generation_config (a hub
+        # model's top_k, repetition_penalty...), and the policy samples what its settings say.
+        config = GenerationConfig(
+            max_new_tokens=max_new_tokens, do_sample=sampling, temperature=temperature if sampling else 1.0,
+            top_p=top_p if sampling else 1.0, top_k=0, min_p=None, typical_p=1.0, repetition_penalty=1.0,
+            no_repeat_ngram_size=0, min_new_tokens=0, eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id,
+            bos_token_id=None, output_logits=True, return_dict_in_generate=True, num_beams=1,
+        )  # fmt: skip
+        devices = [torch.device(self.device)] if torch.device(self.device).type == "cuda" else []
+        was_training = bool(getattr(self.model, "training", False))
+        self.model.eval()
+        try:
+            with torch.no_grad(), torch.random.fork_rng(devices=devices):
+                torch.manual_seed(seed)
+                out = self.model.generate(
+                    input_ids=ids.to(self.device),
+                    attention_mask=mask.to(self.device),
+                    generation_config=config,
+                )
+        finally:
+            if was_training:
+                self.model.train()
+        self.generate_calls += 1
+        new = out.sequences[:, width:].cpu()
+        logp = torch.log_softmax(
+            torch.stack(out.logits, dim=1).float(), dim=-1
+        ).cpu()  # [B, T, V], temperature 1
+        chosen = logp.gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        top = logp.topk(top_logprobs, dim=-1) if top_logprobs else None
+        samples = []
+        for b in range(len(prompts)):
+            row = new[b].tolist()
+            n = next((i + 1 for i, t in enumerate(row) if t in self.stop_ids), len(row))
+            tops = None
+            if top is not None:
+                tops = [
+                    list(zip(top.indices[b, i].tolist(), top.values[b, i].tolist(), strict=True))
+                    for i in range(n)
+                ]
+            samples.append(Sample(row[:n], chosen[b, :n].tolist(), tops))
+        return samples
 
     def save(self, path: str | Path) -> Path:
         """Write model and tokenizer with ``save_pretrained`` (loadable by ``HFPolicy(path)``)."""
@@ -245,4 +445,5 @@ class HFPolicy:
             "temperature": self.temperature,
             "top_p": self.top_p,
             "max_prompt_tokens": self.max_prompt_tokens,
+            "tool_format": self.tool_format,
         }

@@ -117,7 +117,12 @@ class OraclePolicy(_PlannedPolicy):
             steps.append(("bash", {"command": "ls -la"}))
         for rel in sorted(files):
             target = request.task.workspace / rel
-            new_text = files[rel].decode("utf-8")
+            try:
+                new_text = files[rel].decode("utf-8")
+            except UnicodeDecodeError:  # a binary file (a workbook): only the shell writes its bytes
+                if shell:
+                    steps.append(("bash", {"command": bash_write(rel, files[rel])}))
+                continue
             if target.is_file():
                 if "read_file" in tools:
                     steps.append(("read_file", {"path": rel}))
@@ -131,9 +136,8 @@ class OraclePolicy(_PlannedPolicy):
                 steps.append(("write_file", {"path": rel, "content": new_text}))
             elif shell:
                 steps.append(("bash", {"command": bash_write(rel, files[rel])}))
-        if shell:
-            for rel in deleted:
-                steps.append(("bash", {"command": f"rm -f -- {shlex.quote(rel)}"}))
+        if shell and deleted:  # one call for all: a clean-up of many files must not eat the step budget
+            steps.append(("bash", {"command": "rm -f -- " + " ".join(shlex.quote(rel) for rel in deleted)}))
         if "run_tests" in tools:
             steps.append(("run_tests", {}))
         steps.append(("submit", {}))

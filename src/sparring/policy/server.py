@@ -21,13 +21,19 @@ Errors are OpenAI-style ``{"error": {"message", "type", "code"}}``: 400 for bad
 JSON or fields, 404 for an unknown model or path, 413 for a huge body, 500 when
 the policy fails.
 
+``n`` > 1 returns ``n`` choices (sampled as ``sample_index`` 0..n-1, one batched
+``generate`` for a local model); ``top_logprobs`` (0..20, with ``logprobs``) fills
+each token's ``top_logprobs``; a policy that cannot give them is answered 400,
+never an empty list.
+
 Generation is one request at a time per server (and the policy holds its own
 lock); every connection has its own thread, so ``/health`` stays responsive.
 An :class:`~sparring.policy.hf.HFPolicy` is called at its sampling level
-(``_act_sync`` under ``policy.lock``) so a request's ``temperature``, ``top_p``
-and ``max_tokens`` (capped at the policy's ``max_new_tokens``) apply to that
-request only; ``seed`` maps to ``ActRequest.seed`` (sample_index = step = 0), so
-the same prompt and seed give the same tokens as ``policy.act`` in-process.
+(:meth:`~sparring.policy.hf.HFPolicy.generate_turns`) so a request's
+``temperature``, ``top_p`` and ``max_tokens`` (capped at the policy's
+``max_new_tokens``) apply to that request only; ``seed`` maps to
+``ActRequest.seed`` (sample_index = step = 0 for the first choice), so the same
+prompt and seed give the same tokens as ``policy.act`` in-process.
 Any other Policy is driven through ``act()`` on a private event loop.
 """
 
@@ -38,6 +44,7 @@ import json
 import threading
 import time
 import uuid
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -48,6 +55,8 @@ from sparring.tasks.loader import Task
 from sparring.tasks.spec import TaskSpec
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
+MAX_N = 64  # samples per request
+MAX_TOP_LOGPROBS = 20  # OpenAI's bound
 _CONN_TIMEOUT_S = 60.0  # an idle keep-alive connection is closed after this
 
 
@@ -182,25 +191,25 @@ class PolicyServer:
             self._loop, self._loop_thread = loop, t
         return asyncio.run_coroutine_threadsafe(self.policy.act(request), self._loop).result()
 
-    def _generate(self, request: ActRequest, overrides: dict[str, Any]) -> Action:
+    def _generate(
+        self, request: ActRequest, overrides: dict[str, Any], n: int, top_logprobs: int
+    ) -> list[Action]:
+        """``n`` samples of one request: a local model samples them in one batched ``generate``."""
         from sparring.policy.hf import HFPolicy
 
         pol = self.policy
+        requests = [replace(request, sample_index=i) for i in range(n)]
         with self._gen_lock:
             if not isinstance(pol, HFPolicy):
-                return self._run_async(request)
-            with pol.lock:  # re-entrant: _act_sync takes it again around sampling
-                saved = (pol.temperature, pol.top_p, pol.max_new_tokens)
-                try:
-                    if overrides.get("temperature") is not None:
-                        pol.temperature = overrides["temperature"]
-                    if overrides.get("top_p") is not None:
-                        pol.top_p = overrides["top_p"]
-                    if overrides.get("max_tokens") is not None:
-                        pol.max_new_tokens = min(overrides["max_tokens"], saved[2])
-                    return pol._act_sync(request)
-                finally:
-                    pol.temperature, pol.top_p, pol.max_new_tokens = saved
+                if top_logprobs:
+                    raise _HTTPError(
+                        400, f"top_logprobs is not available for {self.model_name} (not a local model)"
+                    )
+                return [self._run_async(r) for r in requests]
+            return pol.generate_turns(
+                requests, temperature=overrides.get("temperature"), top_p=overrides.get("top_p"),
+                max_new_tokens=overrides.get("max_tokens"), top_logprobs=top_logprobs,
+            )  # fmt: skip
 
     def _token_text(self, tok: int) -> str:
         tokenizer = getattr(self.policy, "tokenizer", None)
@@ -231,8 +240,14 @@ class PolicyServer:
         if body.get("stream"):
             raise _HTTPError(400, "streaming is not supported by this server: send stream=false")
         n = _integer(body, "n")
-        if n not in (None, 1):
-            raise _HTTPError(400, "only n=1 is supported")
+        n = 1 if n is None else n
+        if not 1 <= n <= MAX_N:
+            raise _HTTPError(400, f"'n' must be in 1..{MAX_N} (got {n})")
+        top_logprobs = _integer(body, "top_logprobs") or 0
+        if not 0 <= top_logprobs <= MAX_TOP_LOGPROBS:
+            raise _HTTPError(400, f"'top_logprobs' must be in 0..{MAX_TOP_LOGPROBS} (got {top_logprobs})")
+        if top_logprobs and not body.get("logprobs"):
+            raise _HTTPError(400, "'top_logprobs' needs 'logprobs': true")
         temperature = _number(body, "temperature")
         top_p = _number(body, "top_p")
         max_tokens = _integer(body, "max_completion_tokens")
@@ -248,7 +263,9 @@ class PolicyServer:
         request = ActRequest(messages=messages, tools=tools, task=self._task, seed=seed or 0)
         overrides = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
         try:
-            action = self._generate(request, overrides)
+            actions = self._generate(request, overrides, n, top_logprobs)
+        except _HTTPError:
+            raise
         except PolicyError as e:
             raise _HTTPError(
                 500, str(e).splitlines()[0] if str(e) else "policy failed", "server_error"
@@ -256,9 +273,10 @@ class PolicyServer:
         except Exception as e:
             raise _HTTPError(500, f"policy failed: {type(e).__name__}: {e}", "server_error") from None
         self.requests_served += 1
-        return self._response(body, action)
+        return self._response(body, actions)
 
-    def _response(self, body: dict[str, Any], action: Action) -> dict[str, Any]:
+    def _choice(self, body: dict[str, Any], index: int, action: Action) -> dict[str, Any]:
+        """One ``choices[i]``: the message, why it stopped, and (asked for) its token ids and logprobs."""
         msg = action.message
         calls = msg.get("tool_calls") or []
         message: dict[str, Any] = {"role": "assistant", "content": msg.get("content") or ""}
@@ -287,38 +305,61 @@ class PolicyServer:
             finish = "length"
         else:
             finish = "stop"
-        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
-        prompt_n = int(action.usage.get("prompt_tokens", len(trace.prompt_ids) if trace else 0))
-        completion_n = int(action.usage.get("completion_tokens", len(trace.completion_ids) if trace else 0))
+        choice: dict[str, Any] = {
+            "index": index,
+            "message": message,
+            "finish_reason": finish,
+            "logprobs": None,
+        }
+        if trace is None:
+            return choice
+        if body.get("return_token_ids"):
+            choice["token_ids"] = list(trace.completion_ids)
+        if body.get("logprobs") and trace.logprobs is not None:
+            as_ids = bool(body.get("return_tokens_as_token_ids"))
+
+            def token(tok: int) -> str:
+                return f"token_id:{tok}" if as_ids else self._token_text(tok)
+
+            tops = trace.top_logprobs or [[] for _ in trace.completion_ids]
+            choice["logprobs"] = {
+                "content": [
+                    {
+                        "token": token(tok),
+                        "logprob": float(lp),
+                        "bytes": list(token(tok).encode("utf-8")),
+                        "top_logprobs": [
+                            {"token": token(t), "logprob": float(v), "bytes": list(token(t).encode("utf-8"))}
+                            for t, v in top
+                        ],
+                    }
+                    for tok, lp, top in zip(trace.completion_ids, trace.logprobs, tops, strict=False)
+                ]
+            }
+        return choice
+
+    def _response(self, body: dict[str, Any], actions: list[Action]) -> dict[str, Any]:
+        """The chat.completion object: one choice per sample, usage summed over them."""
+        first = actions[0]
+        prompt_n = int(first.usage.get("prompt_tokens", len(first.trace.prompt_ids) if first.trace else 0))
+        completion_n = sum(
+            int(a.usage.get("completion_tokens", len(a.trace.completion_ids) if a.trace else 0))
+            for a in actions
+        )
         out: dict[str, Any] = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.model_name,
-            "choices": [choice],
+            "choices": [self._choice(body, i, a) for i, a in enumerate(actions)],
             "usage": {
                 "prompt_tokens": prompt_n,
                 "completion_tokens": completion_n,
                 "total_tokens": prompt_n + completion_n,
             },
         }
-        if trace is not None:
-            if body.get("return_token_ids"):
-                choice["token_ids"] = list(trace.completion_ids)
-            out["prompt_token_ids"] = list(trace.prompt_ids)
-            if body.get("logprobs") and trace.logprobs is not None:
-                as_ids = bool(body.get("return_tokens_as_token_ids"))
-                choice["logprobs"] = {
-                    "content": [
-                        {
-                            "token": f"token_id:{tok}" if as_ids else self._token_text(tok),
-                            "logprob": float(lp),
-                            "bytes": None,
-                            "top_logprobs": [],
-                        }
-                        for tok, lp in zip(trace.completion_ids, trace.logprobs, strict=False)
-                    ]
-                }
+        if first.trace is not None:
+            out["prompt_token_ids"] = list(first.trace.prompt_ids)
         return out
 
     def update_weights(self, body: Any) -> dict[str, Any]:
@@ -345,7 +386,9 @@ class PolicyServer:
         bad = [k for k, v in state.items() if k not in current or tuple(current[k].shape) != tuple(v.shape)]
         missing = [k for k in current if k not in state and "lm_head" not in k]
         if bad or missing:  # checked before touching anything: a refused update changes no weight
-            raise _HTTPError(400, f"weights in {path} do not fit the served model (mismatched {(bad or missing)[:3]})")
+            raise _HTTPError(
+                400, f"weights in {path} do not fit the served model (mismatched {(bad or missing)[:3]})"
+            )
         with self._gen_lock, self.policy.lock:  # type: ignore[attr-defined]
             model.load_state_dict(state, strict=False)
             if hasattr(model, "tie_weights"):
@@ -353,7 +396,11 @@ class PolicyServer:
             version = body.get("version")
             if hasattr(self.policy, "_version"):
                 self.policy._version = int(version) if isinstance(version, int) else self.policy._version + 1
-        return {"success": True, "message": f"loaded {len(state)} tensors from {path}", "version": self.health()["version"]}
+        return {
+            "success": True,
+            "message": f"loaded {len(state)} tensors from {path}",
+            "version": self.health()["version"],
+        }
 
     def health(self) -> dict[str, Any]:
         return {

@@ -1,4 +1,9 @@
-"""Parse a policy SPEC (``oracle``, ``random``, ``openai:URL#MODEL``, ``hf:PATH``) into a Policy."""
+"""Parse a policy SPEC (``oracle``, ``random``, ``openai:URL#MODEL``, ``hf:PATH[#TOOL_FORMAT]``) into a Policy.
+
+``hf:PATH`` takes any HF causal LM directory with a chat template; its tool-call
+format is detected from the template, or named after ``#`` (``sparring``,
+``hermes``, ``qwen3_coder``, ``llama3_json``).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from typing import Any
 from sparring.errors import ConfigError
 from sparring.policy.base import Policy
 
-SPEC_HELP = "expected one of: oracle, random, adversarial[:CLASS], openai:URL#MODEL, hf:PATH"
+SPEC_HELP = "expected one of: oracle, random, adversarial[:CLASS], openai:URL#MODEL, hf:PATH[#TOOL_FORMAT]"
 
 
 def make_policy(spec: str, **kwargs: Any) -> Policy:
@@ -34,7 +39,13 @@ def make_policy(spec: str, **kwargs: Any) -> Policy:
 
         return OpenAIPolicy(url, model, **kwargs)
     if spec.startswith("hf:"):
-        path = Path(spec[3:])
+        from sparring.chat_format.tool_formats import TOOL_FORMATS
+
+        rest = spec[3:]
+        head, sep, fmt = rest.rpartition("#")
+        if sep and fmt in TOOL_FORMATS:  # hf:PATH#FORMAT: the tool-call format, not detected
+            rest, kwargs = head, {"tool_format": fmt, **kwargs}
+        path = Path(rest)
         if not (path / "config.json").is_file():
             raise ConfigError(f"bad policy spec {spec!r}: {path} is not a model directory (no config.json)")
         from sparring.policy.hf import HFPolicy

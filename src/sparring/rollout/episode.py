@@ -187,7 +187,7 @@ class Episode:
         env = self.env
         req = ActRequest(
             messages=list(env.messages), tools=env.tools, task=self.task,
-            sample_index=self.sample_index, seed=self.seed, step=env.step_count,
+            sample_index=self.sample_index, seed=self.seed, step=env.step_count, traces=list(env.traces),
         )  # fmt: skip
         tp = time.perf_counter()
         try:

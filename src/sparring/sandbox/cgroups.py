@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparring.errors import SandboxUnavailableError
+from sparring.sandbox.features import cgroups_forced_off
 
 log = logging.getLogger("sparring.sandbox")
 
@@ -72,6 +73,12 @@ class CgroupSet:
         limited = not (memory_mb is None and pids is None and cpus is None)
         if not limited and not freezer:
             return cls(name)
+        if cgroups_forced_off():
+            if not limited:
+                return cls(name)
+            return cls._fallback(
+                name, memory_mb, pids, cpus, root, SandboxUnavailableError("turned off by SPARRING_CGROUPS=off")
+            )
         try:
             if _is_v2(root):
                 return cls._create_v2(name, memory_mb, pids, cpus, root)

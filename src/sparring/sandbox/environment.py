@@ -96,7 +96,10 @@ class SandboxEnvironment:
         return env
 
 
-HOST_ETC = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ssl")
+HOST_ETC = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ssl",
+            "/etc/libreoffice", "/etc/fonts")
+"""Host configuration a sandbox reads (read-only): the loader's, TLS roots, and that of the system programs
+task families run (LibreOffice's registry is a symlink into /etc/libreoffice; fontconfig reads /etc/fonts)."""
 TOP_LEVEL = ("bin", "lib", "lib64", "sbin", "lib32", "libx32")
 
 

@@ -29,9 +29,9 @@ without closing (see reaper.py), and a restarted backend reaps what a dead one
 left.
 
 Without root (no mount rights) the backend falls back to *copy mode*: the
-workspace is copied instead of overlaid, /tmp and the home directory are not
-part of the quota, and no disk quota is enforced; isolation by bubblewrap is
-unchanged.
+workspace is copied instead of overlaid; /tmp, the home directory and /dev/shm
+are host directories that reset empties; no disk quota is enforced; isolation by
+bubblewrap is unchanged. ``sparring doctor`` says which mode a host gets.
 """
 
 from __future__ import annotations
@@ -40,14 +40,13 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import stat
 import time
 import uuid
 from pathlib import Path
 
-from sparring.errors import SandboxError, SandboxUnavailableError
-from sparring.sandbox import execserver, hosttree, ipcns, mounts, reaper, seccomp
+from sparring.errors import SandboxError, WorkspaceFault
+from sparring.sandbox import execserver, features, hosttree, ipcns, mounts, reaper, seccomp
 from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.cgroups import CgroupSet
 from sparring.sandbox.channel import ExecChannel, OutputCallback
@@ -63,12 +62,12 @@ log = logging.getLogger("sparring.sandbox")
 
 OUTPUT_CAP = 1 << 20  # bytes kept per stream; the rest is counted and dropped
 TRUNC_MARKER = "\n[... output truncated by sparring: {n} more bytes ...]\n"
+UNFROZEN_SNAPSHOT_TRIES = 8  # without a freezer a snapshot copies a running tree: retries on a vanished entry
 KILL_GRACE_S = 5.0  # how long a killed command may take to be reported before the sandbox counts as broken
 _JOIN_CGROUPS = (  # $1: ':'-separated cgroup.procs files; the rest: the command (the C server's --launch does both)
     'IFS=:; for f in $1; do echo $$ > "$f" 2>/dev/null || '
     '{ echo "sparring: cannot join cgroup $f" >&2; exit 125; }; done; shift; unset IFS; exec "$@"'
 )
-DEFAULT_ROOT = Path(os.environ.get("SPARRING_SANDBOX_ROOT", "/tmp/sparring-sandboxes"))
 
 
 def _decode(data: bytes | bytearray, dropped: int) -> str:
@@ -90,16 +89,12 @@ class LocalBackend:
     ) -> None:
         if mode not in ("auto", "copy"):
             raise SandboxError(f"unknown sandbox mode {mode!r}: use 'auto' (overlay when root) or 'copy'")
-        self.bwrap = shutil.which("bwrap")
-        if self.bwrap is None:
-            raise SandboxUnavailableError(
-                "bubblewrap (bwrap) is not installed: run `make setup` as root or `apt-get install bubblewrap`"
-            )
-        self.root = Path(root or DEFAULT_ROOT).absolute()
+        self.bwrap = features.require_bwrap()
+        self.root = Path(root or features.default_root()).absolute()
         self.root.mkdir(parents=True, exist_ok=True, mode=0o711)
         self.environment = environment or SandboxEnvironment.current_python()
         # Copy mode is the non-root fallback; mode="copy" forces it as root too (tests of that fallback).
-        self.overlay = mode == "auto" and os.geteuid() == 0 and mounts.overlay_supported()
+        self.overlay, self.copy_reason = features.overlay_decision(mode)
         # As root, every sandbox joins one user namespace made here, in which the agent's uid 1000 maps
         # to an unprivileged host user, never to host root (whose /proc/sys and /dev nodes it would own).
         self.agent_uid: int | None = AGENT_HOST_UID if self.overlay else None
@@ -111,9 +106,7 @@ class LocalBackend:
         self.seccomp_program = seccomp.build_filter()
         self.plan = RootPlan.build(self.environment)
         self._runtimes: dict[str, tuple[SandboxEnvironment, RootPlan]] = {}
-        self.server_kind, self.server = install_server(
-            self.root, server or os.environ.get("SPARRING_EXEC_SERVER", "auto")
-        )
+        self.server_kind, self.server = install_server(self.root, server or features.exec_server_choice())
         # Network namespaces made ahead of time; the C server's launcher enters them (as root only).
         self.netns: NetnsPool | None = NetnsPool() if self.overlay and self.server_kind == "c" else None
         self.reap_stale()
@@ -340,7 +333,10 @@ class LocalSandbox(HostFiles):
         a += ["--bind", str(self.rootdir), "/"]
         if not b.overlay:  # copy mode: the host cannot mount, bubblewrap binds everything itself
             a += self.plan.bwrap_ro_binds() + ["--ro-bind", str(b.server), SERVER]
-            a += ["--bind", str(self.merged), WORKSPACE, "--tmpfs", "/tmp", "--tmpfs", HOME]
+            # /tmp and $HOME are host directories (not bubblewrap tmpfs the host cannot reach), so reset
+            # empties them as it refills the workspace: nothing written before a reset survives it.
+            a += ["--bind", str(self.merged), WORKSPACE, "--bind", str(self.rw / "tmp"), "/tmp"]
+            a += ["--bind", str(self.rw / "home"), HOME]
             for p in self.plan.late_binds:
                 a += ["--ro-bind", str(p), str(p)]
             for dest, src in sorted(s.extra_ro.items()):
@@ -352,9 +348,8 @@ class LocalSandbox(HostFiles):
         a += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev"]
         if b.overlay:  # a propagation point: the host binds rw/shm there after start (see _mount_shm)
             a += ["--bind", str(self._shm_point), "/dev/shm"]
-        else:
-            shm = max(1, min(s.disk_mb, 64)) * 1024 * 1024
-            a += ["--size", str(shm), "--tmpfs", "/dev/shm"]
+        else:  # a host directory too, emptied by reset
+            a += ["--bind", str(self.rw / "shm"), "/dev/shm"]
         # The IPC namespace's POSIX queues, visible so reset can remove them; /dev itself read-only
         # (bubblewrap's /dev is a tmpfs the agent owns: a place no reset would clear).
         a += ["--mqueue", "/dev/mqueue", "--remount-ro", "/dev"]
@@ -413,13 +408,18 @@ class LocalSandbox(HostFiles):
         self._layer_mounts.append(self._shm_point)
 
     def _refill_copy(self) -> None:
-        """Copy mode: empty the workspace directory in place (bubblewrap holds a bind of it) and copy
-        the top layer in. Both walks are iterative and never follow a link the agent left."""
+        """Copy mode: empty the workspace, /tmp, $HOME and /dev/shm directories in place (bubblewrap
+        holds binds of them) and copy the top layer in. The walks are iterative and never follow a
+        link the agent left."""
         try:
             self.merged.mkdir(exist_ok=True)
-            with os.scandir(self.merged) as it:
-                for e in list(it):
-                    hosttree.remove_tree(Path(e.path))
+            for sub, mode in (("tmp", 0o1777), ("home", 0o755), ("shm", 0o1777)):
+                (self.rw / sub).mkdir(parents=True, exist_ok=True)
+                os.chmod(self.rw / sub, mode)
+            for d in (self.merged, self.rw / "tmp", self.rw / "home", self.rw / "shm"):
+                with os.scandir(d) as it:
+                    for e in list(it):
+                        hosttree.remove_tree(Path(e.path))
             src = self.layers[0] if self.layers else self.lower
             if src.is_dir():
                 copy_tree(src, self.merged, into=True)
@@ -593,7 +593,19 @@ class LocalSandbox(HostFiles):
             src, below, budget = self.merged, (), (self.spec.disk_mb << 20) + await self._lower_bytes()
         frozen = self.cg.freeze()
         try:
-            snap = await asyncio.to_thread(b.layers.freeze, src, below, self.lower, budget)
+            for attempt in range(1 if frozen else UNFROZEN_SNAPSHOT_TRIES):
+                try:
+                    snap = await asyncio.to_thread(b.layers.freeze, src, below, self.lower, budget)
+                    break
+                except WorkspaceFault as e:  # no freezer: an entry vanished under the walk; walk again
+                    if frozen or e.flag != "workspace_unreadable":
+                        raise
+                    if attempt == UNFROZEN_SNAPSHOT_TRIES - 1:
+                        raise WorkspaceFault(
+                            f"sandbox {self.id}: the workspace kept changing under {attempt + 1} snapshot "
+                            "copies (no cgroup freezer here: run as root for frozen snapshots)",
+                            "workspace_changed",
+                        ) from None
         finally:
             if frozen:
                 self.cg.thaw()
@@ -637,8 +649,8 @@ class LocalSandbox(HostFiles):
         """Whether ``reset`` returns every writable place and namespace-held object to its initial state.
 
         True as root (overlay mode): /workspace, /tmp, $HOME and /dev/shm are one tmpfs that reset replaces,
-        /dev is read-only, and the IPC namespace is emptied. Copy mode keeps /tmp, $HOME, /dev/shm and IPC
-        objects across reset, and a spec's extra_rw mounts are host directories reset never touches, so a
+        /dev is read-only, and the IPC namespace is emptied. Copy mode empties /tmp, $HOME and /dev/shm (host
+        directories) but keeps IPC objects across reset, and a spec's extra_rw mounts are host directories reset never touches, so a
         pool closes such a sandbox instead of handing it to the next rollout.
         """
         return self.backend.overlay and not self.spec.extra_rw

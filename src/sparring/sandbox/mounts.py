@@ -74,10 +74,10 @@ def mounts_below(prefix: Path) -> list[Path]:
 
 
 def overlay_supported() -> bool:
-    try:
-        return "overlay" in Path("/proc/filesystems").read_text()
-    except OSError:
-        return False
+    """Whether the kernel has overlayfs (detected in features.py, the one place for host features)."""
+    from sparring.sandbox.features import overlay_in_kernel
+
+    return overlay_in_kernel()
 
 
 def split_beneath(rel: str) -> list[str]:

@@ -45,7 +45,7 @@ import uuid
 from pathlib import Path
 
 from sparring.errors import SandboxError, SandboxUnavailableError
-from sparring.sandbox import mounts
+from sparring.sandbox import features, mounts
 from sparring.sandbox.base import WORKSPACE, EnvironmentRef, ExecResult, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.environment import SandboxEnvironment
 from sparring.sandbox.hostfiles import HostFiles
@@ -73,7 +73,6 @@ from sparring.sandbox.workspace import diff_caps, tree_diff
 __all__ = ["CG_PREFIX", "CGROUP_ROOT", "OCIBackend", "OCISandbox", "podman_cycle_ms"]
 
 LABEL = "sparring.oci.owner"
-DEFAULT_ROOT = Path(os.environ.get("SPARRING_SANDBOX_ROOT", "/tmp/sparring-sandboxes"))
 MS_BIND, MS_PRIVATE, MS_SHARED = 4096, 1 << 18, 1 << 20
 
 
@@ -83,20 +82,15 @@ class OCIBackend:
     name = "oci"
 
     def __init__(self, image: str | None = None, root: Path | None = None) -> None:
+        problem = features.oci_problem()  # the same check `sparring doctor` reports
+        if problem is not None:
+            raise SandboxUnavailableError(problem)
         self.podman = podman_argv()
-        if os.geteuid() != 0 or not mounts.overlay_supported():
-            raise SandboxUnavailableError(
-                "the OCI backend needs root and overlayfs (it mounts the workspace layers on the host): "
-                "run as root or use the local backend"
-            )
-        self.pids_root = pids_root()
-        if self.pids_root is None:
-            raise SandboxUnavailableError(
-                "the OCI backend needs a writable pids cgroup hierarchy (cgroup v1 pids/ or v2) to kill "
-                "what a timed-out command started: run as root"
-            )
+        root_pids = pids_root()
+        assert root_pids is not None  # oci_problem checked it
+        self.pids_root = root_pids
         self._image = image
-        self.root = Path(root or DEFAULT_ROOT)
+        self.root = Path(root or features.default_root())
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.root / "oci-layers").mkdir(exist_ok=True)
         self.snapshots: dict[str, tuple[Path, ...]] = {}

@@ -15,13 +15,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from sparring.errors import ConfigError
 from sparring.sandbox.environment import GROUP, HOST_ETC, HOSTNAME, PASSWD, TOP_LEVEL, SandboxEnvironment
+from sparring.sandbox.features import c_compiler
 
 HOME = "/home/agent"
 SERVER = "/.sparring/execserver"
@@ -124,7 +124,7 @@ def install_server(root: Path, kind: str = "auto") -> tuple[str, Path]:
         dst = root / f"execserver-{hashlib.sha256(src).hexdigest()[:12]}"
         if dst.exists():
             return "c", dst
-        cc = shutil.which("cc") or shutil.which("gcc")
+        cc = c_compiler()
         if cc is not None:
             tmp = root / f".execserver-{os.getpid()}.tmp"
             r = subprocess.run(

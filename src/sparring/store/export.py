@@ -94,7 +94,7 @@ def export_parquet(store: TrajectoryStore, query: TrajQuery, out_path: str | os.
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        raise ConfigError("parquet export needs pyarrow: pip install 'sparring[data]'") from None
+        raise ConfigError("parquet export needs pyarrow: pip install 'sparring[parquet]'") from None
 
     def write(tmp: Path) -> int:
         rows = list(_rows(store, query))

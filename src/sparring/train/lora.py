@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -67,7 +67,9 @@ def apply_lora(policy: Any, settings: LoRASettings, seed: int = 0) -> None:
         )
     cfg = LoraConfig(
         r=settings.r,
-        lora_alpha=settings.alpha,
+        # peft annotates an int but scales by any number; whether mypy sees that annotation depends on
+        # the order it reaches peft in, so a cast (not an ignore, which would be unused in the other order).
+        lora_alpha=cast(Any, settings.alpha),
         lora_dropout=settings.dropout,
         target_modules=list(settings.target_modules),
         bias="none",

@@ -311,25 +311,34 @@ def build_tiny_model(
     layers: int = 2,
     heads: int = 4,
     max_positions: int = 2048,
+    arch: str = "llama",
 ) -> Path:
-    """Train a tokenizer, make a random-init Llama-style causal LM, save both in ``out_dir``.
+    """Train a tokenizer, make a random-init causal LM (``arch``: ``llama`` or ``qwen2``), save both.
 
     The result loads offline with ``AutoModelForCausalLM.from_pretrained(out_dir)``
-    and ``AutoTokenizer.from_pretrained(out_dir)`` (and ``HFPolicy(out_dir)``).
-    Same arguments, same bytes of weights.
+    and ``AutoTokenizer.from_pretrained(out_dir)`` (and ``HFPolicy(out_dir)``);
+    the tokenizer carries Sparring's ``chat_template``, so ``apply_chat_template``
+    and TRL work on it. Same arguments, same bytes of weights.
     """
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     from sparring.errors import ConfigError
     from sparring.train.tokenizer import train_tokenizer
 
+    archs: dict[str, tuple[Any, Any]] = {
+        "llama": (LlamaConfig, LlamaForCausalLM),
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM),
+    }
+    if arch not in archs:
+        raise ConfigError(f"unknown arch {arch!r}: choose {' or '.join(archs)}")
     if hidden % heads:
         raise ConfigError(f"hidden={hidden} must be a multiple of heads={heads}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tok = train_tokenizer(default_corpus() if corpus is None else corpus, vocab_size, out)
-    config = LlamaConfig(
+    config_cls, model_cls = archs[arch]
+    config = config_cls(
         vocab_size=len(tok),
         hidden_size=hidden,
         intermediate_size=hidden * 4,
@@ -344,7 +353,7 @@ def build_tiny_model(
         initializer_range=0.02,
     )
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(config)
+    model = model_cls(config)
     model.generation_config.pad_token_id = tok.pad_token_id
     model.generation_config.eos_token_id = [tok.eos_token_id, tok.convert_tokens_to_ids("<|end|>")]
     model.save_pretrained(str(out), safe_serialization=True)

@@ -94,7 +94,9 @@ def prepare_model(cfg: RLConfig, tasks: list[Task], log: Log, extra_corpus: list
     from sparring.train.model import build_tiny_model, default_corpus
 
     m = cfg.model
-    corpus = default_corpus(tool_schemas(list(tasks[0].spec.tools), tasks[0].spec.custom_tools) if tasks else None, seed=cfg.seed)
+    corpus = default_corpus(
+        tool_schemas(list(tasks[0].spec.tools), tasks[0].spec.custom_tools) if tasks else None, seed=cfg.seed
+    )
     for t in tasks:
         corpus += [
             p.read_text(errors="replace")
@@ -256,6 +258,8 @@ async def run_rl(
     try:
         examples: list[tuple[str, str]] = []
         demo_texts: list[str] = []
+        kept: list[Any] = []
+        tools: list[dict[str, Any]] = []
         if saved is None and cfg.sft_steps > 0:
             # Warm start data: the teacher's trajectories, through the real sandboxes and judge, stored.
             log("warm start: teacher rollouts")
@@ -285,6 +289,8 @@ async def run_rl(
             temperature=m.temperature, seed=cfg.seed,
         )  # fmt: skip
         if examples:
+            # in the model's own chat template (a hub model's, or Sparring's: the same text as above)
+            examples = [ex for t in kept for ex in policy.codec.sft_pairs(t.messages, tools)]
             log(f"warm start: SFT on {len(examples)} teacher turns")
             sft = SFTTrainer(policy, lr=cfg.sft_lr)
             rng = random.Random(cfg.seed)

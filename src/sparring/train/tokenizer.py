@@ -5,7 +5,9 @@ bytes never fail to tokenise. The chat template's markers
 (:data:`sparring.chat_format.CHAT_SPECIAL_TOKENS`) plus ``<|pad|>`` and
 ``<|endoftext|>`` are registered as special tokens: each is one id, is never
 split or merged by BPE, and is matched in raw text before pre-tokenisation,
-so a turn boundary is a single, learnable token.
+so a turn boundary is a single, learnable token. The tokenizer is saved with
+Sparring's ``chat_template`` (and ``response_template``), so ``apply_chat_template``
+on it renders exactly :func:`sparring.chat_format.render_prompt`'s text.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sparring.chat_format import CHAT_SPECIAL_TOKENS, EOS_TOKEN, PAD_TOKEN
+from sparring.chat_format import CHAT_SPECIAL_TOKENS, EOS_TOKEN, PAD_TOKEN, attach_chat_template
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
@@ -61,6 +63,7 @@ def train_tokenizer(corpus: Iterable[str], vocab_size: int, out_dir: str | Path)
         model_max_length=1 << 30,  # the model's config bounds the context, not the tokenizer
         clean_up_tokenization_spaces=False,
     )
+    attach_chat_template(hf)  # saved with it: apply_chat_template / parse_response work on the checkpoint
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     hf.save_pretrained(str(out))

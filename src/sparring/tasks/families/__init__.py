@@ -15,7 +15,9 @@ from sparring.errors import ConfigError
 from sparring.tasks.families.code_repair import CodeRepairGenerator, check_n
 from sparring.tasks.families.data_analysis import DataAnalysisGenerator
 from sparring.tasks.families.function_impl import FunctionImplGenerator
+from sparring.tasks.families.service_recovery import ServiceRecoveryGenerator
 from sparring.tasks.families.shell_ops import ShellOpsGenerator
+from sparring.tasks.families.spreadsheet import SpreadsheetGenerator
 from sparring.tasks.families.sql import SqlGenerator
 from sparring.tasks.families.tool_use import ToolUseGenerator
 from sparring.tasks.loader import Task
@@ -45,6 +47,8 @@ FAMILIES: dict[str, FamilyGenerator] = {
     FunctionImplGenerator.name: FunctionImplGenerator(),
     DataAnalysisGenerator.name: DataAnalysisGenerator(),
     ShellOpsGenerator.name: ShellOpsGenerator(),
+    SpreadsheetGenerator.name: SpreadsheetGenerator(),
+    ServiceRecoveryGenerator.name: ServiceRecoveryGenerator(),
     SqlGenerator.name: SqlGenerator(),
     ToolUseGenerator.name: ToolUseGenerator(),
 }

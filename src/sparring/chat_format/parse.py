@@ -1,174 +1,30 @@
-"""A small text chat template for tiny local models, and the tool-call parser.
+"""Read tool calls back out of sampled text, leniently, whatever the model's format.
 
-The template (what :func:`render_prompt` writes)::
-
-    <|system|>
-    {system content}
-
-    # Tools
-    Call a tool by writing <tool_call>{"name": NAME, "arguments": {...}}</tool_call>.
-    - bash(command: string, timeout?: integer): Run a shell command.
-    ...<|end|>
-    <|user|>
-    {user content}<|end|>
-    <|assistant|>
-    {content}
-    <tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call><|end|>
-    <|tool|>
-    {tool output}<|end|>
-    <|assistant|>
-
-Every turn is ``<|role|>\\n{body}<|end|>\\n``; a prompt ends with the generation
-header ``<|assistant|>\\n``. The body of an assistant turn is exactly
-:func:`render_assistant` of that message, so for every assistant turn ``i``::
-
-    render_prompt(messages[:i], tools) + render_assistant(messages[i]) + "\\n"
-        + "<|assistant|>\\n" == render_prompt(messages[:i + 1], tools)
-
-which is what lets SFT on (prompt, completion) pairs and sampling agree token
-for token. Role markers (``<|...|>``) inside message text are neutralised
-(``<|`` becomes ``< |``) so a tool output can never forge a turn boundary. Tool
-call JSON is written with every ``<`` escaped as ``\\u003c`` so arguments that
-contain ``</tool_call>`` survive a round trip.
-
-:func:`parse_tool_calls` reads a completion back: ``<tool_call>JSON</tool_call>``
-blocks (Hermes / Qwen2.5 style, also an unterminated last block, a JSON list of
-calls, ``arguments`` given as a JSON string, ``parameters`` for ``arguments``,
-and the OpenAI ``{"function": {...}}`` shape), Qwen3-Coder's XML form
-(``<tool_call><function=NAME><parameter=KEY>VALUE</parameter></function></tool_call>``)
-and, when there is no tag at all, a bare JSON object with ``name`` and
-``arguments``. It never raises: a malformed call becomes an entry of
-``ParsedTurn.errors`` and stays verbatim in ``content`` so the model sees what
-it wrote next to the error observation.
-
-It lives outside the rooms (like :mod:`sparring.trajectory`): policies render
-with it, the Environment parses sampled text with it, training tokenises with
-it, and none of them may import another for it.
+:func:`parse_tool_calls` reads ``<tool_call>JSON</tool_call>`` blocks (Sparring's
+own format and Hermes / Qwen2.5; also an unterminated last block, a JSON list
+of calls, ``arguments`` given as a JSON string, ``parameters`` for
+``arguments``, and the OpenAI ``{"function": {...}}`` shape), Qwen3-Coder's XML
+form (``<tool_call><function=NAME><parameter=KEY>VALUE</parameter></function></tool_call>``)
+and, when there is no tag at all, bare JSON objects with ``name`` and
+``arguments``/``parameters`` (Llama 3.1). It never raises: a malformed call
+becomes an entry of ``ParsedTurn.errors`` and stays verbatim in ``content`` so
+the model sees what it wrote next to the error observation. The strict,
+one-format parsers (and their renderers) are in :mod:`sparring.chat_format.tool_formats`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-SYSTEM = "<|system|>"
-USER = "<|user|>"
-ASSISTANT = "<|assistant|>"
-TOOL = "<|tool|>"
-END = "<|end|>"
-TOOL_CALL_OPEN = "<tool_call>"
-TOOL_CALL_CLOSE = "</tool_call>"
-EOS_TOKEN = "<|endoftext|>"
-PAD_TOKEN = "<|pad|>"
-
-ROLE_HEADERS: dict[str, str] = {"system": SYSTEM, "user": USER, "assistant": ASSISTANT, "tool": TOOL}
-# Tokens a tokenizer for this template must treat as atomic special tokens.
-CHAT_SPECIAL_TOKENS: tuple[str, ...] = (SYSTEM, USER, ASSISTANT, TOOL, END, TOOL_CALL_OPEN, TOOL_CALL_CLOSE)
-
-TOOL_INSTRUCTIONS = (
-    'Call a tool by writing <tool_call>{"name": NAME, "arguments": {...}}</tool_call>. '
-    "End your turn after your tool calls; their results come back as tool turns."
-)
+from sparring.chat_format.template import END, EOS_TOKEN
 
 _BLOCK_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 _XML_FUNC_RE = re.compile(r"^\s*<function=([^>\n]+)>(.*?)(?:</function>\s*)?$", re.DOTALL)
 _XML_PARAM_RE = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
 _MAX_BARE_SCAN = 100  # '{' positions tried when looking for bare JSON calls; bounds the cost on huge text
-
-
-# --------------------------------------------------------------------------- rendering
-
-
-def _neutral(text: str) -> str:
-    """Break ``<|`` so message text can never contain a role header or ``<|end|>``."""
-    return text.replace("<|", "< |")
-
-
-def _json(obj: Any) -> str:
-    """Compact-ish JSON with every ``<`` escaped (only ever inside strings), so no tag can appear."""
-    return json.dumps(obj, ensure_ascii=False).replace("<", "\\u003c")
-
-
-def _arguments(raw: Any) -> Any:
-    """OpenAI tool-call arguments are a JSON string; tolerate dicts and bad JSON when rendering."""
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError:
-            return raw
-    return {} if raw is None else raw
-
-
-def _type_name(schema: dict[str, Any]) -> str:
-    t = schema.get("type", "any")
-    if isinstance(t, list):
-        return "|".join(str(x) for x in t)
-    if t == "array" and isinstance(schema.get("items"), dict):
-        return f"array[{_type_name(schema['items'])}]"
-    if "enum" in schema:
-        return "|".join(json.dumps(x) for x in schema["enum"])
-    return str(t)
-
-
-def render_tools(tools: Sequence[dict[str, Any]]) -> str:
-    """Tools as one line each: ``- name(arg: type, opt?: type): description``."""
-    lines = []
-    for tool in tools:
-        fn = tool.get("function", tool)
-        params = fn.get("parameters") or {}
-        required = set(params.get("required") or [])
-        args = ", ".join(
-            f"{k}{'' if k in required else '?'}: {_type_name(v if isinstance(v, dict) else {})}"
-            for k, v in (params.get("properties") or {}).items()
-        )
-        desc = " ".join(str(fn.get("description", "")).split())
-        lines.append(f"- {fn.get('name', '?')}({args}): {desc}".rstrip(": ").rstrip())
-    return "\n".join(lines)
-
-
-def _turn(header: str, body: str) -> str:
-    return f"{header}\n{body}{END}\n"
-
-
-def render_assistant(message: dict[str, Any]) -> str:
-    """The text an assistant turn is trained to produce: content, tool calls, then ``<|end|>``."""
-    parts = []
-    content = _neutral(str(message.get("content") or "")).strip()
-    if content:
-        parts.append(content)
-    for call in message.get("tool_calls") or []:
-        fn = call.get("function", call)
-        payload = {"name": fn.get("name", ""), "arguments": _arguments(fn.get("arguments"))}
-        parts.append(f"{TOOL_CALL_OPEN}{_json(payload)}{TOOL_CALL_CLOSE}")
-    return "\n".join(parts) + END
-
-
-def render_prompt(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] = ()) -> str:
-    """The whole conversation in the template, ending with the ``<|assistant|>`` generation header.
-
-    System messages are merged into one leading system turn; tools are listed
-    there. Unknown roles are rendered as user turns.
-    """
-    system = [_neutral(str(m.get("content") or "")).strip() for m in messages if m.get("role") == "system"]
-    if tools:
-        system.append(f"# Tools\n{TOOL_INSTRUCTIONS}\n{render_tools(tools)}")
-    out = [_turn(SYSTEM, "\n\n".join(s for s in system if s))] if any(system) else []
-    for m in messages:
-        role = m.get("role")
-        if role == "system":
-            continue
-        if role == "assistant":
-            out.append(f"{ASSISTANT}\n{render_assistant(m)}\n")
-        else:
-            out.append(_turn(ROLE_HEADERS.get(str(role), USER), _neutral(str(m.get("content") or ""))))
-    out.append(f"{ASSISTANT}\n")
-    return "".join(out)
-
-
-# --------------------------------------------------------------------------- parsing
 
 
 @dataclass(frozen=True)
@@ -345,8 +201,3 @@ def _parse(text: str) -> ParsedTurn:
             calls = bare
     content = "\n".join(p.strip() for p in kept if p.strip())
     return ParsedTurn(content=content, tool_calls=calls, errors=errors)
-
-
-def tool_call_count(messages: Sequence[dict[str, Any]]) -> int:
-    """How many tool calls the conversation already holds (to keep generated ids unique)."""
-    return sum(len(m.get("tool_calls") or []) for m in messages if m.get("role") == "assistant")
