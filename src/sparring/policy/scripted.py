@@ -97,14 +97,18 @@ class OraclePolicy(_PlannedPolicy):
     """Looks around, reads each file it will fix, edits it into the reference version (one small
     ``str_replace`` where the fix is one hunk, else ``write_file``), runs the tests, submits. It uses
     only the tools the task offers: with ``bash`` alone (shell-ops) it looks, reads and writes
-    through the shell."""
+    through the shell. A task whose reference is a sequence of tool calls (``solution_calls``,
+    tool-use) is solved by replaying those calls."""
 
     name = "oracle"
     version = 0
 
     def plan(self, request: ActRequest) -> list[tuple[str, dict[str, Any]]]:
-        files, deleted = request.task.solution_files()
         tools = offered_tools(request)
+        calls = request.task.solution_calls()
+        if calls and {name for name, _ in calls} <= tools:
+            return [*calls, ("submit", {})]  # a reference made of tool calls (a stateful service's task)
+        files, deleted = request.task.solution_files()
         shell = "bash" in tools
         steps: list[tuple[str, dict[str, Any]]] = []
         if "list_dir" in tools:

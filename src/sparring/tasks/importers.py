@@ -128,18 +128,57 @@ def validate_record(raw: object, where: str, line: int = 0) -> FunctionRecord:
     return rec
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+PARQUET_MAGIC = b"PAR1"
+
+
+def _parquet_rows(path: Path, data: bytes) -> list[tuple[int, str]]:
+    """Each row of a Parquet file (an HF ``datasets`` export) as (row number, JSON text)."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise TaskError(
+            f"{path.name}: reading Parquet needs pyarrow: pip install 'sparring[parquet]'"
+        ) from None
+    import io
+
+    try:
+        rows = pq.read_table(io.BytesIO(data)).to_pylist()
+    except Exception as e:  # noqa: BLE001 - pyarrow raises many kinds for a bad file
+        raise TaskError(f"{path.name}: not a readable Parquet file ({e})") from None
+    return [(n, json.dumps(r, default=str)) for n, r in enumerate(rows, start=1)]
+
+
+def _record_lines(path: Path) -> list[tuple[int, str]]:
+    """(line or row number, JSON text) of a function-jsonl file as published: plain, gzip-compressed
+    (``.jsonl.gz``, recognised by its magic bytes) or Parquet."""
+    data = path.read_bytes()
+    if data[:2] == GZIP_MAGIC:
+        import gzip
+
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as e:
+            raise TaskError(f"{path.name}: a truncated or corrupt gzip file ({e})") from None
+    if data[:4] == PARQUET_MAGIC:
+        return _parquet_rows(path, data)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TaskError(f"{path.name}: not UTF-8 text ({e.reason})") from None
+    return list(enumerate(text.splitlines(), start=1))
+
+
 def read_function_jsonl(path: Path) -> list[FunctionRecord]:
-    """Every record of a function-jsonl file, validated; TaskError naming the line and field of the first bad one."""
+    """Every record of a function-jsonl file (plain, ``.jsonl.gz`` or Parquet), validated; TaskError naming
+    the line (row) and field of the first bad one."""
     path = Path(path)
     if not path.is_file():
         raise TaskError(f"input file not found: {path} (pass a function-jsonl file)")
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as e:
-        raise TaskError(f"{path.name}: not UTF-8 text ({e.reason})") from None
+    lines = _record_lines(path)
     records: list[FunctionRecord] = []
     seen: dict[str, int] = {}
-    for n, text in enumerate(lines, start=1):
+    for n, text in lines:
         if not text.strip():
             continue
         where = f"{path.name} line {n}"

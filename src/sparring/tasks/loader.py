@@ -19,6 +19,9 @@ from sparring.tasks.digest import task_digest
 from sparring.tasks.spec import TaskSpec, canonical_dump
 
 TASK_FILE = "task.toml"
+SOLUTION_CALLS = ".tool_calls.json"
+"""solution/ file of a task whose reference is a sequence of tool calls (a JSON list of {name, arguments}):
+what the oracle replays through the task's tools. Not a workspace file: solution_files() leaves it out."""
 
 
 @dataclass(frozen=True)
@@ -55,9 +58,17 @@ class Task:
                     rel = p.relative_to(self.solution).as_posix()
                     if rel == ".deleted":
                         deleted = [ln.strip() for ln in p.read_text().splitlines() if ln.strip()]
-                    else:
+                    elif rel != SOLUTION_CALLS:
                         files[rel] = p.read_bytes()
         return files, deleted
+
+    def solution_calls(self) -> list[tuple[str, dict[str, Any]]]:
+        """The reference's tool calls, in order ([] for a task whose reference is files only)."""
+        path = self.solution / SOLUTION_CALLS
+        if not path.is_file():
+            return []
+        raw = json.loads(path.read_text())
+        return [(str(c["name"]), dict(c["arguments"])) for c in raw]
 
 
 def workspace_digest(workspace: Path) -> str:

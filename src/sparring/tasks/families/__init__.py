@@ -18,6 +18,8 @@ from sparring.tasks.families.function_impl import FunctionImplGenerator
 from sparring.tasks.families.service_recovery import ServiceRecoveryGenerator
 from sparring.tasks.families.shell_ops import ShellOpsGenerator
 from sparring.tasks.families.spreadsheet import SpreadsheetGenerator
+from sparring.tasks.families.sql import SqlGenerator
+from sparring.tasks.families.tool_use import ToolUseGenerator
 from sparring.tasks.loader import Task
 
 
@@ -47,6 +49,8 @@ FAMILIES: dict[str, FamilyGenerator] = {
     ShellOpsGenerator.name: ShellOpsGenerator(),
     SpreadsheetGenerator.name: SpreadsheetGenerator(),
     ServiceRecoveryGenerator.name: ServiceRecoveryGenerator(),
+    SqlGenerator.name: SqlGenerator(),
+    ToolUseGenerator.name: ToolUseGenerator(),
 }
 
 
