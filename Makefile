@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
-EXTRAS ?= train,dev,parquet
+EXTRAS ?= train,dev,parquet,report
 # A local wheel directory (this workplace keeps the CPU build of torch there); harmless elsewhere.
 WHEELS := $(wildcard /opt/wheels)
 PIP_FLAGS := $(if $(WHEELS),--find-links $(WHEELS),)
@@ -18,8 +18,8 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)-
 setup: system venv
 
 # bubblewrap runs the sandboxes; a C compiler builds their exec server (without one, a slower Python
-# server is used).
-SYSTEM_PKGS := bubblewrap:bwrap gcc:cc libc6-dev:/usr/include/stdio.h
+# server is used); chromium opens the report pages headless in their tests.
+SYSTEM_PKGS := bubblewrap:bwrap gcc:cc libc6-dev:/usr/include/stdio.h chromium:chromium
 
 system:
 	@missing=""; for pair in $(SYSTEM_PKGS); do pkg=$${pair%%:*}; probe=$${pair#*:}; \

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from sparring.errors import NotBuiltError, SparringError
 
@@ -36,7 +37,8 @@ def make_cli_backend(kind: str) -> Any:
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print a one-line error and return the Exit to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    # The message is text, not rich markup: "pip install 'sparring[report]'" must print as written.
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
