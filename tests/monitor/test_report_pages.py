@@ -156,6 +156,10 @@ def test_candidate_markup_is_shown_never_run(tmp_path):
         assert "&lt;script&gt;document.body.setAttribute" in v.dom  # shown, as text
         assert v.console == [] and v.requests == 0
     assert 'data-filter-ready="1"' in visit(Path(j["html"])).dom  # the page's own script did run
+    # The flagged trajectory lands in the review queue, and the queue item links to its page.
+    _cli("review", "collect", "--store", str(store), "--db", str(tmp_path / "review.db"))
+    items = _cli("review", "list", "--db", str(tmp_path / "review.db"), "--pages", str(tmp_path / "pages"))["items"]
+    assert [i["page"] for i in items] == [Path(j["pages"][0]).resolve().as_uri()]
 
 
 def test_a_remote_resource_is_counted(tmp_path):

@@ -44,9 +44,13 @@ FILTER_JS = """
 """
 
 
+def page_file(traj_id: str) -> str:
+    """The page of trajectory ``traj_id``, relative to the site (ids are hex; anything else is made file-safe)."""
+    return "t/" + "".join(c if c.isalnum() or c in "-_" else "_" for c in traj_id) + ".html"
+
+
 def page_name(t: Trajectory) -> str:
-    """The file of a trajectory's page (ids are hex or uuid-like; anything else is made file-safe)."""
-    return "t/" + "".join(c if c.isalnum() or c in "-_" else "_" for c in t.id) + ".html"
+    return page_file(t.id)
 
 
 def _reward(x: float | None) -> str:
