@@ -227,7 +227,7 @@ CHARTS: list[tuple[str, str, Callable[[Any, RunData], tuple[Any, int]], str]] = 
     ("response_length", "Response length", response_length, ""),
     ("statuses", "Rollout statuses", lambda plt, d: stacked(plt, "statuses", d.statuses(), "rollouts", STATUS_COLORS), ""),
     ("throughput", "Throughput", throughput, ""),
-    ("stage_time", "Time per stage", lambda plt, d: stacked(plt, "stage_time", d.stage_seconds(), "seconds per iteration"), ""),
+    ("stage_time", "Time per stage", lambda plt, d: stacked(plt, "stage_time", d.stage_seconds(), "seconds (summed over rollouts)"), ""),
     ("pass_rate_tier", "Pass rate per tier", lambda plt, d: _lines(plt, "pass_rate_tier", d.grouped("rollout/pass_rate/", lambda n: n.startswith("tier")), "pass rate (0-1)", unit_range=True), ""),
     ("pass_rate_family", "Pass rate per family", lambda plt, d: _lines(plt, "pass_rate_family", d.grouped("rollout/pass_rate/", lambda n: not n.startswith("tier")), "pass rate (0-1)", unit_range=True), ""),
     ("reward_histograms", "Reward histograms (first, middle, last iteration)", histograms, ""),

@@ -23,7 +23,7 @@ from sparring.errors import ConfigError, JudgeError
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.monitor.alerts import AlertRules
 from sparring.monitor.drift import DriftMonitor
-from sparring.monitor.metrics import iteration_metrics, make_sinks
+from sparring.monitor.metrics import iteration_metrics, make_sinks, with_aliases
 from sparring.policy.scripted import OraclePolicy
 from sparring.rollout.buffer import BatchLag
 from sparring.rollout.scheduler import RolloutScheduler, RolloutSummary
@@ -194,6 +194,17 @@ async def sample_batch(
     return trajs, seconds, replaced
 
 
+def heldout_metrics(phase: str, summary: RolloutSummary) -> dict[str, Any]:
+    """A held-out evaluation as a metrics row: per phase (``before_rl``/``after_rl``) and as one curve."""
+    return {
+        f"eval/heldout/{phase}/pass_rate": summary.pass_rate,
+        f"eval/heldout/{phase}/reward_mean": summary.reward_mean,
+        "eval/heldout/pass_rate": summary.pass_rate,
+        "eval/heldout/reward_mean": summary.reward_mean,
+        "eval/heldout/n": summary.requested,
+    }
+
+
 def _learning_config(dump: Any) -> Any:
     """A config dump without the settings that do not change what is learned (where sandboxes run)."""
     return {k: v for k, v in dump.items() if k != "backend"} if isinstance(dump, dict) else dump
@@ -317,6 +328,7 @@ async def run_rl(
             )
             res.heldout["before_rl"] = before.pass_rate
             res.heldout["before_rl_reward"] = before.reward_mean
+            sink.log(0, heldout_metrics("before_rl", before))
         else:
             assert ckpt is not None
             log(f"resuming from {ckpt}")
@@ -345,18 +357,25 @@ async def run_rl(
             res.weight_syncs += 1
         # The control run (rl=False) changes no weight, so its iterations would only burn rollouts.
         for it in range(start, cfg.iterations if cfg.rl else 0):
+            t_it = time.perf_counter()
             trajs, seconds, replaced = await sample_batch(cfg, curriculum, sched, policy, run_id, it)
-            metrics = iteration_metrics(trajs, seconds, policy.version)
+            metrics = iteration_metrics(trajs, seconds, policy.version, m.max_new_tokens)
             metrics["rollout/replaced_groups"] = replaced
             metrics["rollout/rewards"] = [round(t.reward, 4) for t in trajs if t.trainable]
             ready = await lag.push(trajs, policy.version)
             if ready is not None:
+                t_up = time.perf_counter()
                 metrics.update(await asyncio.to_thread(trainer.step, ready))
+                metrics["timing_s/update"] = time.perf_counter() - t_up
+            metrics["actor/lr"] = float(trainer.optimizer.param_groups[0]["lr"])
             metrics.update(curriculum.metrics())
             for t in trajs:
                 if t.trainable:
                     drift.add(f"{t.family}@{t.judge_version}", [t.reward])
-            alerts = rules.check(it, metrics, drift.check())
+            drifts = drift.check()
+            for d in drifts:  # one key per family@judge; '/' would nest the metric name
+                metrics[f"monitor/drift_psi/{d.key.replace('/', ':')}"] = d.psi
+            alerts = rules.check(it, metrics, drifts)
             metrics["monitor/alerts"] = len(alerts)
             for a in alerts:
                 log(f"ALERT {a.rule}: {a.detail}")
@@ -383,7 +402,8 @@ async def run_rl(
                 await asyncio.to_thread(sync.push, policy)
                 res.weight_syncs += 1
                 row["weight_sync_s"] = metrics["sync/seconds"] = round(time.perf_counter() - t_sync, 3)
-            sink.log(it, metrics)
+            metrics["timing_s/step"] = time.perf_counter() - t_it
+            sink.log(it, with_aliases(metrics))
             res.iterations.append(row)
             if on_iteration:
                 on_iteration(row)
@@ -404,6 +424,7 @@ async def run_rl(
         )
         res.heldout["after_rl"] = after.pass_rate
         res.heldout["after_rl_reward"] = after.reward_mean
+        sink.log(cfg.iterations if cfg.rl else 0, heldout_metrics("after_rl", after))
         res.seconds = time.perf_counter() - t0
         store.finish_run(run_id, res.to_json())
         return res
