@@ -31,14 +31,28 @@ SIZES = {"desktop": (1400, 3000), "phone": (390, 3000)}
 def _cli(*args: str, timeout: int = 600) -> dict:
     r = subprocess.run([str(EXE), *args, "--json"], capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout)
+    return {**json.loads(r.stdout), "_stderr": r.stderr}
 
 
 @pytest.fixture(scope="module")
 def short_run(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("short-run") / "run"
-    _cli("demo", "--quick", "--workdir", str(work), *SHORT, timeout=1200)
+    d = _cli("demo", "--quick", "--workdir", str(work), *SHORT, timeout=1200)
+    (work / "demo-stderr.log").write_text(d["_stderr"])
     return work
+
+
+@pytest.mark.slow
+def test_the_run_logs_progress_as_whole_lines(short_run):
+    """stderr is a file here: every long stage logs plain start/end lines with counts, and each
+    iteration is one line (its statuses are not split over lines at 80 columns)."""
+    log = (short_run / "demo-stderr.log").read_text().splitlines()
+    for prefix in ("warm start: teacher rollouts: ", "warm start: SFT steps: 60/60 done",
+                   "held-out evaluation before RL: 4/4 done", "iteration 0 rollouts: ", "RL iterations: 2/2 done",
+                   "held-out evaluation after RL: 4/4 done"):  # fmt: skip
+        assert any(ln.startswith(prefix) for ln in log), prefix
+    its = [ln for ln in log if ln.startswith("iteration ") and "statuses" in ln]
+    assert len(its) == 2 and all(re.search(r"statuses( \w+:\d+)+$", ln) for ln in its), its
 
 
 def _figures(dom: str) -> dict[str, str]:

@@ -18,9 +18,20 @@ from sparring.errors import NotBuiltError, SparringError
 
 T = TypeVar("T")
 
+
+
+def _console(stderr: bool) -> Console:
+    """A console; when it does not write to a terminal (a log file, a pipe) and COLUMNS is unset, lines
+    are never wrapped at rich's default 80 columns (a status dict split over lines is unreadable)."""
+    c = Console(stderr=stderr)
+    if not c.is_terminal and not os.environ.get("COLUMNS"):
+        c = Console(stderr=stderr, width=1000, soft_wrap=True)
+    return c
+
+
 # Logs, tables and progress go to stderr when --json owns stdout.
-err_console = Console(stderr=True)
-out_console = Console()
+err_console = _console(stderr=True)
+out_console = _console(stderr=False)
 
 JSON_OPT = typer.Option(False, "--json", help="Print one JSON object on stdout; logs go to stderr.")
 BACKEND_OPT = typer.Option(
