@@ -49,7 +49,7 @@ def test_demo_quick_runs_the_whole_loop(tmp_path):
     j = json.loads(rep.stdout)
     html = Path(j["html"]).read_text()
     assert j["iterations"] == 3 and "Pass rate per tier" in html and not j["empty_charts"]
-    assert html.count("<svg") == len(j["charts"]) and len(j["png"]) == len(j["charts"])
+    assert html.count("<svg") == 2 * len(j["charts"]) and len(j["png"]) == len(j["charts"])
 
 
 @pytest.mark.slow

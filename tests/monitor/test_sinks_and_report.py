@@ -74,7 +74,7 @@ def test_report_draws_curves_tiers_and_histograms(tmp_path):
     html = Path(j["html"]).read_text()
     # every chart is a figure; the logged ones inline their SVG (the others say they were not logged)
     assert html.count("<figure class='chart'") == len(j["charts"]) and "reward_pass" in j["charts"]
-    assert html.count("<svg") == len(j["charts"]) - len(j["empty_charts"])
+    assert html.count("<svg") == 2 * (len(j["charts"]) - len(j["empty_charts"]))  # wide + phone versions
     assert "pass_rate_tier" not in j["empty_charts"] and "tier1" in html and "tier2" in html
     assert j["pass_rate_first"] == 0.2 and abs(j["pass_rate_last"] - 0.5) < 1e-9
     bad = subprocess.run(

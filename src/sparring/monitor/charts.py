@@ -23,17 +23,34 @@ PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F
 STATUS_COLORS = {"ok": "#009E73", "truncated": "#E69F00", "policy_error": "#CC79A7",
                  "infra_error": "#D55E00", "timeout": "#56B4E9"}  # fmt: skip
 FIGSIZE = (7.0, 3.6)  # inches; at 100 dpi a 700 px wide chart, scaled to the column width by CSS
+# The phone version: drawn narrow, so that scaled to a ~360 px screen its text stays ~12 px high.
+NARROW = (4.2, 3.6)
 
 
 @dataclass
 class Chart:
-    """One drawn chart: its name (stable id), title, SVG text and how many data points it shows."""
+    """One drawn chart: its name (stable id), title, SVG text (wide, and narrow for phones) and how
+    many data points it shows."""
 
     name: str
     title: str
     svg: str
     points: int
     note: str = ""
+    svg_narrow: str = ""
+
+
+class _Sized:
+    """pyplot with every new figure at one size: the drawers are drawn again for the phone version."""
+
+    def __init__(self, plt: Any, size: tuple[float, float]) -> None:
+        self._plt, self._size = plt, size
+
+    def subplots(self, *a: Any, **k: Any) -> Any:
+        return self._plt.subplots(*a, **{**k, "figsize": self._size})
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._plt, name)
 
 
 def pyplot() -> Any:
@@ -252,5 +269,10 @@ def draw_all(d: RunData, out: Path | None = None, png: bool = False) -> list[Cha
                     fig.savefig(out / f"{name}.png", format="png", dpi=150, bbox_inches="tight")
         finally:
             plt.close(fig)
-        charts.append(Chart(name, title, svg, n, "" if n else empty or "not logged in this run"))
+        narrow_fig, _ = draw(_Sized(plt, NARROW), d)
+        try:  # its series ids are prefixed: one HTML document holds both versions
+            narrow = _svg(narrow_fig).replace('id="series-', 'id="narrow-series-')
+        finally:
+            plt.close(narrow_fig)
+        charts.append(Chart(name, title, svg, n, "" if n else empty or "not logged in this run", narrow))
     return charts

@@ -21,7 +21,8 @@ __all__ = ["find_metrics", "load_rows", "write_report"]
 
 
 def _figure(c: Chart) -> str:
-    inner = c.svg if c.points else f"<div class='empty'>{esc(c.note)}</div>"
+    inner = (f"<div class='wide'>{c.svg}</div><div class='narrow'>{c.svg_narrow}</div>" if c.points
+             else f"<div class='empty'>{esc(c.note)}</div>")  # fmt: skip
     return (f"<figure class='chart' id='chart-{esc(c.name)}' data-chart='{esc(c.name)}' data-points='{c.points}'>"
             f"<figcaption>{esc(c.title)}</figcaption>{inner}</figure>")  # fmt: skip
 

@@ -29,6 +29,8 @@ nav a { margin-right: 1em; }
 figure.chart { margin: 0; padding: 10px; border: 1px solid var(--line); border-radius: 8px; min-width: 0; }
 figure.chart figcaption { font-weight: 600; margin-bottom: 6px; }
 figure.chart svg { width: 100%; height: auto; display: block; }
+figure.chart .narrow { display: none; }
+@media (max-width: 640px) { figure.chart .wide { display: none; } figure.chart .narrow { display: block; } }
 figure.chart .empty { color: var(--muted); padding: 2em 0; text-align: center; }
 table { border-collapse: collapse; width: 100%; }
 th, td { border-bottom: 1px solid var(--line); padding: 4px 8px; text-align: left; vertical-align: top; }

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sparring.monitor.site import esc, fmt, kv, page
+from sparring.monitor.site import esc, kv, page
 from sparring.trajectory import ToolStep, Trajectory
 
 Decode = Callable[[int], str]  # token id -> its text, when the policy's tokenizer is at hand
@@ -218,7 +219,7 @@ def write_page(t: Trajectory, out: Path, decode: Decode | None = None) -> Path:
         ("reward", esc(_reward(t.reward) or "unjudged")), ("flags", _flags(t.flags)),
         ("attempts", esc(t.attempts) + "".join(f"<div class='muted'>retry: {esc(x)}</div>" for x in t.infra_errors)),
         ("run / group", esc(f"{t.run_id or '-'} · {t.group_id or '-'} #{t.sample_index}")),
-        ("submitted", esc(t.submitted)), ("created", esc(fmt(t.created_at, 0))),
+        ("submitted", esc(t.submitted)), ("created", esc(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t.created_at)))),
     ])  # fmt: skip
     body = (
         "<p><a href='../index.html'>← all trajectories</a></p>"
