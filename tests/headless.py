@@ -108,12 +108,12 @@ def _run(args: list[str], proxy: CountingProxy) -> subprocess.CompletedProcess[s
         return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
-def visit(page: Path, screenshots: dict[str, tuple[int, int]] | None = None) -> Visit:
+def visit(page: Path, screenshots: dict[str, tuple[int, int]] | None = None, query: str = "") -> Visit:
     """The page's DOM after its scripts ran, its console lines and its request count; with
     ``screenshots`` ({png path: (width, height)}) also pictures of it at those window sizes."""
     proxy = CountingProxy()
     try:
-        url = page.resolve().as_uri()
+        url = page.resolve().as_uri() + (f"?{query}" if query else "")
         r = _run(["--enable-logging=stderr", "--v=0", "--virtual-time-budget=3000", "--dump-dom", url], proxy)
         assert r.returncode == 0, r.stderr[-2000:]
         console = [ln for ln in r.stderr.splitlines() if ":CONSOLE" in ln]

@@ -135,6 +135,10 @@ def test_trajectory_page_of_a_stored_multi_turn_rollout(short_run):
     idx = visit(out / "index.html")
     assert idx.requests == 0 and idx.console == [] and 'data-filter-ready="1"' in idx.dom
     assert f"t/{t.id}.html" in idx.dom
+    # the filters run in the page: ?status=ok hides every row of another status
+    shown = visit(out / "index.html", query="status=ok").dom
+    rows = re.findall(r'<tr data-status="(\w+)"[^>]*?( hidden="")?>', shown)
+    assert rows and all((st == "ok") == (not hidden) for st, hidden in rows)
 
 
 PAYLOAD = "<script>document.body.setAttribute('data-pwned','1')</script><img src=x onerror=\"document.body.setAttribute('data-pwned','2')\">"

@@ -38,6 +38,11 @@ FILTER_JS = """
     });
     shown.textContent = String(n);
   }
+  // index.html?status=ok&q=... opens with those filters set (a link can name a filtered view)
+  var params = new URLSearchParams(window.location.search);
+  [['q', q], ['status', st], ['flag', fl], ['minr', mr]].forEach(function (p) {
+    if (params.has(p[0])) { p[1].value = params.get(p[0]); }
+  });
   [q, st, fl, mr].forEach(function (el) { el.addEventListener('input', apply); });
   apply();
   document.body.setAttribute('data-filter-ready', '1');  // tests see that the page's own script ran
