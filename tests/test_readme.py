@@ -9,9 +9,11 @@ a section added later is covered without touching this file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SHELL_FENCES = {"", "bash", "sh", "shell", "console"}
+TIMEOUT_S = 3600  # the README runs two short trainings, the quick demo twice and the judge's golden set
 
 # Commands that are not run, each with why. Keep this short: a README command that cannot run
 # here belongs in prose, not in a shell block.
@@ -68,6 +71,7 @@ def _scratch(tmp: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(TIMEOUT_S)
 def test_every_readme_command_runs(tmp_path):
     cmds = [c for c in readme_commands((ROOT / "README.md").read_text()) if c not in SKIP]
     work = tmp_path / "repo"
@@ -82,8 +86,14 @@ def test_every_readme_command_runs(tmp_path):
     env = {**os.environ, "PATH": f"{venv_bin}:{os.environ['PATH']}"}
     log = tmp_path / "readme.log"
     with log.open("w") as f:
-        subprocess.run(["bash", "-c", "\n".join(lines)], stdout=f, stderr=subprocess.STDOUT, env=env,
-                       timeout=3600, stdin=subprocess.DEVNULL)  # fmt: skip
+        # its own session: whatever the commands leave running (a server started with &) ends with it
+        p = subprocess.Popen(["bash", "-c", "\n".join(lines)], stdout=f, stderr=subprocess.STDOUT, env=env,
+                             stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        try:
+            p.wait(timeout=TIMEOUT_S - 60)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
     codes = dict(line.split() for line in rc_file.read_text().splitlines()) if rc_file.exists() else {}
     failed = [f"[{i}] exit {codes.get(str(i), 'never ran')}: {c}" for i, c in enumerate(cmds) if codes.get(str(i)) != "0"]
     assert not failed, "README commands failed:\n" + "\n".join(failed) + "\n--- log tail ---\n" + log.read_text()[-6000:]

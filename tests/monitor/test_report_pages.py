@@ -43,6 +43,7 @@ def short_run(tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # the first one runs the short run (the module's fixture) under a loaded CI
 def test_the_run_logs_progress_as_whole_lines(short_run):
     """stderr is a file here: every long stage logs plain start/end lines with counts, and each
     iteration is one line (its statuses are not split over lines at 80 columns)."""
@@ -75,6 +76,7 @@ def _series_style(fig: str, gid: str) -> tuple[str, str, int]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # the first one runs the short run (the module's fixture) under a loaded CI
 def test_report_of_a_real_run_opens_offline_with_every_chart(short_run):
     j = _cli("report", str(short_run), "--out", str(short_run / "report"))
     assert Path(j["html"]).name == "index.html" and j["iterations"] == 2
@@ -117,6 +119,7 @@ def _multi_turn(store: Path) -> Trajectory:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # the first one runs the short run (the module's fixture) under a loaded CI
 def test_trajectory_page_of_a_stored_multi_turn_rollout(short_run):
     store = short_run / "store.db"
     t = _multi_turn(store)
