@@ -37,9 +37,11 @@ def generate(
 ) -> None:
     """Generate N tasks of FAMILY deterministically from SEED."""
     from sparring.cli.progress import bar_while
+    from sparring.tasks.families import check_n, get_family
     from sparring.tasks.families import generate as gen
     from sparring.tasks.loader import TASK_FILE
 
+    get_family(family), check_n(n)  # bad input is a one-line error before any progress line
     # Generators write one task directory after another: the bar follows the task files that appear.
     before = {p.parent for p in out.glob(f"*/{TASK_FILE}")} if out.is_dir() else set()
     count = lambda: sum(1 for p in out.glob(f"*/{TASK_FILE}") if p.parent not in before)  # noqa: E731
