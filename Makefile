@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
-EXTRAS ?= train,dev,parquet,trl,verifiers,openenv,gym,spreadsheet
+EXTRAS ?= train,dev,parquet,trl,verifiers,openenv,gym,spreadsheet,report
 TEST_USER := sparring-test
 # A local wheel directory (this workplace keeps the CPU build of torch there); harmless elsewhere.
 WHEELS := $(wildcard /opt/wheels)
@@ -22,8 +22,9 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) | sha1sum
 setup: system venv
 
 # bubblewrap runs the sandboxes; a C compiler builds their exec server (without one, a slower Python
-# server is used). LibreOffice recalculates the spreadsheet family's workbooks in the judge.
-SYSTEM_PKGS := bubblewrap:bwrap gcc:cc libc6-dev:/usr/include/stdio.h libreoffice-calc-nogui:soffice
+# server is used). LibreOffice recalculates the spreadsheet family's workbooks in the judge; chromium
+# opens the report pages headless in their tests.
+SYSTEM_PKGS := bubblewrap:bwrap gcc:cc libc6-dev:/usr/include/stdio.h libreoffice-calc-nogui:soffice chromium:chromium
 
 system:
 	@missing=""; for pair in $(SYSTEM_PKGS); do pkg=$${pair%%:*}; probe=$${pair#*:}; \

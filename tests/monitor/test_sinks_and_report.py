@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sparring.monitor.metrics import iteration_metrics, make_sinks
+from sparring.monitor.metrics import iteration_metrics, make_sinks, with_aliases
 from sparring.rollout.trajectory import Trajectory
 from sparring.train.recipe import zero_variance_groups
 
@@ -72,9 +72,39 @@ def test_report_draws_curves_tiers_and_histograms(tmp_path):
     assert r.returncode == 0, r.stderr
     j = json.loads(r.stdout)
     html = Path(j["html"]).read_text()
-    assert html.count("<svg") == 3 and "tier1" in html and "tier2" in html
+    # every chart is a figure; the logged ones inline their SVG (the others say they were not logged)
+    assert html.count("<figure class='chart'") == len(j["charts"]) and "reward_pass" in j["charts"]
+    assert html.count("<svg") == 2 * (len(j["charts"]) - len(j["empty_charts"]))  # wide + phone versions
+    assert "pass_rate_tier" not in j["empty_charts"] and "tier1" in html and "tier2" in html
     assert j["pass_rate_first"] == 0.2 and abs(j["pass_rate_last"] - 0.5) < 1e-9
     bad = subprocess.run(
         [str(EXE), "report", str(tmp_path / "nope")], capture_output=True, text=True, timeout=120
     )
     assert bad.returncode == 2 and "run not found" in bad.stderr
+
+
+def test_trl_and_verl_names_reach_tensorboard_and_jsonl(tmp_path):
+    """Response lengths, entropy, reward std, learning rate and time per stage, under our names and
+    under the slash names TRL and verl users look for."""
+    trajs = [_traj("a", 1.0), _traj("a", 0.0)]
+    for t, n in zip(trajs, (4, 8), strict=True):
+        t.traces = [{"prompt_ids": [1], "completion_ids": list(range(n)), "logprobs": [-0.5] * n}]
+        t.timings = {"policy_ms": 1000.0, "tool_ms": 500.0, "judge_ms": 250.0}
+    m = iteration_metrics(trajs, 2.0, max_new_tokens=8)
+    assert m["response_length/mean"] == 6.0 and m["response_length/max"] == 8.0
+    assert m["response_length/clip_ratio"] == 0.5 and abs(m["actor/entropy"] - 0.5) < 1e-9
+    assert m["rollout/reward_std"] == 0.5
+    assert m["timing_s/policy"] == 2.0 and m["timing_s/tools"] == 1.0 and m["timing_s/judge"] == 0.5
+    m.update({"train/loss": 0.25, "actor/lr": 1e-3, "timing_s/update": 0.1})
+    full = with_aliases(m)
+    for name in ("entropy", "reward_std", "completions/mean_length", "completions/clipped_ratio", "loss",
+                 "learning_rate", "actor/pg_loss", "critic/score/mean", "timing_s/update_actor"):  # fmt: skip
+        assert name in full, name
+    sink = make_sinks(["tensorboard"], tmp_path, "run-p", {})
+    sink.log(0, full)
+    sink.close()
+    row = json.loads((tmp_path / "metrics" / "run-p.jsonl").read_text())
+    assert row["entropy"] == row["actor/entropy"] and row["learning_rate"] == 1e-3
+    events = next((tmp_path / "tensorboard" / "run-p").glob("events.out.tfevents.*")).read_bytes()
+    for tag in (b"actor/entropy", b"completions/mean_length", b"learning_rate", b"timing_s/judge"):
+        assert tag in events, tag

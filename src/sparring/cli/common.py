@@ -12,14 +12,26 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from sparring.errors import NotBuiltError, SparringError
 
 T = TypeVar("T")
 
+
+
+def _console(stderr: bool) -> Console:
+    """A console; when it does not write to a terminal (a log file, a pipe) and COLUMNS is unset, lines
+    are never wrapped at rich's default 80 columns (a status dict split over lines is unreadable)."""
+    c = Console(stderr=stderr)
+    if not c.is_terminal and not os.environ.get("COLUMNS"):
+        c = Console(stderr=stderr, width=1000, soft_wrap=True)
+    return c
+
+
 # Logs, tables and progress go to stderr when --json owns stdout.
-err_console = Console(stderr=True)
-out_console = Console()
+err_console = _console(stderr=True)
+out_console = _console(stderr=False)
 
 JSON_OPT = typer.Option(False, "--json", help="Print one JSON object on stdout; logs go to stderr.")
 BACKEND_OPT = typer.Option(
@@ -36,7 +48,8 @@ def make_cli_backend(kind: str) -> Any:
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print a one-line error and return the Exit to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    # The message is text, not rich markup: "pip install 'sparring[report]'" must print as written.
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

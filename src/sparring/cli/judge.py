@@ -177,10 +177,15 @@ def _batch(tasks_dir: Path, workspaces: Path | None, reference: bool, hack: str 
 
         sem = asyncio.Semaphore(concurrency)
 
+        from sparring.cli.progress import Bars
+
+        bars = Bars()
+
         async def one(t: Any) -> dict[str, Any]:
             diff = diff_for(t)
             async with sem:
                 r = await j.score_or_error(t, diff)
+            bars.advance("judge")
             return {"task_id": t.id, "canary": is_canary(t), **r.to_json(), "diff": diff.to_json()}
 
         t0 = time.perf_counter()
@@ -188,7 +193,10 @@ def _batch(tasks_dir: Path, workspaces: Path | None, reference: bool, hack: str 
         async def all_of() -> list[dict[str, Any]]:
             return list(await asyncio.gather(*(one(t) for t in [*task_list, *canaries])))
 
-        results = run_async(all_of())
+        with bars:
+            bars.start("judge", len(task_list) + len(canaries), "judging workspaces")
+            results = run_async(all_of())
+            bars.finish("judge")
         secs = time.perf_counter() - t0
     finally:
         import shutil

@@ -11,6 +11,7 @@ from sparring.cli import (
     demo,
     failures,
     judge,
+    model,
     replay,
     report,
     review,
@@ -61,6 +62,7 @@ app.command("eval")(eval_cli.eval_cmd)
 app.command("report")(report.report)
 app.add_typer(failures.app, name="failures")
 app.command("doctor")(doctor_cli.doctor)
+app.add_typer(model.app, name="model")
 
 
 def _exception_modules() -> list[object]:

@@ -1,4 +1,4 @@
-"""`sparring report RUN`: reward curve, pass rate per tier and reward histograms to HTML (and PNG)."""
+"""`sparring report RUN`: a run's static report site (charts, alerts, trajectory pages)."""
 
 from __future__ import annotations
 
@@ -10,25 +10,54 @@ from sparring.cli.common import emit_json, err_console, guarded, out_console
 
 
 def report(
-    run: str = typer.Argument(..., help="A run's metrics .jsonl, its workdir, or a run id (with --workdir)."),
+    run: str = typer.Argument(..., help="A run's workdir, its metrics .jsonl, or a run id (with --workdir)."),
     workdir: Path = typer.Option(Path(".sparring/demo"), "--workdir", help="Where to look up a run id."),
     out: Path | None = typer.Option(None, "--out", help="Output directory (default: WORKDIR/reports/RUN)."),
+    control: str | None = typer.Option(
+        None, "--control", help="The --no-rl control run (workdir or metrics file): its held-out numbers are drawn too."
+    ),
+    max_trajectories: int = typer.Option(
+        2000, "--max-trajectories", help="Trajectory pages written (newest first; 0: none)."
+    ),
     json_out: bool = typer.Option(
         False, "--json", help="Print one JSON object on stdout; logs go to stderr."
     ),
 ) -> None:
-    """Draw a run's reward curve, pass rate per tier and reward histograms."""
-    guarded(_report)(run, workdir, out, json_out)
+    """Write index.html (opens offline) with every chart of a run, its alerts and its trajectory pages."""
+    guarded(_report)(run, workdir, out, control, max_trajectories, json_out)
 
 
-def _report(run: str, workdir: Path, out: Path | None, json_out: bool) -> None:
+def _report(
+    run: str, workdir: Path, out: Path | None, control: str | None, max_trajectories: int, json_out: bool
+) -> None:
+    from sparring.cli.pages import decoder, load_trajectories, run_summary
     from sparring.monitor.report import find_metrics, write_report
+    from sparring.monitor.trajpages import write_site
+    from sparring.store.base import TrajQuery
 
     metrics = find_metrics(run, workdir)
-    dest = out or metrics.parent.parent / "reports" / metrics.stem
-    res = write_report(metrics, dest)
-    err_console.print(f"report: {res['html']} ({res['iterations']} iterations, {len(res['png'])} PNG)")
+    run_id = metrics.stem
+    dest = out or metrics.parent.parent / "reports" / run_id
+    store = metrics.parent.parent / "store.db"
+    summary = run_summary(store, run_id)
+    traj_link = None
+    if store.is_file() and max_trajectories > 0:
+        runs = [run_id, f"{run_id}-teacher", f"{run_id}-heldout-before", f"{run_id}-heldout-after"]
+        trajs = load_trajectories(store, [TrajQuery(run_id=r, limit=max_trajectories) for r in runs])
+        trajs = trajs[:max_trajectories]
+        if trajs:
+            write_site(trajs, dest / "trajectories", f"Trajectories of {run_id}", "../index.html", decoder(trajs))
+            traj_link = "trajectories/index.html"
+    res = write_report(
+        metrics, dest,
+        control=find_metrics(control) if control else None,
+        heldout=summary.get("heldout"), alerts=summary.get("alerts"), traj_link=traj_link,
+    )  # fmt: skip
+    err_console.print(
+        f"report: {res['html']} ({res['iterations']} iterations, {len(res['charts'])} charts, {len(res['png'])} PNG)",
+        soft_wrap=True,
+    )
     if json_out:
         emit_json(res)
     else:
-        out_console.print(res["html"])
+        out_console.print(res["html"], soft_wrap=True)

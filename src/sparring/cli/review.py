@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -16,6 +16,20 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="Review queue of flagged and high-risk judgements.", no_args_is_help=True)
 DB_OPT = typer.Option(Path("review.db"), "--db", help="Review queue (SQLite).")
+PAGES_OPT = typer.Option(
+    None, "--pages", help="Trajectory pages (`sparring traj view --out DIR` or a report's trajectories/): link items to them."
+)
+
+
+def _with_page(d: dict[str, Any], pages: Path | None) -> dict[str, Any]:
+    """The item plus ``page``: the file URL of its trajectory's page when ``pages`` holds it."""
+    key = str(d.get("key", ""))
+    if pages is not None and key.startswith("traj:"):
+        from sparring.monitor.trajpages import page_file
+
+        p = pages / page_file(key[len("traj:") :])
+        d["page"] = p.resolve().as_uri() if p.is_file() else None
+    return d
 
 
 @contextlib.contextmanager
@@ -38,6 +52,7 @@ def _queue(db: Path) -> Iterator[ReviewQueue]:
 @app.command("list")
 def list_items(
     db: Path = DB_OPT,
+    pages: Path | None = PAGES_OPT,
     status: str = typer.Option("open", "--status", help="open | labelled | all"),
     json_out: bool = JSON_OPT,
 ) -> None:
@@ -45,22 +60,24 @@ def list_items(
 
     def go() -> None:
         with _queue(db) as q:
-            items = [i.to_json() for i in q.list(status)]
+            items = [_with_page(i.to_json(), pages) for i in q.list(status)]
         if json_out:
             emit_json({"total": len(items), "items": items})
         else:
             for i in items:
+                page = f" {i['page']}" if i.get("page") else ""
                 out_console.print(
-                    f"{i['id']:>5} {i['task_id']} reward={i['reward']:.2f} {i['flags']} {i['reasons']} {i['label'] or ''}"
+                    f"{i['id']:>5} {i['task_id']} reward={i['reward']:.2f} {i['flags']} {i['reasons']} {i['label'] or ''}{page}",
+                    soft_wrap=True, markup=False, highlight=False,
                 )
 
     guarded(go)()
 
 
-def _show(db: Path, item_id: int | None, json_out: bool) -> None:
+def _show(db: Path, item_id: int | None, json_out: bool, pages: Path | None = None) -> None:
     with _queue(db) as q:
         item = q.get(item_id) if item_id is not None else q.next()
-    d = item.to_json(full=True) if item else None
+    d = _with_page(item.to_json(full=True), pages) if item else None
     if json_out:
         emit_json({"item": d})
     elif d is None:
@@ -70,15 +87,17 @@ def _show(db: Path, item_id: int | None, json_out: bool) -> None:
 
 
 @app.command("show")
-def show(item_id: int = typer.Argument(...), db: Path = DB_OPT, json_out: bool = JSON_OPT) -> None:
+def show(
+    item_id: int = typer.Argument(...), db: Path = DB_OPT, pages: Path | None = PAGES_OPT, json_out: bool = JSON_OPT
+) -> None:
     """One item with everything the judge stored."""
-    guarded(_show)(db, item_id, json_out)
+    guarded(_show)(db, item_id, json_out, pages)
 
 
 @app.command("next")
-def next_item(db: Path = DB_OPT, json_out: bool = JSON_OPT) -> None:
+def next_item(db: Path = DB_OPT, pages: Path | None = PAGES_OPT, json_out: bool = JSON_OPT) -> None:
     """The open item to look at first (highest reward among the flagged)."""
-    guarded(_show)(db, None, json_out)
+    guarded(_show)(db, None, json_out, pages)
 
 
 @app.command("label")

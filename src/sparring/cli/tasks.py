@@ -36,9 +36,16 @@ def generate(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Generate N tasks of FAMILY deterministically from SEED."""
+    from sparring.cli.progress import bar_while
+    from sparring.tasks.families import check_n, get_family
     from sparring.tasks.families import generate as gen
+    from sparring.tasks.loader import TASK_FILE
 
-    with err_console.status(f"generating {n} {family} tasks"):
+    get_family(family), check_n(n)  # bad input is a one-line error before any progress line
+    # Generators write one task directory after another: the bar follows the task files that appear.
+    before = {p.parent for p in out.glob(f"*/{TASK_FILE}")} if out.is_dir() else set()
+    count = lambda: sum(1 for p in out.glob(f"*/{TASK_FILE}") if p.parent not in before)  # noqa: E731
+    with bar_while(f"generating {family} tasks", n, count):
         tasks = gen(family, n, seed, out)
     if json_out:
         emit_json(
@@ -148,7 +155,10 @@ def check(
     repeats = repeats or REFERENCE_RUNS
     judge = _judge(backend)
     by_digest = {t.digest: t for t in tasks}
-    with err_console.status(f"checking {len(tasks)} tasks") as status:
+    from sparring.cli.progress import Bars
+
+    with Bars() as bars:
+        bars.start("check", len(tasks), "checking tasks")
         done = [0, 0]
 
         def progress(rep: CheckReport) -> None:
@@ -158,11 +168,10 @@ def check(
             if store:
                 env = layer_for(t.spec.environment).digest if rep.outcomes else ""
                 store_admission(t, admission_record(rep, repeats, env))
-            line = f"checked {done[0]}/{len(tasks)} tasks ({done[1]} rejected)"
-            status.update(line)
-            if not err_console.is_terminal:
+            bars.advance("check")
+            if not rep.ok or not bars.live:
                 verdict = "ok" if rep.ok else "rejected " + ",".join(sorted({p.rule for p in rep.problems}))
-                err_console.print(f"{line} {rep.id} {verdict}", highlight=False, soft_wrap=True)
+                bars.log(f"checked {done[0]}/{len(tasks)} ({done[1]} rejected): {rep.id} {verdict}")
 
         reports = run_async(
             check_tasks(
@@ -174,6 +183,7 @@ def check(
                 judge_concurrency=judge_concurrency or None,
             )
         )
+        bars.finish("check")
     items = [r.to_json() for r in reports] + broken
     if json_out:
         emit_json({"tasks": items})

@@ -43,31 +43,28 @@ def print_iteration_table(rows: list[dict[str, Any]], heldout: dict[str, float] 
 
 
 def run_recipe(cfg: Any, json_out: bool, resume: bool = False) -> dict[str, Any]:
+    from sparring.cli.progress import Bars
     from sparring.train.recipe import run_rl
 
     rows: list[dict[str, Any]] = []
 
-    def on_it(row: dict[str, Any]) -> None:
-        rows.append(row)
-        err_console.print(
-            f"[bold]iteration {row['iteration']}[/]: reward {row['reward_mean']:.3f}, pass {row['pass_rate']:.3f}, "
-            f"{row['rollouts']} rollouts in {row['seconds']:.1f}s, statuses {row['statuses']}"
-        )
+    with Bars() as bars:
 
-    with err_console.status("running") as status:
-        res = run_async(run_rl(cfg, log=lambda s: _log(status, s), on_iteration=on_it, resume=resume))
+        def on_it(row: dict[str, Any]) -> None:
+            rows.append(row)
+            st = " ".join(f"{k}:{v}" for k, v in sorted(row["statuses"].items()))
+            bars.log(
+                f"iteration {row['iteration']}: reward {row['reward_mean']:.3f}, pass {row['pass_rate']:.3f}, "
+                f"{row['rollouts']} rollouts in {row['seconds']:.1f}s, statuses {st}"
+            )
+
+        res = run_async(run_rl(cfg, log=bars.log, on_iteration=on_it, resume=resume, progress=bars))
     d = res.to_json()
     print_iteration_table(res.iterations, res.heldout)
-    err_console.print(f"store: {res.store}   model: {res.model}   {res.seconds:.1f}s")
+    err_console.print(f"store: {res.store}   model: {res.model}   {res.seconds:.1f}s", soft_wrap=True)
     if json_out:
         emit_json(d)
     return d
-
-
-def _log(status: Any, s: str) -> None:
-    if s.startswith("ALERT"):
-        err_console.print(f"[bold yellow]{s}[/]")
-    status.update(s)
 
 
 def train(

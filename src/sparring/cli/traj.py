@@ -340,3 +340,39 @@ def export(
         emit_json({"written": n, "path": str(out)})
     else:
         out_console.print(Text(f"wrote {n} trajectories to {out}"))
+
+
+@app.command("view")
+@guarded
+def view(
+    store: Path = STORE_OPT,
+    out: Path = typer.Option(Path("traj-pages"), "--out", help="Directory of the static pages (index.html)."),
+    task: str | None = TASK_OPT,
+    status: str | None = STATUS_OPT,
+    family: str | None = FAMILY_OPT,
+    policy: str | None = POLICY_OPT,
+    min_reward: float | None = MIN_REWARD_OPT,
+    max_reward: float | None = MAX_REWARD_OPT,
+    flag: str | None = FLAG_OPT,
+    text: str | None = TEXT_OPT,
+    run: str | None = RUN_OPT,
+    judge_version: str | None = JUDGE_OPT,
+    limit: int = typer.Option(500, "--limit", help="Pages for at most N trajectories (newest first)."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Write static pages (open offline): a searchable index and one page per matching trajectory."""
+    from sparring.cli.pages import decoder, load_trajectories
+    from sparring.monitor.trajpages import write_site
+
+    q = _query(
+        task_id=task, status=status, family=family, policy=policy, min_reward=min_reward,
+        max_reward=max_reward, flag=flag, text=text, run_id=run, judge_version=judge_version, limit=limit,
+    )  # fmt: skip
+    with _open(store):  # a missing or foreign store is a one-line error, as in every traj command
+        pass
+    trajs = load_trajectories(store, [q])
+    res = write_site(trajs, out, f"Trajectories in {store.name}", decode=decoder(trajs))
+    if json_out:
+        emit_json(res)
+    else:
+        out_console.print(Text(f"wrote {len(res['pages'])} trajectory pages: {res['html']}"), soft_wrap=True)

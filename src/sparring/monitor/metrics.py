@@ -23,9 +23,12 @@ def _mean(xs: Sequence[float]) -> float:
 
 
 def iteration_metrics(
-    trajs: Sequence[Trajectory], seconds: float, policy_version: int | None = None
-) -> dict[str, Any]:
-    """Reward, components, pass rate per family and tier, flags, statuses, tokens, throughput, staleness."""
+    trajs: Sequence[Trajectory], seconds: float, policy_version: int | None = None,
+    max_new_tokens: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Reward, components, pass rate per family and tier, flags, statuses, tokens, throughput, staleness,
+    response lengths, entropy and time per stage (``max_new_tokens``: the per-turn limit, for the
+    share of turns that hit it)."""
     n = len(trajs)
     statuses = Counter(t.status for t in trajs)
     groups: dict[str, list[Trajectory]] = defaultdict(list)
@@ -58,15 +61,87 @@ def iteration_metrics(
         m[f"rollout/pass_rate/{key}"] = _mean([1.0 if t.passed else 0.0 for t in ts])
         comps: dict[str, list[float]] = defaultdict(list)
         for t in ts:
-            for c, v in t.components.items():
-                comps[c].append(float(v))
-        for c, vs in sorted(comps.items()):
-            m[f"rollout/component/{c}/{key}"] = _mean(vs)
+            for comp, v in t.components.items():
+                comps[comp].append(float(v))
+        for comp, vs in sorted(comps.items()):
+            m[f"rollout/component/{comp}/{key}"] = _mean(vs)
+    m.update(response_metrics(trajs, max_new_tokens))
+    m.update(stage_seconds(trajs))
+    if len(judged) > 1:
+        mu = m["rollout/reward_mean"]
+        m["rollout/reward_std"] = (sum((r - mu) ** 2 for r in judged) / len(judged)) ** 0.5
+    elif judged:
+        m["rollout/reward_std"] = 0.0
     if policy_version is not None and trajs:
         lags = [policy_version - t.policy_version for t in trajs]
         m["rollout/staleness_mean"] = _mean([float(x) for x in lags])
         m["rollout/staleness_max"] = float(max(lags))
     return m
+
+
+def response_metrics(trajs: Sequence[Trajectory], max_new_tokens: int | None = None) -> dict[str, float]:
+    """Sampled tokens per assistant turn (mean, max, min, share at the limit) and the policy's entropy.
+
+    The entropy is the Monte Carlo estimate from the stored sampling logprobs: the mean of
+    ``-log p(token)`` over sampled tokens, whose expectation is the entropy of the sampling
+    distribution (no extra forward pass). Turns without a token trace (scripted or API policies)
+    count for nothing here."""
+    lengths = [len(tr.get("completion_ids") or []) for t in trajs for tr in t.traces]
+    lps = [float(x) for t in trajs for tr in t.traces for x in (tr.get("logprobs") or []) if x is not None]
+    m: dict[str, float] = {}
+    if lengths:
+        m["response_length/mean"] = _mean([float(x) for x in lengths])
+        m["response_length/max"] = float(max(lengths))
+        m["response_length/min"] = float(min(lengths))
+        if max_new_tokens:
+            m["response_length/clip_ratio"] = _mean([1.0 if n >= max_new_tokens else 0.0 for n in lengths])
+    if lps:
+        m["actor/entropy"] = -_mean(lps)
+    return m
+
+
+# Milliseconds a trajectory spent per stage (rollout.episode's timings) -> the report's stage names.
+_STAGE_KEYS = {"policy_ms": "policy", "tool_ms": "tools", "judge_ms": "judge"}
+
+
+def stage_seconds(trajs: Sequence[Trajectory]) -> dict[str, float]:
+    """Seconds spent per stage, summed over the iteration's rollouts (``timing_s/...``, verl's names)."""
+    tot: dict[str, float] = defaultdict(float)
+    for t in trajs:
+        for k, stage in _STAGE_KEYS.items():
+            v = t.timings.get(k)
+            if isinstance(v, int | float):
+                tot[stage] += v / 1000.0
+    return {f"timing_s/{k}": v for k, v in tot.items()}
+
+
+# The same numbers under the names TRL's GRPOTrainer and verl log, so dashboards built for them work.
+PARITY_ALIASES: dict[str, tuple[str, ...]] = {
+    "rollout/reward_mean": ("reward", "critic/score/mean"),
+    "rollout/reward_std": ("reward_std", "critic/score/std"),
+    "actor/entropy": ("entropy",),
+    "response_length/mean": ("completions/mean_length",),
+    "response_length/max": ("completions/max_length",),
+    "response_length/min": ("completions/min_length",),
+    "response_length/clip_ratio": ("completions/clipped_ratio",),
+    "train/loss": ("loss", "actor/pg_loss"),
+    "train/kl": ("kl", "actor/ppo_kl"),
+    "train/clip_frac": ("clip_ratio", "actor/pg_clipfrac"),
+    "train/grad_norm": ("grad_norm", "actor/grad_norm"),
+    "actor/lr": ("learning_rate",),
+    "timing_s/policy": ("timing_s/gen",),
+    "timing_s/update": ("timing_s/update_actor",),
+}
+
+
+def with_aliases(metrics: dict[str, Any]) -> dict[str, Any]:
+    """``metrics`` plus each known metric again under its TRL and verl names (existing keys win)."""
+    out = dict(metrics)
+    for key, names in PARITY_ALIASES.items():
+        if key in metrics:
+            for n in names:
+                out.setdefault(n, metrics[key])
+    return out
 
 
 def scalars(metrics: dict[str, Any]) -> dict[str, float]:

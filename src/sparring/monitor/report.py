@@ -1,204 +1,99 @@
-"""``sparring report RUN``: reward curve, pass rate per tier and reward histograms of a run.
+"""``sparring report RUN``: a run's static report site (``index.html`` plus assets).
 
-RUN is a run's metrics JSONL file, a workdir (its newest run is taken), or a
-run id inside ``--workdir``. The report is one self-contained HTML file with
-inline SVG charts (no plotting library needed) and, when matplotlib is
-installed, the same charts as PNG files next to it.
+RUN is a run's metrics JSONL file, a workdir (its newest run is taken), or a run id inside
+``--workdir``. The page inlines every chart as SVG (drawn by matplotlib, the ``report``
+extra), so it opens offline from disk; ``assets/`` holds the same charts as SVG and PNG
+files. The trajectory pages (:mod:`sparring.monitor.trajpages`) are linked when the CLI
+passes the run's trajectories.
 """
 
 from __future__ import annotations
 
-import html
-import json
-from collections import defaultdict
+import time
 from pathlib import Path
 from typing import Any
 
-from sparring.errors import ConfigError
+from sparring.monitor.charts import Chart, draw_all
+from sparring.monitor.report_data import RunData, find_metrics, load_rows, load_run
+from sparring.monitor.site import esc, fmt, kv, page
 
-W, H, PAD = 520, 240, 40
-COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+__all__ = ["find_metrics", "load_rows", "write_report"]
 
 
-def find_metrics(run: str, workdir: Path | None = None) -> Path:
-    """The metrics JSONL of RUN (a file, a workdir, or a run id under workdir)."""
-    p = Path(run)
-    if p.is_file():
-        return p
-    if p.is_dir():
-        files = sorted((p / "metrics").glob("*.jsonl"), key=lambda f: f.stat().st_mtime)
-        if not files:
-            raise ConfigError(
-                f"{p} holds no run metrics (no metrics/*.jsonl): pass a run's workdir or metrics file"
-            )
-        return files[-1]
-    if workdir is not None and (workdir / "metrics" / f"{run}.jsonl").is_file():
-        return workdir / "metrics" / f"{run}.jsonl"
-    raise ConfigError(
-        f"run not found: {run} (pass a metrics .jsonl file, a run workdir, or a run id with --workdir)"
+def _figure(c: Chart) -> str:
+    inner = (f"<div class='wide'>{c.svg}</div><div class='narrow'>{c.svg_narrow}</div>" if c.points
+             else f"<div class='empty'>{esc(c.note)}</div>")  # fmt: skip
+    return (f"<figure class='chart' id='chart-{esc(c.name)}' data-chart='{esc(c.name)}' data-points='{c.points}'>"
+            f"<figcaption>{esc(c.title)}</figcaption>{inner}</figure>")  # fmt: skip
+
+
+def _alerts_table(alerts: list[dict[str, Any]]) -> str:
+    if not alerts:
+        return "<p class='muted'>No alert was raised.</p>"
+    rows = "".join(
+        f"<tr><td class='num'>{esc(a.get('iteration'))}</td><td>{esc(a.get('rule'))}</td><td>{esc(a.get('detail'))}</td></tr>"
+        for a in alerts
     )
+    return f"<div class='scroll'><table><tr><th class='num'>iteration</th><th>rule</th><th>detail</th></tr>{rows}</table></div>"
 
 
-def load_rows(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            raise ConfigError(
-                f"{path}:{i} is not a JSON line: the file is not a sparring metrics log"
-            ) from None
-    if not rows:
-        raise ConfigError(f"{path} has no iterations yet")
-    return rows
+def _summary(d: RunData, alerts: list[dict[str, Any]], traj_link: str | None) -> str:
+    last = d.iterations[-1] if d.iterations else {}
+    h = d.heldout
+    pairs: list[tuple[str, Any]] = [
+        ("run", esc(d.run)),
+        ("iterations", esc(len(d.iterations))),
+        ("last pass rate", esc(fmt(last.get("rollout/pass_rate")))),
+        ("last reward mean", esc(fmt(last.get("rollout/reward_mean")))),
+        ("held-out pass rate", esc(f"{fmt(h.get('before_rl'))} before RL, {fmt(h.get('after_rl'))} after")
+         if h else "<span class='muted'>not logged</span>"),
+    ]  # fmt: skip
+    if d.control:
+        pairs.append(("control (no RL)", esc(f"{fmt(d.control.get('before_rl'))} → {fmt(d.control.get('after_rl'))}")))
+    pairs.append(("alerts", esc(len(alerts) if alerts else sum(int(r.get("monitor/alerts", 0) or 0) for r in d.iterations))))
+    if traj_link:
+        pairs.append(("trajectories", f"<a href='{esc(traj_link)}'>browse the run's trajectories</a>"))
+    pairs.append(("generated", esc(time.strftime("%Y-%m-%d %H:%M:%S"))))
+    return kv(pairs)
 
 
-def series(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The data the charts draw: reward / pass curves, pass rate per tier, rewards per iteration."""
-    steps = [int(r.get("step", i)) for i, r in enumerate(rows)]
-    tiers: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for s, r in zip(steps, rows, strict=True):
-        for k, v in r.items():
-            if k.startswith("rollout/pass_rate/tier") and isinstance(v, int | float):
-                tiers[k.rsplit("/", 1)[1]].append((s, float(v)))
-    return {
-        "steps": steps,
-        "reward_mean": [float(r.get("rollout/reward_mean", 0.0)) for r in rows],
-        "pass_rate": [float(r.get("rollout/pass_rate", 0.0)) for r in rows],
-        "tiers": dict(sorted(tiers.items())),
-        "rewards": [list(r.get("rollout/rewards", [])) for r in rows],
-        "alerts": sum(int(r.get("monitor/alerts", 0)) for r in rows),
-    }
+def write_report(
+    metrics: Path,
+    out: Path,
+    *,
+    control: Path | None = None,
+    heldout: dict[str, float] | None = None,
+    alerts: list[dict[str, Any]] | None = None,
+    traj_link: str | None = None,
+    png: bool = True,
+) -> dict[str, Any]:
+    """Write ``out/index.html`` and ``out/assets/*`` for the run logged in ``metrics``.
 
-
-def _svg_lines(title: str, lines: dict[str, list[tuple[float, float]]], ymax: float = 1.0) -> str:
-    xs = [x for pts in lines.values() for x, _ in pts] or [0.0]
-    x0, x1 = min(xs), max(max(xs), min(xs) + 1)
-
-    def sx(x: float) -> float:
-        return PAD + (x - x0) / (x1 - x0) * (W - 2 * PAD)
-
-    def sy(y: float) -> float:
-        return H - PAD - y / ymax * (H - 2 * PAD)
-
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" role="img">',
-             f'<text x="{W / 2}" y="18" text-anchor="middle" font-size="14">{html.escape(title)}</text>',
-             f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - PAD}" y2="{H - PAD}" stroke="#444"/>',
-             f'<line x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{H - PAD}" stroke="#444"/>',
-             f'<text x="{PAD - 4}" y="{sy(ymax) + 4}" text-anchor="end" font-size="10">{ymax:g}</text>',
-             f'<text x="{PAD - 4}" y="{sy(0) + 4}" text-anchor="end" font-size="10">0</text>',
-             f'<text x="{W / 2}" y="{H - 8}" text-anchor="middle" font-size="11">iteration</text>']  # fmt: skip
-    for i, (name, pts) in enumerate(lines.items()):
-        c = COLORS[i % len(COLORS)]
-        path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
-        parts.append(f'<polyline fill="none" stroke="{c}" stroke-width="2" points="{path}"/>')
-        parts += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{c}"/>' for x, y in pts]
-        parts.append(
-            f'<text x="{W - PAD + 2}" y="{PAD + 14 * i}" font-size="11" fill="{c}">{html.escape(name)}</text>'
-        )
-    parts.append("</svg>")
-    return "\n".join(parts)
-
-
-def _svg_hist(title: str, groups: dict[str, list[float]], bins: int = 10) -> str:
-    bw = (W - 2 * PAD) / bins
-    counts = {k: [0] * bins for k in groups}
-    for k, vs in groups.items():
-        for v in vs:
-            counts[k][min(max(int(v * bins), 0), bins - 1)] += 1
-    peak = max([max(c) for c in counts.values()] + [1])
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" role="img">',
-             f'<text x="{W / 2}" y="18" text-anchor="middle" font-size="14">{html.escape(title)}</text>',
-             f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - PAD}" y2="{H - PAD}" stroke="#444"/>',
-             f'<text x="{PAD}" y="{H - PAD + 14}" font-size="10">0</text>',
-             f'<text x="{W - PAD}" y="{H - PAD + 14}" font-size="10" text-anchor="end">1 (reward)</text>']  # fmt: skip
-    for i, (name, cs) in enumerate(counts.items()):
-        c = COLORS[i % len(COLORS)]
-        w = bw / max(len(counts), 1)
-        for b, n in enumerate(cs):
-            h = n / peak * (H - 2 * PAD)
-            parts.append(f'<rect x="{PAD + b * bw + i * w:.1f}" y="{H - PAD - h:.1f}" width="{w - 1:.1f}" '
-                         f'height="{h:.1f}" fill="{c}" opacity="0.8"/>')  # fmt: skip
-        parts.append(
-            f'<text x="{W - PAD}" y="{PAD + 14 * i}" font-size="11" fill="{c}" text-anchor="end">{html.escape(name)}</text>'
-        )
-    parts.append("</svg>")
-    return "\n".join(parts)
-
-
-def _hist_groups(data: dict[str, Any]) -> dict[str, list[float]]:
-    """Rewards of the first, middle and last iterations."""
-    rewards, steps = data["rewards"], data["steps"]
-    picks = sorted({0, len(rewards) // 2, len(rewards) - 1})
-    return {f"iteration {steps[i]}": [float(x) for x in rewards[i]] for i in picks if rewards[i]}
-
-
-def render(data: dict[str, Any], title: str) -> dict[str, str]:
-    """The three charts as SVG strings."""
-    steps = data["steps"]
-    return {
-        "reward_curve": _svg_lines(
-            "reward mean and pass rate",
-            {
-                "reward mean": list(zip(steps, data["reward_mean"], strict=True)),
-                "pass rate": list(zip(steps, data["pass_rate"], strict=True)),
-            },
-        ),  # fmt: skip
-        "pass_rate_per_tier": _svg_lines(
-            "pass rate per tier", {k: [(float(x), y) for x, y in v] for k, v in data["tiers"].items()}
-        ),
-        "reward_histograms": _svg_hist("reward histograms", _hist_groups(data)),
-    }
-
-
-def _png(data: dict[str, Any], out: Path) -> list[Path]:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return []
-    written = []
-    fig, ax = plt.subplots(figsize=(6, 3))
-    ax.plot(data["steps"], data["reward_mean"], marker="o", label="reward mean")
-    ax.plot(data["steps"], data["pass_rate"], marker="o", label="pass rate")
-    ax.set_xlabel("iteration"), ax.set_ylim(0, 1), ax.legend()
-    fig.tight_layout(), fig.savefig(out / "reward_curve.png"), plt.close(fig)
-    written.append(out / "reward_curve.png")
-    fig, ax = plt.subplots(figsize=(6, 3))
-    for k, v in data["tiers"].items():
-        ax.plot([x for x, _ in v], [y for _, y in v], marker="o", label=k)
-    ax.set_xlabel("iteration"), ax.set_ylim(0, 1), ax.legend()
-    fig.tight_layout(), fig.savefig(out / "pass_rate_per_tier.png"), plt.close(fig)
-    written.append(out / "pass_rate_per_tier.png")
-    fig, ax = plt.subplots(figsize=(6, 3))
-    for k, v in _hist_groups(data).items():
-        ax.hist(v, bins=10, range=(0, 1), alpha=0.6, label=k)
-    ax.set_xlabel("reward"), ax.legend()
-    fig.tight_layout(), fig.savefig(out / "reward_histograms.png"), plt.close(fig)
-    written.append(out / "reward_histograms.png")
-    return written
-
-
-def write_report(metrics: Path, out: Path) -> dict[str, Any]:
-    """Write report.html (and PNGs when matplotlib is present) under ``out``; returns what was written."""
-    rows = load_rows(metrics)
-    data = series(rows)
+    ``heldout`` / ``alerts`` come from the run's stored summary when the log lacks them (runs
+    logged before evaluations went to the log); ``traj_link`` is the relative URL of its
+    trajectory pages. Returns the ``sparring report --json`` object."""
+    d = load_run(metrics, control)
+    if not d.heldout and heldout:
+        d.heldout = {k: v for k, v in heldout.items() if k in ("before_rl", "after_rl")}
+    assets = out / "assets"
+    charts = draw_all(d, assets, png=png)
+    figures = "\n".join(_figure(c) for c in charts)
+    nav = " ".join(f"<a href='#chart-{esc(c.name)}'>{esc(c.title)}</a>" for c in charts)
+    body = (
+        f"<h1>Run {esc(d.run)}</h1>{_summary(d, alerts or [], traj_link)}"
+        f"<details><summary>Charts</summary><nav>{nav}</nav></details>"
+        f"<h2>Charts</h2><div class='grid'>{figures}</div>"
+        f"<h2>Alerts</h2>{_alerts_table(alerts or [])}"
+    )
     out.mkdir(parents=True, exist_ok=True)
-    charts = render(data, metrics.stem)
-    body = "\n".join(f"<h2>{k.replace('_', ' ')}</h2>\n{v}" for k, v in charts.items())
-    doc = (f"<!doctype html><html><head><meta charset='utf-8'><title>sparring report {html.escape(metrics.stem)}</title></head>"
-           f"<body><h1>Run {html.escape(metrics.stem)}</h1><p>{len(rows)} iterations, {data['alerts']} alerts; "
-           f"final pass rate {data['pass_rate'][-1]:.3f}</p>{body}</body></html>\n")  # fmt: skip
-    (out / "report.html").write_text(doc)
-    for k, v in charts.items():
-        (out / f"{k}.svg").write_text(v)
-    pngs = _png(data, out)
+    index = out / "index.html"
+    index.write_text(page(f"sparring report {d.run}", body))
+    pngs = sorted(str(p) for p in assets.glob("*.png")) if png else []
+    pr = [float(r.get("rollout/pass_rate", 0.0)) for r in d.iterations] or [0.0]
     return {
-        "run": metrics.stem, "iterations": len(rows), "html": str(out / "report.html"),
-        "svg": [str(out / f"{k}.svg") for k in charts], "png": [str(p) for p in pngs],
-        "pass_rate_first": data["pass_rate"][0], "pass_rate_last": data["pass_rate"][-1], "alerts": data["alerts"],
+        "run": d.run, "iterations": len(d.iterations), "html": str(index),
+        "charts": [c.name for c in charts], "empty_charts": [c.name for c in charts if not c.points],
+        "svg": [str(assets / f"{c.name}.svg") for c in charts], "png": pngs,
+        "heldout": d.heldout, "pass_rate_first": pr[0], "pass_rate_last": pr[-1],
+        "alerts": len(alerts) if alerts is not None else sum(int(r.get("monitor/alerts", 0) or 0) for r in d.iterations),
     }  # fmt: skip

@@ -23,7 +23,8 @@ from sparring.errors import ConfigError, JudgeError
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.monitor.alerts import AlertRules
 from sparring.monitor.drift import DriftMonitor
-from sparring.monitor.metrics import iteration_metrics, make_sinks
+from sparring.monitor.metrics import iteration_metrics, make_sinks, with_aliases
+from sparring.monitor.progress import NoProgress, Progress
 from sparring.policy.scripted import OraclePolicy
 from sparring.rollout.buffer import BatchLag
 from sparring.rollout.scheduler import RolloutScheduler, RolloutSummary
@@ -141,9 +142,16 @@ def make_teacher(cfg: RLConfig) -> Any:
 
 
 async def evaluate(
-    sched: RolloutScheduler, tasks: list[Task], policy: Any, run_id: str, seed: int, samples: int = 1
-) -> RolloutSummary:
-    return await sched.run(tasks, policy, samples, run_id=run_id, seed=seed)
+    sched: RolloutScheduler, tasks: list[Task], policy: Any, run_id: str, seed: int, samples: int = 1,
+    progress: Progress | None = None, label: str = "held-out evaluation",
+) -> RolloutSummary:  # fmt: skip
+    """Roll out every task ``samples`` times (the scheduler's on_done advances the ``rollouts`` bar)."""
+    prog = progress or NoProgress()
+    prog.start("rollouts", len(tasks) * samples, label)
+    try:
+        return await sched.run(tasks, policy, samples, run_id=run_id, seed=seed)
+    finally:
+        prog.finish("rollouts")
 
 
 @dataclass
@@ -170,8 +178,9 @@ def zero_variance_groups(trajs: list[Trajectory]) -> list[str]:
 
 
 async def sample_batch(
-    cfg: RLConfig, curriculum: BetaCurriculum, sched: RolloutScheduler, policy: Any, run_id: str, it: int
-) -> tuple[list[Trajectory], float, int]:
+    cfg: RLConfig, curriculum: BetaCurriculum, sched: RolloutScheduler, policy: Any, run_id: str, it: int,
+    progress: Progress | None = None,
+) -> tuple[list[Trajectory], float, int]:  # fmt: skip
     """Roll out a batch; groups without reward variance are replaced by fresh tasks (DAPO's dynamic
     sampling) for up to ``resample_rounds`` rounds instead of failing the batch. Returns every
     trajectory (all are stored and counted), the seconds spent and how many groups were replaced."""
@@ -183,7 +192,8 @@ async def sample_batch(
     for round_ in range(cfg.resample_rounds + 1):
         if not batch:
             break
-        summary = await sched.run(batch, policy, cfg.group_size, run_id=run_id, seed=_seed(cfg, it, round_))
+        label = f"iteration {it} rollouts" + (f" (resampling round {round_})" if round_ else "")
+        summary = await evaluate(sched, batch, policy, run_id, _seed(cfg, it, round_), cfg.group_size, progress, label)
         seconds += summary.seconds
         trajs += summary.trajectories
         curriculum.update((t.task_id, t.passed) for t in summary.trajectories if t.trainable)
@@ -194,6 +204,17 @@ async def sample_batch(
         seen |= {t.id for t in batch}
         replaced += len(batch)
     return trajs, seconds, replaced
+
+
+def heldout_metrics(phase: str, summary: RolloutSummary) -> dict[str, Any]:
+    """A held-out evaluation as a metrics row: per phase (``before_rl``/``after_rl``) and as one curve."""
+    return {
+        f"eval/heldout/{phase}/pass_rate": summary.pass_rate,
+        f"eval/heldout/{phase}/reward_mean": summary.reward_mean,
+        "eval/heldout/pass_rate": summary.pass_rate,
+        "eval/heldout/reward_mean": summary.reward_mean,
+        "eval/heldout/n": summary.requested,
+    }
 
 
 def _learning_config(dump: Any) -> Any:
@@ -207,8 +228,11 @@ async def run_rl(
     on_iteration: Callable[[dict[str, Any]], None] | None = None,
     *,
     resume: bool = False,
+    progress: Progress | None = None,
 ) -> RunResult:
-    """The whole recipe; with ``resume`` it continues from the newest checkpoint in the workdir."""
+    """The whole recipe; with ``resume`` it continues from the newest checkpoint in the workdir.
+    ``progress`` follows SFT steps (``sft``), RL iterations (``rl``) and each batch of rollouts
+    (``rollouts``: teacher, training and held-out)."""
     from sparring.policy.hf import HFPolicy
     from sparring.train.checkpoint import (
         latest_checkpoint,
@@ -224,6 +248,8 @@ async def run_rl(
         import transformers
 
         transformers.utils.logging.disable_progress_bar()
+    prog = progress or NoProgress()
+    tick = lambda _t: prog.advance("rollouts")  # noqa: E731 (a finished sample, whatever its status)
     t0 = time.perf_counter()
     ckpt = latest_checkpoint(cfg.workdir) if resume else None
     if resume and ckpt is None:
@@ -250,9 +276,11 @@ async def run_rl(
     backend = make_backend(cfg.backend)  # each task's spec names its layer: agent and judge run it
     pool = SandboxPool(backend, max_idle=cfg.concurrency, limits=cfg.sandbox_limits)
     judge = PytestJudge(backend, limits=cfg.sandbox_limits)
-    sched = RolloutScheduler(pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps)
+    sched = RolloutScheduler(
+        pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps, on_done=tick
+    )
     eval_sched = RolloutScheduler(
-        pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.heldout_max_steps
+        pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.heldout_max_steps, on_done=tick
     )
     m = cfg.model
     try:
@@ -265,11 +293,12 @@ async def run_rl(
             log("warm start: teacher rollouts")
             teacher = make_teacher(cfg)
             oracle_sched = RolloutScheduler(
-                pool, judge, store, concurrency=cfg.concurrency
+                pool, judge, store, concurrency=cfg.concurrency, on_done=tick
             )  # the tasks' own budgets
-            demo = await oracle_sched.run(
-                train_tasks, teacher, cfg.warm_start.samples, run_id=run_id + "-teacher", seed=cfg.seed
-            )
+            demo = await evaluate(
+                oracle_sched, train_tasks, teacher, run_id + "-teacher", cfg.seed, cfg.warm_start.samples,
+                prog, "warm start: teacher rollouts",
+            )  # fmt: skip
             tools = tool_schemas(list(train_tasks[0].spec.tools), train_tasks[0].spec.custom_tools)
             kept = [
                 t for t in demo.trajectories if t.trainable and (t.passed or not cfg.warm_start.passed_only)
@@ -295,9 +324,12 @@ async def run_rl(
             sft = SFTTrainer(policy, lr=cfg.sft_lr)
             rng = random.Random(cfg.seed)
             losses = []
+            prog.start("sft", cfg.sft_steps, "warm start: SFT steps")
             for _ in range(cfg.sft_steps):
                 batch = rng.sample(examples, min(cfg.sft_batch, len(examples)))
                 losses.append(float((await asyncio.to_thread(sft.step, batch))["sft/loss"]))
+                prog.advance("sft")
+            prog.finish("sft")
             res.sft.update({"loss_first": losses[0], "loss_last": losses[-1]})
 
         curriculum = BetaCurriculum(train_tasks, seed=cfg.seed, **cfg.curriculum.model_dump())
@@ -319,10 +351,12 @@ async def run_rl(
         if saved is None:
             log("held-out evaluation before RL")
             before = await evaluate(
-                eval_sched, held, policy, run_id + "-heldout-before", cfg.seed + 7, cfg.heldout_samples
-            )
+                eval_sched, held, policy, run_id + "-heldout-before", cfg.seed + 7, cfg.heldout_samples,
+                prog, "held-out evaluation before RL",
+            )  # fmt: skip
             res.heldout["before_rl"] = before.pass_rate
             res.heldout["before_rl_reward"] = before.reward_mean
+            sink.log(0, heldout_metrics("before_rl", before))
         else:
             assert ckpt is not None
             log(f"resuming from {ckpt}")
@@ -350,19 +384,29 @@ async def run_rl(
             await asyncio.to_thread(sync.push, policy)
             res.weight_syncs += 1
         # The control run (rl=False) changes no weight, so its iterations would only burn rollouts.
-        for it in range(start, cfg.iterations if cfg.rl else 0):
-            trajs, seconds, replaced = await sample_batch(cfg, curriculum, sched, policy, run_id, it)
-            metrics = iteration_metrics(trajs, seconds, policy.version)
+        end = cfg.iterations if cfg.rl else 0
+        if end > start:
+            prog.start("rl", end - start, "RL iterations")
+        for it in range(start, end):
+            t_it = time.perf_counter()
+            trajs, seconds, replaced = await sample_batch(cfg, curriculum, sched, policy, run_id, it, prog)
+            metrics = iteration_metrics(trajs, seconds, policy.version, m.max_new_tokens)
             metrics["rollout/replaced_groups"] = replaced
             metrics["rollout/rewards"] = [round(t.reward, 4) for t in trajs if t.trainable]
             ready = await lag.push(trajs, policy.version)
             if ready is not None:
+                t_up = time.perf_counter()
                 metrics.update(await asyncio.to_thread(trainer.step, ready))
+                metrics["timing_s/update"] = time.perf_counter() - t_up
+            metrics["actor/lr"] = float(trainer.optimizer.param_groups[0]["lr"])
             metrics.update(curriculum.metrics())
             for t in trajs:
                 if t.trainable:
                     drift.add(f"{t.family}@{t.judge_version}", [t.reward])
-            alerts = rules.check(it, metrics, drift.check())
+            drifts = drift.check()
+            for d in drifts:  # one key per family@judge; '/' would nest the metric name
+                metrics[f"monitor/drift_psi/{d.key.replace('/', ':')}"] = d.psi
+            alerts = rules.check(it, metrics, drifts)
             metrics["monitor/alerts"] = len(alerts)
             for a in alerts:
                 log(f"ALERT {a.rule}: {a.detail}")
@@ -389,10 +433,12 @@ async def run_rl(
                 await asyncio.to_thread(sync.push, policy)
                 res.weight_syncs += 1
                 row["weight_sync_s"] = metrics["sync/seconds"] = round(time.perf_counter() - t_sync, 3)
-            sink.log(it, metrics)
+            metrics["timing_s/step"] = time.perf_counter() - t_it
+            sink.log(it, with_aliases(metrics))
             res.iterations.append(row)
             if on_iteration:
                 on_iteration(row)
+            prog.advance("rl")
             if cfg.checkpoint_every and ((it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.iterations):
                 state = {
                     "config": cfg.model_dump(mode="json"), "run_id": run_id, "iteration": it, "model": str(model_dir),
@@ -402,14 +448,17 @@ async def run_rl(
                 }  # fmt: skip
                 await asyncio.to_thread(save_checkpoint, cfg.workdir, it, policy, trainer.optimizer, state)
 
+        prog.finish("rl")
         log("held-out evaluation after RL")
         # A different sampling seed than before RL: in the control run (no updates) the two numbers
         # differ only by evaluation noise.
         after = await evaluate(
-            eval_sched, held, policy, run_id + "-heldout-after", cfg.seed + 8, cfg.heldout_samples
-        )
+            eval_sched, held, policy, run_id + "-heldout-after", cfg.seed + 8, cfg.heldout_samples,
+            prog, "held-out evaluation after RL",
+        )  # fmt: skip
         res.heldout["after_rl"] = after.pass_rate
         res.heldout["after_rl_reward"] = after.reward_mean
+        sink.log(cfg.iterations if cfg.rl else 0, heldout_metrics("after_rl", after))
         res.seconds = time.perf_counter() - t0
         store.finish_run(run_id, res.to_json())
         return res

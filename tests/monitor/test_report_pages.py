@@ -1,0 +1,204 @@
+"""`sparring report` and `sparring traj view` on a real short run, opened in headless Chromium.
+
+One short run (tiny model, real sandboxes, real judge, real store) is shared by the module; its
+report and a stored multi-turn rollout's page are opened as a person would open them: every
+chart is there with data, the reward and pass-rate curves are told apart, nothing is fetched
+from the network, the console stays silent, and screenshots land under the run dir. The
+hostile-content test shows a `<script>` the candidate wrote into a tool output never runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from headless import visit
+from sparring.store.sqlite import SQLiteStore
+from sparring.trajectory import ToolStep, Trajectory
+
+EXE = Path(sys.executable).parent / "sparring"
+# Small enough for 2 shared cores; the settings of the quick demo otherwise (shell-ops, noisy teacher).
+SHORT = ["--set", "iterations=2", "--set", "sft_steps=60", "--set", "n_train=4", "--set", "n_heldout=2",
+         "--set", "tasks_per_iteration=2", "--set", "group_size=4"]  # fmt: skip
+SIZES = {"desktop": (1400, 3000), "phone": (390, 3000)}
+
+
+def _cli(*args: str, timeout: int = 600) -> dict:
+    r = subprocess.run([str(EXE), *args, "--json"], capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return {**json.loads(r.stdout), "_stderr": r.stderr}
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("short-run") / "run"
+    d = _cli("demo", "--quick", "--workdir", str(work), *SHORT, timeout=1200)
+    (work / "demo-stderr.log").write_text(d["_stderr"])
+    return work
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)  # the first one runs the short run (the module's fixture) under a loaded CI
+def test_the_run_logs_progress_as_whole_lines(short_run):
+    """stderr is a file here: every long stage logs plain start/end lines with counts, and each
+    iteration is one line (its statuses are not split over lines at 80 columns)."""
+    log = (short_run / "demo-stderr.log").read_text().splitlines()
+    for prefix in ("warm start: teacher rollouts: ", "warm start: SFT steps: 60/60 done",
+                   "held-out evaluation before RL: 4/4 done", "iteration 0 rollouts: ", "RL iterations: 2/2 done",
+                   "held-out evaluation after RL: 4/4 done"):  # fmt: skip
+        assert any(ln.startswith(prefix) for ln in log), prefix
+    its = [ln for ln in log if ln.startswith("iteration ") and "statuses" in ln]
+    assert len(its) == 2 and all(re.search(r"statuses( \w+:\d+)+$", ln) for ln in its), its
+
+
+def _figures(dom: str) -> dict[str, str]:
+    """chart name -> the figure's serialized markup, from Chromium's DOM dump."""
+    out = {}
+    for part in dom.split("<figure")[1:]:
+        m = re.search(r'data-chart="([^"]+)"', part)
+        if m:
+            out[m.group(1)] = part.split("</figure>")[0]
+    return out
+
+
+def _series_style(fig: str, gid: str) -> tuple[str, str, int]:
+    """(stroke colour, dash pattern, path vertices) of the line drawn with gid ``series-...``."""
+    m = re.search(rf'<g id="{gid}"[^>]*>\s*<path d="([^"]*)"[^>]*style="([^"]*)"', fig)
+    assert m, f"{gid} not drawn"
+    style = dict(kv.split(":", 1) for kv in m.group(2).replace(" ", "").split(";") if ":" in kv)
+    vertices = len(re.findall(r"[ML]", m.group(1)))
+    return style.get("stroke", ""), style.get("stroke-dasharray", ""), vertices
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)  # the first one runs the short run (the module's fixture) under a loaded CI
+def test_report_of_a_real_run_opens_offline_with_every_chart(short_run):
+    j = _cli("report", str(short_run), "--out", str(short_run / "report"))
+    assert Path(j["html"]).name == "index.html" and j["iterations"] == 2
+    assert set(j["charts"]) >= {"reward_pass", "heldout", "loss", "kl", "entropy", "grad_norm", "clip_frac",
+                                "learning_rate", "response_length", "statuses", "throughput", "stage_time",
+                                "pass_rate_tier", "pass_rate_family", "reward_histograms", "curriculum",
+                                "drift_alerts"}  # fmt: skip
+    assert j["empty_charts"] == [] and len(j["png"]) == len(j["charts"])
+    shots = {short_run / "screenshots" / f"report-{k}.png": v for k, v in SIZES.items()}
+    v = visit(Path(j["html"]), shots)
+    assert v.requests == 0, "the report fetched something from the network"
+    assert v.console == [], v.console
+    figs = _figures(v.dom)
+    assert set(figs) == set(j["charts"])
+    for name, fig in figs.items():
+        points = int(re.search(r'data-points="(\d+)"', fig).group(1))
+        assert points > 0 and "<svg" in fig, f"chart {name} is empty"
+    # reward and pass rate: both drawn over every iteration, in different colours and dash patterns
+    pr = _series_style(figs["reward_pass"], "series-pass_rate")
+    rw = _series_style(figs["reward_pass"], "series-reward_mean")
+    assert pr[2] == rw[2] == 2
+    assert pr[0] != rw[0] and pr[1] != rw[1]
+    # axes carry ticks and units; the trajectory pages are linked
+    assert "pass rate / reward (0-1)" in figs["reward_pass"] and "iteration" in figs["loss"]
+    assert 'href="trajectories/index.html"' in v.dom
+    assert all(p.stat().st_size > 5000 for p in shots)
+
+
+def _multi_turn(store: Path) -> Trajectory:
+    s = SQLiteStore(store, readonly=True)
+    try:
+        from sparring.store.base import TrajQuery
+
+        trajs = s.search(TrajQuery(limit=None))[1]
+    finally:
+        s.close()
+    best = [t for t in trajs if len(t.steps) >= 2 and t.diff.get("files") and t.tests.passed + t.tests.failed]
+    assert best, "the run stored no multi-turn rollout with a diff"
+    return best[0]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)  # the first one runs the short run (the module's fixture) under a loaded CI
+def test_trajectory_page_of_a_stored_multi_turn_rollout(short_run):
+    store = short_run / "store.db"
+    t = _multi_turn(store)
+    out = short_run / "traj-pages"
+    j = _cli("traj", "view", "--store", str(store), "--task", t.task_id, "--out", str(out))
+    page = out / "t" / f"{t.id}.html"
+    assert str(page) in j["pages"] and Path(j["html"]) == out / "index.html"
+    v = visit(page, {short_run / "screenshots" / f"trajectory-{k}.png": s for k, s in SIZES.items()})
+    assert v.requests == 0 and v.console == [], v.console
+    conv = v.dom.split('id="conversation"')[1].split("<h2>")[0]
+    assert conv.count('class="msg tool step"') == len(t.steps) >= 2
+    assert conv.count("assistant · turn") >= 2
+    assert 'id="diff"' in v.dom and all(p in v.dom for p in t.diff["files"])
+    assert 'id="per-test"' in v.dom and f"passed {t.tests.passed}" in v.dom
+    assert 'id="components"' in v.dom and 'id="timings"' in v.dom
+    idx = visit(out / "index.html")
+    assert idx.requests == 0 and idx.console == [] and 'data-filter-ready="1"' in idx.dom
+    assert f"t/{t.id}.html" in idx.dom
+    # the filters run in the page: ?status=ok hides every row of another status
+    shown = visit(out / "index.html", query="status=ok").dom
+    rows = re.findall(r'<tr data-status="(\w+)"[^>]*?( hidden="")?>', shown)
+    assert rows and all((st == "ok") == (not hidden) for st, hidden in rows)
+
+
+PAYLOAD = "<script>document.body.setAttribute('data-pwned','1')</script><img src=x onerror=\"document.body.setAttribute('data-pwned','2')\">"
+
+PWNED = re.compile(r"<body[^>]*data-pwned")  # the attribute the payload sets when it runs
+
+
+def test_candidate_markup_is_shown_never_run(tmp_path):
+    """Positive control first: the payload, as raw markup, does run in Chromium. Then the same payload
+    everywhere a candidate writes (message, tool arguments, tool output, file name and content,
+    failing test id) is shown as text on the trajectory page and the index, and runs nowhere."""
+    raw = tmp_path / "raw.html"
+    raw.write_text(f"<!doctype html><html><body><p>x</p>{PAYLOAD}</body></html>")
+    assert PWNED.search(visit(raw).dom), "positive control: the payload should run in a raw page"
+    t = Trajectory(
+        task_id=f"task{PAYLOAD}", task_digest="d", policy="p", status="ok", reward=0.5,
+        flags=["test_tampering"], failing_tests=[f"test_x{PAYLOAD}"],
+        messages=[{"role": "user", "content": "fix it"},
+                  {"role": "assistant", "content": PAYLOAD, "tool_calls": [
+                      {"id": "c1", "type": "function", "function": {"name": "run", "arguments": json.dumps({"cmd": PAYLOAD})}}]},
+                  {"role": "tool", "tool_call_id": "c1", "content": PAYLOAD}],
+        steps=[ToolStep(index=0, tool_call_id="c1", name="run", output=f"out {PAYLOAD}", exit_code=0)],
+        diff={"files": {f"f{PAYLOAD}.py": {"text": PAYLOAD}}, "deleted": [PAYLOAD]},
+    )  # fmt: skip
+    store = tmp_path / "s.db"
+    s = SQLiteStore(store)
+    s.put(t)
+    s.close()
+    j = _cli("traj", "view", "--store", str(store), "--out", str(tmp_path / "pages"))
+    for p in (Path(j["pages"][0]), Path(j["html"])):
+        v = visit(p)
+        assert not PWNED.search(v.dom), f"candidate markup ran in {p.name}"
+        assert "&lt;script&gt;document.body.setAttribute" in v.dom  # shown, as text
+        assert v.console == [] and v.requests == 0
+    assert 'data-filter-ready="1"' in visit(Path(j["html"])).dom  # the page's own script did run
+    # The flagged trajectory lands in the review queue, and the queue item links to its page.
+    _cli("review", "collect", "--store", str(store), "--db", str(tmp_path / "review.db"))
+    items = _cli("review", "list", "--db", str(tmp_path / "review.db"), "--pages", str(tmp_path / "pages"))["items"]
+    assert [i["page"] for i in items] == [Path(j["pages"][0]).resolve().as_uri()]
+
+
+def test_a_remote_resource_is_counted(tmp_path):
+    """Positive control of the network check: a page that loads a remote image is seen fetching."""
+    p = tmp_path / "remote.html"
+    p.write_text("<!doctype html><html><body><img src='http://example.invalid/a.png'></body></html>")
+    assert visit(p).requests >= 1
+
+
+def test_report_without_matplotlib_names_the_extra(tmp_path):
+    """The core install has no matplotlib: `sparring report` says which extra to install, in one line."""
+    metrics = tmp_path / "metrics" / "run-z.jsonl"
+    metrics.parent.mkdir()
+    metrics.write_text(json.dumps({"step": 0, "rollout/reward_mean": 0.5, "rollout/pass_rate": 0.5}) + "\n")
+    block = tmp_path / "block"
+    block.mkdir()
+    (block / "matplotlib.py").write_text("raise ImportError('no matplotlib here')\n")
+    env = {**__import__("os").environ}
+    env["PYTHONPATH"] = f"{block}:{env.get('PYTHONPATH', '')}"
+    r = subprocess.run([str(EXE), "report", str(tmp_path)], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 2 and "sparring[report]" in r.stderr and len(r.stderr.strip().splitlines()) == 1
