@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 
 from sparring.errors import ConfigError
 
@@ -19,6 +20,7 @@ def connect(address: str | None, capacity: int) -> bool:
         return False
     common = {"logging_level": logging.ERROR, "log_to_driver": False, "configure_logging": False}
     if address:
+        _reachable(address)
         try:
             ray.init(address=address, **common)  # type: ignore[arg-type]
         except (ConnectionError, RuntimeError, ValueError) as e:
@@ -30,3 +32,16 @@ def connect(address: str | None, capacity: int) -> bool:
         **common,  # type: ignore[arg-type]
     )  # fmt: skip
     return True
+
+
+def _reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Refuse an address nothing listens on in seconds (Ray itself retries it for minutes)."""
+    if address == "auto":
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"bad Ray address {address!r}: write HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise ConfigError(f"cannot reach the Ray cluster at {address}: {e.strerror or e}") from None

@@ -31,6 +31,9 @@ class RolloutExecutor(Protocol):
     def request_stop(self) -> None:
         """Finish what is in flight (within the drain time), checkpoint, return an interrupted summary."""
 
+    def attach(self, scheduler: RolloutScheduler) -> None:
+        """Let another scheduler (an eval run beside a training run) play its samples here too."""
+
     async def aclose(self) -> None:
         """Release what the executor holds (node actors, a cluster it started)."""
 
@@ -53,6 +56,9 @@ class LocalExecutor:
     def request_stop(self) -> None:
         self.scheduler.request_stop()
 
+    def attach(self, scheduler: RolloutScheduler) -> None:
+        return None
+
     async def aclose(self) -> None:
         return None
 
@@ -69,6 +75,9 @@ class RayOptions:
     root: Path = field(default_factory=lambda: Path(os.environ.get("SPARRING_RAY_ROOT", "/tmp/sparring-ray")))
     """Where each node keeps its sandboxes and task cache (a local path on every node)."""
     sandbox_limits: bool = True
+    export_dir: Path | None = None
+    """Where a transformers policy trained here is saved per weights version for the nodes (a
+    path every node reads; default: under ``root``)."""
     max_node_failures: int = 2
     episode_timeout_s: float | None = None
     probe_timeout_s: float = 60.0
@@ -90,12 +99,18 @@ class RayExecutor:
             self.runner = RayRunner(node_cfg, RayRunnerOptions(
                 max_node_failures=options.max_node_failures, episode_timeout_s=options.episode_timeout_s,
                 probe_timeout_s=options.probe_timeout_s,
+                export_dir=options.export_dir,
             ))  # fmt: skip
         except BaseException:
             self._shutdown()
             raise
+        self._attached: list[RolloutScheduler] = []
+        self.attach(scheduler)
+
+    def attach(self, scheduler: RolloutScheduler) -> None:
         scheduler.runner = self.runner
         scheduler._loop = None  # its rollout slots are now the nodes' capacity
+        self._attached.append(scheduler)
 
     async def rollout(
         self, tasks: list[Task], policy: Policy, group_size: int, *, run_id: str, seed: int,
@@ -115,7 +130,8 @@ class RayExecutor:
         try:
             await self.runner.close()
         finally:
-            self.scheduler.runner = None
+            for sched in self._attached:
+                sched.runner, sched._loop = None, None
             self._shutdown()
 
     def _shutdown(self) -> None:

@@ -54,6 +54,7 @@ class EpisodeWire:
     seed: int
     attempts: int
     infra_errors: tuple[str, ...]
+    max_steps: int | None = None
 
 
 class NodeWorker:
@@ -110,7 +111,7 @@ class NodeWorker:
         try:
             task = await self._task(wire.digest, task_ref)
             req = SampleRequest(task, self._policy(wire.policy), wire.index, wire.traj_id, wire.group_id,
-                                wire.run_id, wire.seed, wire.attempts, list(wire.infra_errors))  # fmt: skip
+                                wire.run_id, wire.seed, wire.attempts, list(wire.infra_errors), wire.max_steps)  # fmt: skip
             traj = await self.sched.play_sample(req)
             traj.timings["node_pid"] = float(self.pid)
             self.played += 1

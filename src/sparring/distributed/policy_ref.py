@@ -4,11 +4,14 @@ Nodes call the inference servers themselves (``openai:URL#MODEL``: straight to
 vLLM / SGLang, never through the driver). A local transformers policy being
 trained in the driver is exported once per weights version to a directory the
 nodes read (the weight sync of a Ray run), and rebuilt there as ``hf:DIR``.
-Scripted policies are rebuilt by name.
+Scripted policies are rebuilt by name; any other policy of plain data (a
+family's noisy demonstrator) is sent by value once.
 """
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,12 +30,17 @@ class PolicyRef:
     spec: str
     version: int = 0
     kwargs: dict[str, Any] = field(default_factory=dict)
+    pickled: bytes | None = None
+    """Any other small, self-contained policy (a scripted teacher), sent by value."""
 
     def key(self) -> str:
-        return f"{self.spec}\x00{self.version}\x00{sorted(self.kwargs.items())}"
+        digest = hashlib.sha256(self.pickled).hexdigest()[:16] if self.pickled is not None else ""
+        return f"{self.spec}\x00{self.version}\x00{sorted(self.kwargs.items())}\x00{digest}"
 
     def build(self) -> Policy:
         """The policy on the node, at the driver's weights version."""
+        if self.pickled is not None:
+            return pickle.loads(self.pickled)  # type: ignore[no-any-return]
         p: Any = make_policy(self.spec, **self.kwargs)
         if hasattr(p, "_version"):
             p._version = self.version
@@ -62,6 +70,10 @@ def policy_ref(policy: Policy, export_dir: Path | None = None) -> PolicyRef:
             tmp.rename(d)
         kw = {k: getattr(policy, k) for k in _HF_SETTINGS if hasattr(policy, k)}
         return PolicyRef(f"hf:{d}", policy.version, kw)
+    try:  # a scripted policy of plain data: sent by value (once per weights version)
+        return PolicyRef(name, policy.version, pickled=pickle.dumps(policy))
+    except Exception:
+        pass
     raise ConfigError(
         f"policy {name!r} cannot be rebuilt on Ray nodes: use oracle, random, adversarial, openai:URL#MODEL or hf:PATH"
     )

@@ -31,6 +31,8 @@ class SampleRequest:
     seed: int
     attempts: int = 0
     infra_errors: list[str] = field(default_factory=list)
+    max_steps: int | None = None
+    """The driver's step budget (None: the task's own)."""
 
 
 class SampleRunner(Protocol):

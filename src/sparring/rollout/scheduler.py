@@ -140,6 +140,7 @@ class _Run:
     groups: list[_Group] = field(default_factory=list)
     samples: list[_Sample] = field(default_factory=list)
     writer: BatchWriter | None = None
+    max_steps: int | None = None  # the driver's step budget when a node plays the sample
 
 
 class RolloutScheduler:
@@ -239,10 +240,11 @@ class RolloutScheduler:
             return sb
         return await self.pool.acquire(task)
 
-    def _episode(self, s: _Sample, policy: Policy, seed: int) -> Episode:
+    def _episode(self, s: _Sample, policy: Policy, seed: int, max_steps: int | None = None) -> Episode:
         c = self.config
+        steps = max_steps or c.max_steps or 0
         return Episode(
-            s.group.task, policy, sample_index=s.index, seed=seed, max_steps=c.max_steps or 0, limits=c.limits,
+            s.group.task, policy, sample_index=s.index, seed=seed, max_steps=steps, limits=c.limits,
             snapshot_every=c.snapshot_every, model_sem=self._model_sem,
         )  # fmt: skip
 
@@ -251,7 +253,7 @@ class RolloutScheduler:
         trajectory and its diff, or an ``infra_error`` trajectory and None. The agent's sandbox is
         released before judging: the judge needs only the diff."""
         c, task, run_id = self.config, s.group.task, r.run_id
-        ep = self._episode(s, r.policy, r.seed)
+        ep = self._episode(s, r.policy, r.seed, r.max_steps)
         t0 = time.perf_counter()
         sandbox_ms = 0.0
         last = ""
@@ -318,7 +320,7 @@ class RolloutScheduler:
         self._resources()
         g = _Group(req.task, req.group_id, 1)
         s = _Sample(g, req.index, req.traj_id, attempts=req.attempts, infra_errors=list(req.infra_errors))
-        r = _Run(req.run_id, req.policy, req.seed, True, SchedulerStats(requested=1))
+        r = _Run(req.run_id, req.policy, req.seed, True, SchedulerStats(requested=1), max_steps=req.max_steps)
         traj, diff = await self._attempts(r, s)
         if diff is not None:
             await self._judge(traj, req.task, diff)
@@ -330,7 +332,7 @@ class RolloutScheduler:
         if self.runner is None:
             return await self._attempts(r, s)
         req = SampleRequest(s.group.task, r.policy, s.index, s.traj_id, s.group.gid, r.run_id, r.seed,
-                            s.attempts, list(s.infra_errors))  # fmt: skip
+                            s.attempts, list(s.infra_errors), self.config.max_steps)  # fmt: skip
         traj = await self.runner.run(req)
         r.stats.retried += max(0, traj.attempts - s.attempts - 1)
         s.attempts, s.infra_errors = traj.attempts, list(traj.infra_errors)
