@@ -9,6 +9,10 @@ last one adds a third node and removes it.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +148,59 @@ def test_a_killed_node_actor_loses_no_sample_and_leaves_nothing(cluster, clamp_t
     assert new and new["pid"] != old_pid, "the node actor was restarted in a new process"
     roots = _node_roots(tmp_path)
     assert live and asyncio.run(await_until(lambda: not _leftovers(roots, live), timeout_s=30))
+
+
+def _cli(*args: str, root: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SPARRING_RAY_ROOT": str(root)}
+    env.pop("SPARRING_DEBUG", None)
+    return subprocess.run([str(Path(sys.executable).parent / "sparring"), *args, "--json"], capture_output=True,
+                          text=True, env=env, timeout=600)  # fmt: skip
+
+
+def test_rollout_cli_runs_on_the_cluster_given_by_address(cluster, clamp_task, tmp_path):
+    r = _cli("rollout", "--tasks", str(clamp_task.path), "--policy", "oracle", "--group-size", "4",
+             "--store", str(tmp_path / "s.db"), "--executor", "ray", "--ray-address", cluster.address,
+             root=tmp_path / "nodes")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["requested"] == out["stored"] == 4 and out["statuses"] == {"ok": 4}, out
+    assert len(out["nodes"]) == 2 and sum(out["nodes"].values()) == 4, out  # the cluster's two nodes
+
+
+def test_train_runs_its_rollouts_on_the_cluster(cluster, tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(TRAIN_CONFIG + f"workdir: {tmp_path / 'w'}\n")
+    r = _cli("train", "--config", str(cfg), "--set", "executor=ray", "--set", f"ray_address={cluster.address}",
+             root=tmp_path / "nodes")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    rows = out["iterations"]
+    assert len(rows) == 2 and all(sum(row["statuses"].values()) == row["rollouts"] == 4 for row in rows), rows
+    store = SQLiteStore(Path(out["store"]))
+    total, trajs = store.search(TrajQuery(run_id=out["run_id"], limit=None))
+    pids = {t.timings.get("node_pid") for t in trajs}
+    assert total == 8 and None not in pids and len(pids) == 2, pids  # played by the two node actors
+
+
+TRAIN_CONFIG = """
+family: shell-ops
+n_train: 2
+n_heldout: 1
+seed: 3
+sft_steps: 2
+sft_batch: 2
+iterations: 2
+tasks_per_iteration: 2
+group_size: 2
+max_steps: 2
+heldout_max_steps: 2
+resample_rounds: 0
+checkpoint_every: 0
+monitor: {exporters: []}
+model: {hidden: 32, layers: 1, heads: 4, vocab_size: 600, max_new_tokens: 12}
+warm_start: {teacher: noisy, epsilon: 0.5, samples: 1, passed_only: false}
+grpo: {minibatches: 2}
+"""
 
 
 def test_a_removed_node_loses_no_sample_and_leaves_nothing(cluster, clamp_task, tmp_path):

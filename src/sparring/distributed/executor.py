@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from sparring.errors import ConfigError, NotBuiltError
 from sparring.policy.base import Policy
@@ -75,6 +75,8 @@ class RayOptions:
     root: Path = field(default_factory=lambda: Path(os.environ.get("SPARRING_RAY_ROOT", "/tmp/sparring-ray")))
     """Where each node keeps its sandboxes and task cache (a local path on every node)."""
     sandbox_limits: bool = True
+    judge: Any = None
+    """The nodes' JudgeConfig (None: the training judge; ``sparring eval`` passes the eval split)."""
     export_dir: Path | None = None
     """Where a transformers policy trained here is saved per weights version for the nodes (a
     path every node reads; default: under ``root``)."""
@@ -95,7 +97,7 @@ class RayExecutor:
         self._owns_ray = connect(options.address, options.capacity)
         try:
             node_cfg = NodeConfig(options.root, options.capacity, scheduler.config, options.backend,
-                                  options.sandbox_limits)  # fmt: skip
+                                  options.sandbox_limits, options.judge)  # fmt: skip
             self.runner = RayRunner(node_cfg, RayRunnerOptions(
                 max_node_failures=options.max_node_failures, episode_timeout_s=options.episode_timeout_s,
                 probe_timeout_s=options.probe_timeout_s,

@@ -39,6 +39,8 @@ class NodeConfig:
     scheduler: SchedulerConfig
     backend: LocalBackendConfig | OCIBackendConfig
     sandbox_limits: bool = True
+    judge: Any = None
+    """The judge's JudgeConfig (None: the training judge's defaults; eval runs pass split=eval)."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ class NodeWorker:
         backend_cfg = cfg.backend.model_copy(update={"root": self.root / "sandboxes"})
         self.backend = make_backend(backend_cfg)  # reaps what a dead predecessor on this root left
         self.pool = SandboxPool(self.backend, max_idle=cfg.capacity, limits=cfg.sandbox_limits)
-        self.judge = PytestJudge(self.backend, limits=cfg.sandbox_limits)
+        self.judge = PytestJudge(self.backend, limits=cfg.sandbox_limits, config=cfg.judge)
         self.sched = RolloutScheduler(
             self.pool, self.judge, None, config=replace(cfg.scheduler, concurrency=cfg.capacity)
         )

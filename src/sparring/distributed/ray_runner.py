@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import replace
 from typing import Any
 
 from sparring.distributed.driver import DriverOptions, NodeDriver
@@ -55,8 +56,7 @@ class RayRunner(NodeDriver):
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
                 resources={NODE_RESOURCE: 0.001}, num_cpus=0, max_restarts=-1, max_task_retries=0,
                 max_concurrency=4 * cap + 8,
-            ).remote(node_id, NodeConfig(node_cfg.root, cap, node_cfg.scheduler, node_cfg.backend,
-                                         node_cfg.sandbox_limits))  # fmt: skip
+            ).remote(node_id, replace(node_cfg, capacity=cap))
         ray.get([a.stats.remote() for a in self.actors.values()], timeout=300)  # every node is up
 
     def _put_task(self, req: SampleRequest) -> Any:
