@@ -1,6 +1,7 @@
 """Asynchronous training: rollout throughput and trainer idle time for staleness k = 0, 1, 2.
 
-    python benchmarks/async_train_bench.py [--ks 0,1,2] [--iterations 5] [--seed 0] [--executor local|ray]
+    python benchmarks/async_train_bench.py [--ks 0,1,2] [--iterations 4] [--seed 0] [--executor local|ray]
+                                           [--set sft_steps=80 ...]
 
 The same recipe (``sparring demo --quick``: noisy-teacher warm start, then GRPO),
 the same seed and the same budget (iterations x tasks x group) for each k. With
@@ -38,9 +39,9 @@ def run_k(k: int, args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
     base = _base()
     base["grpo"] = {**base.get("grpo", {}), "staleness": k}
-    cfg = load_config(None, base={**base, "workdir": str(root / f"k{k}"), "seed": args.seed,
-                                  "iterations": args.iterations, "executor": args.executor,
-                                  "monitor": {"exporters": []}})  # fmt: skip
+    cfg = load_config(None, args.set, base={**base, "workdir": str(root / f"k{k}"), "seed": args.seed,
+                                             "iterations": args.iterations, "executor": args.executor,
+                                             "monitor": {"exporters": []}})  # fmt: skip
     res = asyncio.run(run_rl(cfg))
     rows = res.iterations
     rollouts = sum(r["rollouts"] for r in rows)
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--iterations", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--executor", default="local", choices=("local", "ray"))
+    ap.add_argument("--set", action="append", default=[], help="A config override, as `sparring train --set`.")
     args = ap.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="async-bench-"))
     runs = [run_k(int(k), args, root) for k in args.ks.split(",")]
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
             "throughput_ratio": round(r["rollouts_per_min"] / base["rollouts_per_min"], 3) if base["rollouts_per_min"] else None,
             "idle_ratio": round(r["trainer_idle_s"] / base["trainer_idle_s"], 3) if base["trainer_idle_s"] else None,
         }  # fmt: skip
-    json.dump({"seed": args.seed, "executor": args.executor, "runs": runs}, sys.stdout)
+    json.dump({"seed": args.seed, "executor": args.executor, "overrides": args.set, "runs": runs}, sys.stdout)
     sys.stdout.write("\n")
 
 
