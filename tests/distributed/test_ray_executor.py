@@ -167,6 +167,16 @@ def test_rollout_cli_runs_on_the_cluster_given_by_address(cluster, clamp_task, t
     assert len(out["nodes"]) == 2 and sum(out["nodes"].values()) == 4, out  # the cluster's two nodes
 
 
+def test_eval_cli_runs_on_the_cluster_given_by_address(cluster, clamp_task, tmp_path):
+    r = _cli("eval", "--tasks", str(clamp_task.path), "--policy", "oracle", "--group-size", "2",
+             "--store", str(tmp_path / "s.db"), "--executor", "ray", "--ray-address", cluster.address,
+             root=tmp_path / "nodes")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["split"] == "eval" and out["stored"] == 2 and out["pass_rate"] == 1.0, out
+    assert sum(out["nodes"].values()) == 2, out
+
+
 def test_train_runs_its_rollouts_on_the_cluster(cluster, tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(TRAIN_CONFIG + f"workdir: {tmp_path / 'w'}\n")
