@@ -371,10 +371,16 @@ async def run_rl(
                 t_up = time.perf_counter()
                 try:
                     update = await asyncio.to_thread(trainer.step, ready) if ready is not None else {}
+                    update_s = time.perf_counter() - t_up if ready is not None else 0.0
+                    if sync is not None and update.get("train/skipped") == 0.0:
+                        # the new weights go to the inference side while the batch is still sampled
+                        t_sync = time.perf_counter()
+                        await asyncio.to_thread(sync.push, policy)
+                        res.weight_syncs += 1
+                        update["sync/seconds"] = round(time.perf_counter() - t_sync, 3)
                 except BaseException:
                     sampling.cancel()
                     raise
-                update_s = time.perf_counter() - t_up if ready is not None else 0.0
                 trajs, seconds, replaced = await sampling
                 await lag.add(trajs)
                 metrics = iteration_metrics(trajs, seconds, sampled_at)
@@ -418,7 +424,9 @@ async def run_rl(
                 "update_s": metrics["train/update_s"],
                 "trainer_idle_s": metrics["train/idle_s"],
             }
-            if sync is not None and metrics.get("train/skipped") == 0.0:
+            if "sync/seconds" in metrics:  # pushed during sampling (asynchronous)
+                row["weight_sync_s"] = metrics["sync/seconds"]
+            elif sync is not None and metrics.get("train/skipped") == 0.0:
                 # Before the checkpoint: if the server cannot be reached the run stops with a one-line
                 # error, and --resume redoes this iteration (sampling and update are deterministic).
                 t_sync = time.perf_counter()
