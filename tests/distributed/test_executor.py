@@ -27,11 +27,26 @@ def test_local_executor_runs_the_rollout_and_stores_every_sample(clamp_task, tmp
     assert out["requested"] == out["stored"] == 2 and out["statuses"] == {"ok": 2}
 
 
-@pytest.mark.parametrize(("name", "words"), [("ray", "--executor local"), ("bogus", "unknown executor")])
-def test_an_unavailable_executor_is_refused_in_one_line_before_the_store_exists(
-    clamp_task, tmp_path, name, words
-):
-    r = _rollout(clamp_task.path, tmp_path / "s.db", "--executor", name)
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--executor", "bogus"), "unknown executor"),
+        (("--executor", "local", "--ray-address", "127.0.0.1:1"), "--ray-address needs --executor ray"),
+        (("--executor", "ray", "--ray-address", "127.0.0.1:1"), "cannot reach the Ray cluster"),
+    ],
+)
+def test_an_unavailable_executor_is_refused_in_one_line(clamp_task, tmp_path, args, words):
+    r = _rollout(clamp_task.path, tmp_path / "s.db", *args)
     assert r.returncode != 0
-    assert words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    assert not (tmp_path / "s.db").exists()
+    assert words in r.stderr and r.stderr.strip().splitlines()[-1].count("error") == 1, r.stderr
+    if "unknown" in words or "needs" in words:  # refused before the store exists
+        assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "s.db").exists()
+
+
+@pytest.mark.slow
+def test_the_ray_executor_starts_its_own_cluster_when_given_no_address(clamp_task, tmp_path):
+    r = _rollout(clamp_task.path, tmp_path / "s.db", "--executor", "ray", "--concurrency", "2")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["requested"] == out["stored"] == 2 and out["statuses"] == {"ok": 2}
+    assert list(out["nodes"].values()) == [2], out  # one embedded node played both

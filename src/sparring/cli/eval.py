@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -36,29 +37,40 @@ def eval_cmd(
     seed: int = typer.Option(0, "--seed"),
     json_out: bool = JSON_OPT,
     backend: str = BACKEND_OPT,
+    executor: str = typer.Option("local", "--executor", help="Where rollouts run: local or ray."),
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", help="Ray cluster to use (default: start one on this machine)."
+    ),
 ) -> None:
     """Evaluate POLICY with the evaluation judge (hidden/eval/ tests, never the training judge's).
 
     With --canary-rate, impossible variants of some tasks are mixed in; the share of canaries the
     policy "passes" is reported as hack_rate (every such pass is a measured cheat).
     """
-    guarded(_eval)(tasks, policy, store, group_size, concurrency, canary_rate, seed, json_out, backend)
+    guarded(_eval)(tasks, policy, store, group_size, concurrency, canary_rate, seed, json_out, backend,
+                   executor, ray_address)  # fmt: skip
 
 
 def _eval(tasks_dir: Path, policy_spec: str, store_path: Path, group_size: int, concurrency: int,
-          canary_rate: float, seed: int, json_out: bool, backend_kind: str = "local") -> None:  # fmt: skip
+          canary_rate: float, seed: int, json_out: bool, backend_kind: str = "local", executor: str = "local",
+          ray_address: str | None = None) -> None:  # fmt: skip
+    from sparring.distributed.executor import RayOptions, check_executor, make_executor
     from sparring.errors import ConfigError
     from sparring.judge.canary import hack_rate, is_canary, mix_canaries
     from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
     from sparring.policy.spec import make_policy
     from sparring.rollout.run_records import outcome_figures
     from sparring.rollout.scheduler import RolloutScheduler
+    from sparring.sandbox.config import backend_config
     from sparring.sandbox.pool import SandboxPool
     from sparring.store.sqlite import SQLiteStore
     from sparring.tasks.loader import find_tasks
 
     if group_size < 1 or concurrency < 1:
         raise ConfigError("--group-size and --concurrency must be at least 1")
+    check_executor(executor)
+    if ray_address and executor != "ray":
+        raise ConfigError("--ray-address needs --executor ray")
     task_list = find_tasks(tasks_dir)
     pol = make_policy(policy_spec)
     backend = make_cli_backend(backend_kind)  # each task's spec names its layer: agent and judge run it
@@ -74,7 +86,14 @@ def _eval(tasks_dir: Path, policy_spec: str, store_path: Path, group_size: int, 
             pool = SandboxPool(backend, max_idle=concurrency)
             try:
                 sched = RolloutScheduler(pool, judge, st, concurrency=concurrency, on_done=done.append)
-                return await sched.run([*task_list, *canaries], pol, group_size, seed=seed)
+                ray = RayOptions(address=ray_address, capacity=concurrency, backend=backend_config(backend_kind),
+                                 judge=judge.config)  # the nodes judge with the eval split too  # fmt: skip
+                runner = make_executor(executor, sched, ray)
+                try:
+                    return await runner.rollout([*task_list, *canaries], pol, group_size, run_id=uuid.uuid4().hex[:12],
+                                                seed=seed)  # fmt: skip
+                finally:
+                    await runner.aclose()
             finally:
                 await pool.close()
                 await pol.close()

@@ -55,7 +55,12 @@ def rollout(
     drain_s: float = typer.Option(
         30.0, "--drain-s", help="On SIGINT/SIGTERM, seconds in-flight rollouts may finish."
     ),
-    executor: str = typer.Option("local", "--executor", help="Where rollouts run: local (ray: planned)."),
+    executor: str = typer.Option(
+        "local", "--executor", help="Where rollouts run: local, or ray (one node actor per sandbox node)."
+    ),
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", help="Ray cluster to use (default: start one on this machine)."
+    ),
     json_out: bool = JSON_OPT,
     backend: str = BACKEND_OPT,
 ) -> None:
@@ -64,7 +69,7 @@ def rollout(
         tasks, policy, group_size, concurrency, store, max_steps, seed, run_id, json_out,
         dict(spares=spares, max_retries=max_retries, replay_rounds=replay_rounds, snapshot_every=snapshot_every,
              model_concurrency=model_concurrency, judge_concurrency=judge_concurrency, drain_s=drain_s),
-        priority, policy_timeout, backend, executor,
+        priority, policy_timeout, backend, executor, ray_address,
     )  # fmt: skip
 
 
@@ -89,13 +94,15 @@ def _rollout(
     tasks_dir: Path, policy_spec: str, group_size: int, concurrency: int, store_path: Path,
     max_steps: int | None, seed: int, run_id: str | None, json_out: bool, opts: dict[str, Any],
     priority: str, policy_timeout: float, backend_kind: str = "local", executor: str = "local",
+    ray_address: str | None = None,
 ) -> None:  # fmt: skip
-    from sparring.distributed.executor import check_executor, make_executor
+    from sparring.distributed.executor import RayOptions, check_executor, make_executor
     from sparring.judge.pytest_judge import PytestJudge
     from sparring.policy.spec import make_policy
     from sparring.rollout.progress import RolloutProgress
     from sparring.rollout.scheduler import RolloutScheduler
     from sparring.rollout.slots import priority_rank
+    from sparring.sandbox.config import backend_config
     from sparring.sandbox.pool import SandboxPool
     from sparring.store.sqlite import SQLiteStore
     from sparring.tasks.loader import find_tasks
@@ -103,6 +110,8 @@ def _rollout(
     _check_args(group_size, concurrency, max_steps, opts, policy_timeout)
     priority_rank(priority)
     check_executor(executor)
+    if ray_address and executor != "ray":
+        raise ConfigError("--ray-address needs --executor ray")
     if store_path.exists():  # a file that is not a store is refused (untouched) before any work
         SQLiteStore(store_path, readonly=True).close()
     task_list = find_tasks(tasks_dir)
@@ -135,7 +144,8 @@ def _rollout(
             pool = SandboxPool(backend, max_idle=concurrency)
             sched = RolloutScheduler(pool, PytestJudge(backend), st, concurrency=concurrency, max_steps=max_steps,
                                      **opts)  # fmt: skip
-            runner = make_executor(executor, sched)
+            ray_opts = RayOptions(address=ray_address, capacity=concurrency, backend=backend_config(backend_kind))
+            runner = make_executor(executor, sched, ray_opts)  # starts or joins the cluster (seconds)
             loop = asyncio.get_running_loop()
             signals = 0
 
@@ -158,6 +168,7 @@ def _rollout(
             finally:
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.remove_signal_handler(sig)
+                await runner.aclose()
                 await pool.close()
                 await pol.close()
 

@@ -1,6 +1,14 @@
-"""Executors: where rollouts run. :class:`LocalExecutor` runs the scheduler in this process;
-the Ray executor (planned) runs it on other nodes behind the same :class:`RolloutExecutor` seam."""
+"""Executors: where rollouts run. :class:`LocalExecutor` plays samples in this process;
+:class:`RayExecutor` keeps the scheduler here (the driver) and plays samples on one node actor per
+machine, behind the same :class:`RolloutExecutor` seam."""
 
-from sparring.distributed.executor import LocalExecutor, RolloutExecutor, ray_executor
+from sparring.distributed.executor import (
+    LocalExecutor,
+    RayExecutor,
+    RayOptions,
+    RolloutExecutor,
+    check_executor,
+    make_executor,
+)
 
-__all__ = ["LocalExecutor", "RolloutExecutor", "ray_executor"]
+__all__ = ["LocalExecutor", "RayExecutor", "RayOptions", "RolloutExecutor", "check_executor", "make_executor"]

@@ -191,10 +191,23 @@ class BatchLag:
         self._sizes: deque[int] = deque()
 
     async def push(self, batch: list[Trajectory], trainer_version: int) -> list[Trajectory] | None:
+        await self.add(batch)
+        if len(self._sizes) <= self.staleness:
+            return None
+        return await self.queue.take(self._sizes.popleft(), trainer_version)
+
+    async def add(self, batch: list[Trajectory]) -> None:
+        """Queue a sampled batch (the asynchronous recipe: :meth:`ready` took its update's batch first)."""
         for traj in batch:
             await self.queue.put(traj)
         self._sizes.append(len(batch))
-        if len(self._sizes) <= self.staleness:
+
+    async def ready(self, trainer_version: int) -> list[Trajectory] | None:
+        """The asynchronous form of :meth:`push`: the batch to train on *while* the next one is
+        sampled, the oldest once ``staleness`` batches wait (None while the pipeline fills, and
+        always for ``staleness = 0``, which cannot overlap). Then :meth:`add` the new batch: each
+        update trains on the same batch as with :meth:`push`, staleness-checked the same way."""
+        if self.staleness == 0 or len(self._sizes) < self.staleness:
             return None
         return await self.queue.take(self._sizes.popleft(), trainer_version)
 

@@ -89,8 +89,11 @@ class RolloutSummary:
     interrupted: bool = False
     pending: int = 0
     trajectories: list[Trajectory] = field(default_factory=list)
+    nodes: dict[str, int] = field(default_factory=dict)
+    """Samples each node brought back (distributed runs only)."""
 
     def to_json(self) -> dict[str, object]:
+        extra: dict[str, object] = {"nodes": dict(self.nodes)} if self.nodes else {}
         return {
             "requested": self.requested,
             "stored": self.stored,
@@ -105,6 +108,7 @@ class RolloutSummary:
             "cancelled_spares": self.cancelled_spares,
             "interrupted": self.interrupted,
             "pending": self.pending,
+            **extra,
         }
 
 

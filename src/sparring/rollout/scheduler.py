@@ -66,6 +66,7 @@ from sparring.policy.base import Policy
 from sparring.rollout.buffer import ExperienceQueue
 from sparring.rollout.episode import Episode, score_trajectory
 from sparring.rollout.run_records import RolloutSummary, SchedulerConfig, SchedulerStats
+from sparring.rollout.runner import SampleRequest, SampleRunner
 from sparring.rollout.slots import PrioritySlots, priority_rank
 from sparring.rollout.writer import BatchWriter
 from sparring.sandbox.base import Sandbox
@@ -139,36 +140,53 @@ class _Run:
     groups: list[_Group] = field(default_factory=list)
     samples: list[_Sample] = field(default_factory=list)
     writer: BatchWriter | None = None
+    max_steps: int | None = None  # the driver's step budget when a node plays the sample
 
 
 class RolloutScheduler:
     def __init__(
         self,
-        pool: SandboxPool,
-        judge: Judge,
+        pool: SandboxPool | None,
+        judge: Judge | None,
         store: TrajectoryStore | None,
         *,
         on_done: Callable[[Trajectory], None] | None = None,
         sink: ExperienceQueue | None = None,
         config: SchedulerConfig | None = None,
+        runner: SampleRunner | None = None,
         **options: Any,
     ) -> None:
-        """``options`` are :class:`SchedulerConfig` fields (``concurrency=8, spares=1``...)."""
+        """``options`` are :class:`SchedulerConfig` fields (``concurrency=8, spares=1``...). With a
+        ``runner`` each sample is played and judged there (another node) instead of in this process;
+        the pool and judge then serve nothing here and may be None."""
         known = {f.name for f in fields(SchedulerConfig)}
         unknown = set(options) - known
         if unknown:
             raise TypeError(f"unknown scheduler option(s): {', '.join(sorted(unknown))}")
         base = config or SchedulerConfig()
         self.config = SchedulerConfig(**{**{k: getattr(base, k) for k in known}, **options})
-        self.pool = pool
-        self.judge = judge
+        self._pool = pool
+        self._judge_ = judge
         self.store = store
         self.on_done = on_done
         self.sink = sink
+        self.runner = runner
         self.stats = SchedulerStats()
         self._stopping = False
         self._runs: set[_Run] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def pool(self) -> SandboxPool:
+        if self._pool is None:
+            raise ConfigError("this scheduler plays samples through its runner: it has no sandbox pool")
+        return self._pool
+
+    @property
+    def judge(self) -> Judge:
+        if self._judge_ is None:
+            raise ConfigError("this scheduler plays samples through its runner: it has no judge")
+        return self._judge_
 
     # -- control ---------------------------------------------------------------------------------
 
@@ -194,7 +212,7 @@ class RolloutScheduler:
             return
         c = self.config
         self._loop = loop
-        self._slots = PrioritySlots(c.concurrency)
+        self._slots = PrioritySlots(self.runner.capacity if self.runner is not None else c.concurrency)
         self._model_sem = asyncio.Semaphore(c.model_concurrency or c.concurrency)
         self._judge_sem = asyncio.Semaphore(
             c.judge_concurrency or min(c.concurrency, 2 * (os.cpu_count() or 1))
@@ -222,10 +240,11 @@ class RolloutScheduler:
             return sb
         return await self.pool.acquire(task)
 
-    def _episode(self, s: _Sample, policy: Policy, seed: int) -> Episode:
+    def _episode(self, s: _Sample, policy: Policy, seed: int, max_steps: int | None = None) -> Episode:
         c = self.config
+        steps = max_steps or c.max_steps or 0
         return Episode(
-            s.group.task, policy, sample_index=s.index, seed=seed, max_steps=c.max_steps or 0, limits=c.limits,
+            s.group.task, policy, sample_index=s.index, seed=seed, max_steps=steps, limits=c.limits,
             snapshot_every=c.snapshot_every, model_sem=self._model_sem,
         )  # fmt: skip
 
@@ -234,7 +253,7 @@ class RolloutScheduler:
         trajectory and its diff, or an ``infra_error`` trajectory and None. The agent's sandbox is
         released before judging: the judge needs only the diff."""
         c, task, run_id = self.config, s.group.task, r.run_id
-        ep = self._episode(s, r.policy, r.seed)
+        ep = self._episode(s, r.policy, r.seed, r.max_steps)
         t0 = time.perf_counter()
         sandbox_ms = 0.0
         last = ""
@@ -295,6 +314,30 @@ class RolloutScheduler:
         traj.timings["judge_ms"] = (time.perf_counter() - tj) * 1000
         traj.timings["total_ms"] = (time.perf_counter() - t0) * 1000
 
+    async def play_sample(self, req: SampleRequest) -> Trajectory:
+        """Play and judge one sample here, retrying infrastructure faults (what a node does for a
+        driver). The trajectory carries every attempt, those ``req`` already took included."""
+        self._resources()
+        g = _Group(req.task, req.group_id, 1)
+        s = _Sample(g, req.index, req.traj_id, attempts=req.attempts, infra_errors=list(req.infra_errors))
+        r = _Run(req.run_id, req.policy, req.seed, True, SchedulerStats(requested=1), max_steps=req.max_steps)
+        traj, diff = await self._attempts(r, s)
+        if diff is not None:
+            await self._judge(traj, req.task, diff)
+        traj.attempts, traj.infra_errors = s.attempts, list(s.infra_errors)
+        return traj
+
+    async def _play(self, r: _Run, s: _Sample) -> tuple[Trajectory, Any]:
+        """The sample played (and, by a runner, judged) wherever this scheduler plays samples."""
+        if self.runner is None:
+            return await self._attempts(r, s)
+        req = SampleRequest(s.group.task, r.policy, s.index, s.traj_id, s.group.gid, r.run_id, r.seed,
+                            s.attempts, list(s.infra_errors), self.config.max_steps)  # fmt: skip
+        traj = await self.runner.run(req)
+        r.stats.retried += max(0, traj.attempts - s.attempts - 1)
+        s.attempts, s.infra_errors = traj.attempts, list(traj.infra_errors)
+        return traj, None
+
     async def _run_sample(self, r: _Run, s: _Sample, rank: int) -> None:
         finishing: asyncio.Future[None] | None = None
         try:
@@ -304,7 +347,7 @@ class RolloutScheduler:
                 s.state = "running"
                 r.stats.in_flight += 1
                 try:
-                    traj, diff = await self._attempts(r, s)
+                    traj, diff = await self._play(r, s)
                 finally:
                     r.stats.in_flight -= 1
             # the rollout slot (and sandbox) is free for the next sample while this one is judged

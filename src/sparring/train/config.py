@@ -129,6 +129,17 @@ class RLConfig(BaseModel):
         default_factory=LocalBackendConfig,
         description="Sandbox backend of rollouts and the judge: {kind: local} (default) or {kind: oci, image: ...}.",
     )
+    async_rollouts: bool = Field(
+        True,
+        description="With grpo.staleness k >= 1, sample the next batch while the trainer updates (k = 0 "
+        "is synchronous: sample, then update).",
+    )
+    executor: Literal["local", "ray"] = Field(
+        "local", description="Where rollouts run: local (this process) or ray (node actors on a Ray cluster)."
+    )
+    ray_address: str | None = Field(
+        None, description="executor=ray: the cluster (HOST:PORT); None starts one on this machine."
+    )
     resample_rounds: int = Field(
         1, ge=0, description="Rounds of replacing zero-variance groups by fresh tasks per iteration."
     )

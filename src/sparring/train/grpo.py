@@ -237,6 +237,7 @@ class GRPOTrainer:
             "train/skipped": 0.0,
             "train/dropped_stale": float(dropped_stale),
             "train/staleness_mean": float(staleness_mean),
+            "train/staleness_max": float(max((t.lag(self.policy.version) for t in trainable), default=0)),
         }
         if not seqs:
             metrics["train/skipped"] = 1.0

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring.curriculum.sampler import BetaCurriculum
+from sparring.distributed.executor import LocalExecutor, RayExecutor, RayOptions, make_executor
 from sparring.env.tools import tool_schemas
 from sparring.errors import ConfigError, JudgeError
 from sparring.judge.pytest_judge import PytestJudge
@@ -217,9 +218,21 @@ def heldout_metrics(phase: str, summary: RolloutSummary) -> dict[str, Any]:
     }
 
 
+def make_rollout_executor(cfg: RLConfig, sched: RolloutScheduler) -> LocalExecutor | RayExecutor:
+    """The configured executor (``executor: ray`` starts or joins the cluster here)."""
+    if cfg.executor == "local":
+        return make_executor("local", sched)
+    opts = RayOptions(
+        address=cfg.ray_address, capacity=cfg.concurrency, backend=cfg.backend, sandbox_limits=cfg.sandbox_limits,
+        export_dir=cfg.workdir / "ray-weights",
+    )  # fmt: skip
+    return make_executor("ray", sched, opts)
+
+
 def _learning_config(dump: Any) -> Any:
     """A config dump without the settings that do not change what is learned (where sandboxes run)."""
-    return {k: v for k, v in dump.items() if k != "backend"} if isinstance(dump, dict) else dump
+    where = ("backend", "executor", "ray_address")
+    return {k: v for k, v in dump.items() if k not in where} if isinstance(dump, dict) else dump
 
 
 async def run_rl(
@@ -282,6 +295,8 @@ async def run_rl(
     eval_sched = RolloutScheduler(
         pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.heldout_max_steps, on_done=tick
     )
+    executor = make_rollout_executor(cfg, sched)  # where every scheduler of the run plays its samples
+    executor.attach(eval_sched)
     m = cfg.model
     try:
         examples: list[tuple[str, str]] = []
@@ -295,6 +310,7 @@ async def run_rl(
             oracle_sched = RolloutScheduler(
                 pool, judge, store, concurrency=cfg.concurrency, on_done=tick
             )  # the tasks' own budgets
+            executor.attach(oracle_sched)
             demo = await evaluate(
                 oracle_sched, train_tasks, teacher, run_id + "-teacher", cfg.seed, cfg.warm_start.samples,
                 prog, "warm start: teacher rollouts",
@@ -389,16 +405,44 @@ async def run_rl(
             prog.start("rl", end - start, "RL iterations")
         for it in range(start, end):
             t_it = time.perf_counter()
-            trajs, seconds, replaced = await sample_batch(cfg, curriculum, sched, policy, run_id, it, prog)
-            metrics = iteration_metrics(trajs, seconds, policy.version, m.max_new_tokens)
+            if cfg.async_rollouts and lag.staleness > 0:
+                # Asynchronous: the update on the batch sampled k iterations ago runs while this
+                # iteration's batch is sampled; the queue's staleness check bounds how old it is.
+                sampled_at = policy.version
+                ready = await lag.ready(policy.version)
+                sampling = asyncio.ensure_future(sample_batch(cfg, curriculum, sched, policy, run_id, it, prog))
+                t_up = time.perf_counter()
+                try:
+                    update = await asyncio.to_thread(trainer.step, ready) if ready is not None else {}
+                    update_s = time.perf_counter() - t_up if ready is not None else 0.0
+                    if sync is not None and update.get("train/skipped") == 0.0:
+                        # the new weights go to the inference side while the batch is still sampled
+                        t_sync = time.perf_counter()
+                        await asyncio.to_thread(sync.push, policy)
+                        res.weight_syncs += 1
+                        update["sync/seconds"] = round(time.perf_counter() - t_sync, 3)
+                except BaseException:
+                    sampling.cancel()
+                    raise
+                trajs, seconds, replaced = await sampling
+                await lag.add(trajs)
+                metrics = iteration_metrics(trajs, seconds, sampled_at, m.max_new_tokens)
+            else:
+                trajs, seconds, replaced = await sample_batch(cfg, curriculum, sched, policy, run_id, it, prog)
+                metrics = iteration_metrics(trajs, seconds, policy.version, m.max_new_tokens)
+                ready = await lag.push(trajs, policy.version)
+                t_up = time.perf_counter()
+                update = await asyncio.to_thread(trainer.step, ready) if ready is not None else {}
+                update_s = time.perf_counter() - t_up if ready is not None else 0.0
             metrics["rollout/replaced_groups"] = replaced
             metrics["rollout/rewards"] = [round(t.reward, 4) for t in trajs if t.trainable]
-            ready = await lag.push(trajs, policy.version)
+            metrics.update(update)
             if ready is not None:
-                t_up = time.perf_counter()
-                metrics.update(await asyncio.to_thread(trainer.step, ready))
-                metrics["timing_s/update"] = time.perf_counter() - t_up
+                metrics["timing_s/update"] = update_s
             metrics["actor/lr"] = float(trainer.optimizer.param_groups[0]["lr"])
+            # the trainer's idle time: the part of the iteration it was not updating
+            metrics["train/update_s"] = round(update_s, 4)
+            metrics["train/idle_s"] = round(time.perf_counter() - t_it - update_s, 4)
             metrics.update(curriculum.metrics())
             for t in trajs:
                 if t.trainable:
@@ -425,8 +469,13 @@ async def run_rl(
                 "zero_std_groups": metrics.get("train/frac_zero_std_groups"),
                 "replaced_groups": replaced,
                 "alerts": [a.rule for a in alerts],
+                "staleness_max": metrics.get("train/staleness_max"),
+                "update_s": metrics["train/update_s"],
+                "trainer_idle_s": metrics["train/idle_s"],
             }
-            if sync is not None and metrics.get("train/skipped") == 0.0:
+            if "sync/seconds" in metrics:  # pushed during sampling (asynchronous)
+                row["weight_sync_s"] = metrics["sync/seconds"]
+            elif sync is not None and metrics.get("train/skipped") == 0.0:
                 # Before the checkpoint: if the server cannot be reached the run stops with a one-line
                 # error, and --resume redoes this iteration (sampling and update are deterministic).
                 t_sync = time.perf_counter()
@@ -463,6 +512,7 @@ async def run_rl(
         store.finish_run(run_id, res.to_json())
         return res
     finally:
+        await executor.aclose()
         await pool.close()
         sink.close()
         store.close()
