@@ -31,7 +31,7 @@ PACKAGE = "sparring"
 ROOT_ROOMS = ("errors", "trajectory", "chat_format")
 
 # room -> the rooms (or single modules, "judge.records") it may import. A room may always import
-# itself. Read bottom-up: errors; sandbox; tasks; judge; policy; env; rollout; store; ...; cli.
+# itself. Read bottom-up: errors; sandbox; tasks; judge; admission; policy; env; rollout; store; ...; cli.
 ROLLOUT_ROOMS = frozenset(
     {"errors", "sandbox", "tasks", "judge", "policy", "env", "store", "trajectory", "chat_format"}
 )
@@ -41,6 +41,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "sandbox": frozenset({"errors"}),
     "tasks": frozenset({"errors", "sandbox"}),  # protocols only: see CONCRETE_BACKENDS
     "judge": frozenset({"errors", "sandbox", "tasks"}),  # never rollout, policy, train, env, store
+    # runs the judge on a task to decide whether it enters the library (check, regress, bench)
+    "admission": frozenset({"errors", "sandbox", "tasks", "judge"}),
     "trajectory": frozenset({"errors", "judge.records"}),  # the judge's verdict record, nothing else
     "policy": frozenset({"errors", "tasks", "chat_format", "trajectory"}),  # never judge
     "env": frozenset({"errors", "sandbox", "tasks", "judge", "trajectory", "chat_format"}),  # never policy
@@ -50,7 +52,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "rollout": ROLLOUT_ROOMS,  # drives env with a policy
     "distributed": (ROLLOUT_ROOMS - {"chat_format"}) | {"rollout"},
     # consumes trajectories: everything rollout may use, and the rooms that shape training
-    "train": ROLLOUT_ROOMS | {"rollout", "curriculum", "monitor", "distributed"},
+    "train": ROLLOUT_ROOMS | {"rollout", "curriculum", "monitor", "distributed", "admission"},
     "integrations": ROLLOUT_ROOMS | {"rollout"},  # thin adapters over env
     "cli": frozenset({"*"}),  # parses, calls the library, prints
     "": frozenset(),  # sparring/__init__.py
@@ -61,14 +63,7 @@ MAY_BUILD_BACKENDS = frozenset({"sandbox", "cli"})
 
 # (importer module, imported module) -> why it is still here. Shrink only.
 KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
-    # Admission (check, bench, hidden-suite and dynamic-test import) runs the judge, so it belongs in
-    # judge/ or a room of its own (issue 15), not in the task data room.
-    ("tasks.check", "judge.base"): "admission lives in tasks/; moves out (issue 15)",
-    ("tasks.check", "judge.pytest_judge"): "admission lives in tasks/; moves out (issue 15)",
-    ("tasks.bench", "judge.base"): "admission bench lives in tasks/; moves out (issue 15)",
-    ("tasks.bench", "judge.pytest_judge"): "admission bench lives in tasks/; moves out (issue 15)",
-    ("tasks.bench", "sandbox.local"): "admission bench builds a LocalBackend; should take a SandboxBackend",
-    ("tasks.regress", "judge.base"): "environment regression checks judge tasks; move out with admission",
+    # The dynamic-test importer writes the judge's file formats.
     ("tasks.importers", "judge.dynamic"): "the importer writes the judge's dynamic-test file",
     ("tasks.importers", "judge.mutation"): "the importer converts inputs with the judge's mutation helper",
     ("tasks.families.code_repair", "sandbox.local"): "validates mutants in a LocalBackend; should take a "

@@ -13,7 +13,7 @@ import pytest
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.judge.redteam import EXPECTED_FLAGS, HACKS
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.check import solution_diff
+from sparring.tasks.loader import solution_diff
 
 FAMILIES = ["clamp", "code-repair", "function-impl", "dynamic"]
 

@@ -12,7 +12,7 @@ from sparring.judge.pytest_judge import PytestJudge
 from sparring.judge.redteam import HACKS
 from sparring.judge.review import MIN_HISTORY, ReviewQueue, risk_reasons
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.check import solution_diff
+from sparring.tasks.loader import solution_diff
 
 
 def _res(reward=0.0, flags=(), all_pass=0.0):

@@ -26,7 +26,7 @@ from sparring.judge.redteam import (
     target,
 )
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.check import solution_diff
+from sparring.tasks.loader import solution_diff
 
 FAMILIES = ["clamp", "code-repair", "function-impl"]
 

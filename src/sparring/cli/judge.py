@@ -147,8 +147,7 @@ def _batch(tasks_dir: Path, workspaces: Path | None, reference: bool, hack: str 
     from sparring.judge.redteam import HACKS
     from sparring.sandbox.base import WorkspaceDiff
     from sparring.sandbox.workspace import tree_diff
-    from sparring.tasks.check import solution_diff
-    from sparring.tasks.loader import find_tasks
+    from sparring.tasks.loader import find_tasks, solution_diff
 
     if concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")

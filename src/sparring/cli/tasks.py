@@ -135,7 +135,7 @@ def check(
     Each result is written to admission.json as soon as its task is checked, so an interrupted run
     keeps what it finished. Without a terminal, one progress line per task goes to stderr.
     """
-    from sparring.tasks.check import (
+    from sparring.admission.check import (
         REFERENCE_RUNS,
         CheckReport,
         admission_record,
@@ -218,8 +218,8 @@ LIBRARY_OPT = typer.Option(
 
 
 def _row(t) -> dict:  # type: ignore[no-untyped-def,type-arg]
-    from sparring.tasks.check import load_admission
     from sparring.tasks.difficulty import load_difficulty
+    from sparring.tasks.loader import load_admission
 
     adm = load_admission(t)
     measured = load_difficulty(t) or {}
@@ -277,8 +277,7 @@ def show(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Show one task: spec, digest, admission result and the versions the library holds."""
-    from sparring.tasks.check import load_admission
-    from sparring.tasks.loader import TASK_FILE, load_task
+    from sparring.tasks.loader import TASK_FILE, load_admission, load_task
     from sparring.tasks.registry import Registry, default_library
 
     reg = Registry(library or default_library())
@@ -415,17 +414,20 @@ def bench(
     ),
     repeats: int = typer.Option(0, "--repeats", min=0, help="Reference runs (0: as `tasks check`)."),
     seed: int = typer.Option(0, "--seed"),
+    backend: str = BACKEND_OPT,
     json_out: bool = JSON_OPT,
 ) -> None:
     """Benchmark admission throughput (tasks checked per minute) on a generated mixed sample."""
-    from sparring.tasks.bench import run_admission_bench
+    from sparring.admission.bench import run_admission_bench
 
     fams = [f.strip() for f in families.split(",") if f.strip()]
     if not fams:
         raise ConfigError("--families names no family")
     with err_console.status(f"generating and checking {n} tasks"):
         res = run_async(
-            run_admission_bench(n, fams, concurrency, repeats or None, seed, judge_concurrency or None)
+            run_admission_bench(
+                make_cli_backend(backend), n, fams, concurrency, repeats or None, seed, judge_concurrency or None
+            )
         )
     if json_out:
         emit_json(res)
@@ -442,7 +444,7 @@ def regress_cmd(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Re-run every admitted task's reference and initial state; report tasks whose outcome changed (drift)."""
-    from sparring.tasks.regress import regress
+    from sparring.admission.regress import regress
 
     tasks = _paths_or_library(paths, library)
     with err_console.status(f"re-running {len(tasks)} tasks"):
