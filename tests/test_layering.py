@@ -63,19 +63,6 @@ MAY_BUILD_BACKENDS = frozenset({"sandbox", "cli"})
 
 # (importer module, imported module) -> why it is still here. Shrink only.
 KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
-    # The dynamic-test importer writes the judge's file formats.
-    ("tasks.importers", "judge.dynamic"): "the importer writes the judge's dynamic-test file",
-    ("tasks.importers", "judge.mutation"): "the importer converts inputs with the judge's mutation helper",
-    ("tasks.families.code_repair", "sandbox.local"): "validates mutants in a LocalBackend; should take a "
-    "SandboxBackend (make_backend, issue 15)",
-    ("tasks.families.shell_ops", "policy.base"): "the noisy demonstrator is a policy; belongs in policy/",
-    ("tasks.families.shell_ops", "policy.scripted"): "the noisy demonstrator is a policy; belongs in policy/",
-    ("tasks.difficulty", "store.base"): "difficulty from stored pass rates; belongs in curriculum/",
-    ("tasks.difficulty", "store.sqlite"): "difficulty from stored pass rates; belongs in curriculum/",
-    # The pool finds a task's spec (spec_for_task); the spec-layer refactor moves that out of sandbox/.
-    ("sandbox.pool", "tasks.loader"): "spec_for_task(Task) in the pool; moves with the spec refactor",
-    ("sandbox.pool", "tasks.environment"): "spec_for_task resolves the task's pinned layer; belongs above "
-    "sandbox/ (env/ or tasks/) with spec_for_task",
     # The adversarial scripted policy replays the red team's hack catalogue, owned by the judge.
     ("policy.scripted", "judge.redteam"): "adversarial policy uses the red-team catalogue; the "
     "catalogue should move below both (tasks.hacks)",

@@ -40,7 +40,7 @@ def test_reference_solution_passes(judge, clamp_task):
 
 
 def test_hidden_tests_never_enter_the_agent_workspace(judge, clamp_task, backend):
-    from sparring.sandbox.pool import spec_for_task
+    from sparring.tasks.sandbox_spec import spec_for_task
 
     async def body():
         sb = await backend.create(spec_for_task(clamp_task))

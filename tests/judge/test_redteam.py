@@ -67,7 +67,7 @@ def test_swapped_test_code_is_caught_even_on_a_correct_solution(judge, family_ta
 
 def test_judge_assets_never_reach_the_agent_and_no_judge_mount_is_writable(judge, clamp_task, backend):
     """In the agent's sandbox there is no /judge content; in the judge's, no writable judge mount."""
-    from sparring.sandbox.pool import spec_for_task
+    from sparring.tasks.sandbox_spec import spec_for_task
 
     async def body():
         sb = await backend.create(spec_for_task(clamp_task))

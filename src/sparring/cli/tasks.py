@@ -218,7 +218,7 @@ LIBRARY_OPT = typer.Option(
 
 
 def _row(t) -> dict:  # type: ignore[no-untyped-def,type-arg]
-    from sparring.tasks.difficulty import load_difficulty
+    from sparring.curriculum.difficulty import load_difficulty
     from sparring.tasks.loader import load_admission
 
     adm = load_admission(t)
@@ -335,7 +335,7 @@ def import_cmd(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Import tasks from a dataset file (function-jsonl: task_id, prompt, canonical_solution, test, entry_point)."""
-    from sparring.judge.dynamic import DYNAMIC_FILE
+    from sparring.tasks.dynamic_format import DYNAMIC_FILE
     from sparring.tasks.importers import import_tasks
 
     tasks = import_tasks(fmt, file, out, limit=limit)
@@ -375,10 +375,16 @@ def difficulty_cmd(
     The record (difficulty.json) sits outside the task's digested bytes: a pass rate describes the
     policies that played the task, so measuring never makes a new task version.
     """
-    from sparring.tasks.difficulty import difficulty_record, measure, store_difficulty
+    from sparring.curriculum.difficulty import difficulty_record, measure, store_difficulty
+    from sparring.store.base import TrajQuery
+    from sparring.store.sqlite import SQLiteStore
 
     tasks = _paths_or_library(paths, library)
-    ms = measure(from_store, tasks, policy)
+    st = SQLiteStore(from_store, readonly=True)
+    try:
+        ms = measure(tasks, lambda tid: st.iter_search(TrajQuery(task_id=tid, policy=policy, limit=None)))
+    finally:
+        st.close()
     by_digest = {t.digest: t for t in tasks}
     rows = []
     for m in ms:

@@ -15,8 +15,8 @@ from sparring.errors import TaskError
 from sparring.judge.base import Judge, score_with_usage
 from sparring.rollout.episode import trajectory_usage
 from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
-from sparring.sandbox.pool import aspec_for_task
 from sparring.tasks.loader import Task
+from sparring.tasks.sandbox_spec import aspec_for_task
 from sparring.trajectory import Trajectory
 
 

@@ -132,7 +132,7 @@ def make_teacher(cfg: RLConfig) -> Any:
     if ws.teacher == "noisy":
         if cfg.family != "shell-ops":
             raise ConfigError(f"warm_start.teacher=noisy needs family shell-ops, not {cfg.family!r}")
-        from sparring.tasks.families.shell_ops import NoisyDemonstrator
+        from sparring.policy.demonstrator import NoisyDemonstrator
 
         return NoisyDemonstrator(ws.epsilon, seed=cfg.seed, forget_output=ws.forget_output)
     return OraclePolicy()
