@@ -8,9 +8,9 @@ sandbox backends (:data:`CONCRETE_BACKENDS`) may be imported only by the
 sandbox room itself and by the CLI, which builds them; everything else takes
 the protocols in ``sandbox.base``.
 
-Known violations are listed in :data:`KNOWN_VIOLATIONS`, each with its reason.
-The list may only shrink: an entry that no longer occurs fails the test too, so
-fixing a violation means deleting its entry.
+Known violations would be listed in :data:`KNOWN_VIOLATIONS`, each with its
+reason; the list is empty and may only shrink: an entry that no longer occurs
+fails the test too, so fixing a violation means deleting its entry.
 """
 
 from __future__ import annotations
@@ -61,14 +61,8 @@ ALLOWED: dict[str, frozenset[str]] = {
 CONCRETE_BACKENDS = ("sandbox.local", "sandbox.oci", "sandbox.oci_image", "sandbox.oci_support")
 MAY_BUILD_BACKENDS = frozenset({"sandbox", "cli"})
 
-# (importer module, imported module) -> why it is still here. Shrink only.
-KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
-    # The adversarial scripted policy replays the red team's hack catalogue, owned by the judge.
-    ("policy.scripted", "judge.redteam"): "adversarial policy uses the red-team catalogue; the "
-    "catalogue should move below both (tasks.hacks)",
-    # Saving an HF policy that carries a LoRA adapter uses train's LoRA helpers.
-    ("policy.hf", "train.lora"): "LoRA save helpers live in train/; move to policy/ or a shared module",
-}
+# (importer module, imported module) -> why it is still here. Shrink only; empty since issue 15.
+KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)

@@ -144,9 +144,9 @@ def _batch(tasks_dir: Path, workspaces: Path | None, reference: bool, hack: str 
 
     from sparring.errors import ConfigError
     from sparring.judge.canary import hack_rate, is_canary, mix_canaries
-    from sparring.judge.redteam import HACKS
     from sparring.sandbox.base import WorkspaceDiff
     from sparring.sandbox.workspace import tree_diff
+    from sparring.tasks.hacks import HACKS
     from sparring.tasks.loader import find_tasks, solution_diff
 
     if concurrency < 1:

@@ -208,6 +208,7 @@ async def run_rl(
 ) -> RunResult:
     """The whole recipe; with ``resume`` it continues from the newest checkpoint in the workdir."""
     from sparring.policy.hf import HFPolicy
+    from sparring.policy.lora_files import load_adapter
     from sparring.train.checkpoint import (
         latest_checkpoint,
         load_state,
@@ -216,7 +217,7 @@ async def run_rl(
         save_checkpoint,
     )
     from sparring.train.grpo import GRPOTrainer, SFTTrainer, sft_examples
-    from sparring.train.lora import apply_lora, load_adapter
+    from sparring.train.lora import apply_lora
 
     with contextlib.suppress(Exception):  # transformers' weight-loading progress bars only clutter stderr
         import transformers
