@@ -60,7 +60,7 @@ from sparring.errors import TaskError
 from sparring.judge.base import Judge, JudgeResult
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks import hacks, hidden_suite
-from sparring.tasks.environment import alayer_for
+from sparring.tasks.environment import alayer_for, layer_for
 from sparring.tasks.hacks import Variant
 from sparring.tasks.loader import (
     ADMISSION_FILE,
@@ -481,6 +481,18 @@ def admission_record(rep: CheckReport, repeats: int, environment: str = "") -> d
         "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "outcomes": rep.outcomes,
     }
+
+
+def unloadable(name: str, error: Exception) -> CheckReport:
+    """The report of a task directory that does not load: rejected under ``spec_valid``."""
+    return CheckReport(name, "", [Problem("spec_valid", str(error))])
+
+
+def record_result(task: Task, rep: CheckReport, repeats: int) -> Path:
+    """Store ``rep`` as the task's admission.json, naming the environment layer it was judged in (none
+    when no rule ran the judge)."""
+    env = layer_for(task.spec.environment).digest if rep.outcomes else ""
+    return store_admission(task, admission_record(rep, repeats, env))
 
 
 def store_admission(task: Task, record: dict[str, Any]) -> Path:

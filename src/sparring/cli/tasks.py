@@ -17,7 +17,7 @@ from sparring.cli.common import (
     out_console,
     run_async,
 )
-from sparring.errors import ConfigError, TaskError
+from sparring.errors import ConfigError
 
 if TYPE_CHECKING:
     from sparring.judge.base import Judge
@@ -50,56 +50,6 @@ def generate(
         )
     else:
         err_console.print(f"wrote {len(tasks)} tasks to {out}")
-
-
-def _load_all(paths: list[Path]) -> tuple[list, list[dict]]:  # type: ignore[type-arg]
-    from sparring.tasks.loader import TASK_FILE, load_task
-
-    tasks, broken = [], []
-    for p in paths:
-        if not p.exists():
-            raise TaskError(f"path not found: {p} (pass a task directory or a directory of tasks)")
-        dirs = [p] if (p / TASK_FILE).is_file() else sorted(x.parent for x in p.rglob(TASK_FILE))
-        if not dirs:
-            raise TaskError(f"no tasks under {p}: no {TASK_FILE} found")
-        for d in dirs:
-            try:
-                tasks.append(load_task(d))
-            except TaskError as e:
-                broken.append(
-                    {
-                        "id": d.name,
-                        "digest": "",
-                        "ok": False,
-                        "problems": [{"rule": "spec_valid", "detail": str(e)}],
-                    }
-                )
-    return tasks, broken
-
-
-def _check_targets(refs: list[str], library: Path | None) -> list[Path]:
-    """Each REF as a path when it is one, else a task of the library (id, id@version, digest, prefix)."""
-    from sparring.tasks.registry import Registry, default_library
-
-    out: list[Path] = []
-    reg = None
-    for ref in refs:
-        p = Path(ref)
-        if p.exists():
-            out.append(p)
-            continue
-        if "/" in ref or ref.startswith("."):
-            raise TaskError(
-                f"path not found: {ref} (pass a task directory, a directory of tasks or a library ref)"
-            )
-        reg = reg or Registry(library or default_library())
-        if not reg.root.is_dir():
-            raise TaskError(
-                f"{ref!r} is not a path, and there is no task library at {reg.root} to look it up in "
-                "(pass --library DIR)"
-            )
-        out.append(reg.resolve(ref).path)
-    return out
 
 
 @app.command("check")
@@ -135,16 +85,10 @@ def check(
     Each result is written to admission.json as soon as its task is checked, so an interrupted run
     keeps what it finished. Without a terminal, one progress line per task goes to stderr.
     """
-    from sparring.admission.check import (
-        REFERENCE_RUNS,
-        CheckReport,
-        admission_record,
-        check_tasks,
-        store_admission,
-    )
-    from sparring.tasks.environment import layer_for
+    from sparring.admission.check import REFERENCE_RUNS, CheckReport, check_tasks, record_result, unloadable
+    from sparring.tasks.selection import load_each, resolve_refs
 
-    tasks, broken = _load_all(_check_targets(refs, library))
+    tasks, broken = load_each(resolve_refs(refs, library))
     repeats = repeats or REFERENCE_RUNS
     judge = _judge(backend)
     by_digest = {t.digest: t for t in tasks}
@@ -156,8 +100,7 @@ def check(
             done[1] += 0 if rep.ok else 1
             t = by_digest[rep.digest]
             if store:
-                env = layer_for(t.spec.environment).digest if rep.outcomes else ""
-                store_admission(t, admission_record(rep, repeats, env))
+                record_result(t, rep, repeats)
             line = f"checked {done[0]}/{len(tasks)} tasks ({done[1]} rejected)"
             status.update(line)
             if not err_console.is_terminal:
@@ -174,7 +117,7 @@ def check(
                 judge_concurrency=judge_concurrency or None,
             )
         )
-    items = [r.to_json() for r in reports] + broken
+    items = [r.to_json() for r in [*reports, *(unloadable(d.name, e) for d, e in broken)]]
     if json_out:
         emit_json({"tasks": items})
     else:
@@ -200,16 +143,9 @@ PATHS_OR_LIBRARY_ARG = typer.Argument(
 
 
 def _paths_or_library(paths: list[Path] | None, library: Path | None) -> list[Task]:
-    """The tasks under ``paths``, or every task of the library when no path is given."""
-    from sparring.tasks.loader import find_tasks
-    from sparring.tasks.registry import Registry, default_library
+    from sparring.tasks.selection import tasks_or_library
 
-    if paths:
-        return [t for p in paths for t in find_tasks(p)]
-    reg = Registry(library or default_library())
-    if not reg.root.is_dir():
-        raise TaskError(f"task library {reg.root} does not exist (add tasks with `sparring tasks add`)")
-    return reg.tasks()
+    return tasks_or_library(paths, library)
 
 
 LIBRARY_OPT = typer.Option(
@@ -245,15 +181,9 @@ def list_cmd(
 ) -> None:
     """List tasks (every version side by side) with their digest, difficulty and admission status."""
     from sparring.tasks.loader import find_tasks
-    from sparring.tasks.registry import Registry, default_library
+    from sparring.tasks.selection import library_tasks
 
-    if path is not None:
-        tasks = find_tasks(path)
-    else:
-        reg = Registry(library or default_library())
-        if not reg.root.is_dir():
-            raise TaskError(f"task library {reg.root} does not exist (add tasks with `sparring tasks add`)")
-        tasks = reg.tasks()
+    tasks = find_tasks(path) if path is not None else library_tasks(library)
     rows = [_row(t) for t in tasks]
     if json_out:
         emit_json({"total": len(rows), "tasks": rows})
