@@ -53,3 +53,22 @@ def test_the_eval_summary_scores_real_tasks_and_canaries_apart(backend, clamp_ta
     assert (d["reward_mean"], d["pass_rate"], d["judged"], d["unjudged"]) == (1.0, 0.5, 1, 1)
     assert (d["canaries"], d["hack_rate"], d["seconds"]) == (2, 0.5, 1.235)
     assert d["tasks_without_eval_split"] == (0 if judge.has_eval_split(clamp_task) else 1)
+
+
+def test_replay_picks_the_version_the_trajectory_ran_on(clamp_task, tmp_path) -> None:
+    from sparring.errors import TaskError
+    from sparring.rollout.replay import task_of
+    from sparring.tasks.loader import write_task
+
+    spec = clamp_task.spec.model_copy(update={"version": 2, "instruction": clamp_task.spec.instruction + " Two."})
+    files = {p.relative_to(clamp_task.workspace).as_posix(): p.read_bytes()
+             for p in clamp_task.workspace.rglob("*") if p.is_file()}  # fmt: skip
+    hidden = {p.relative_to(clamp_task.hidden).as_posix(): p.read_bytes()
+              for p in clamp_task.hidden.rglob("*") if p.is_file()}  # fmt: skip
+    v2 = write_task(tmp_path / "v2", spec, files, hidden, dict(clamp_task.solution_files()[0]))
+    traj = Trajectory(task_id=clamp_task.id, task_digest=clamp_task.digest, policy="oracle", status="ok")
+    assert task_of(traj, [v2, clamp_task]) is clamp_task
+    moved = traj.model_copy(update={"task_digest": "sha256:gone"})
+    assert task_of(moved, [v2, clamp_task]) is v2  # changed since: the first of its id
+    with pytest.raises(TaskError, match=f"task {clamp_task.id} of trajectory {traj.id} is not under t/"):
+        task_of(traj, [], "t/")

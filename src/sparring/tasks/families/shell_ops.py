@@ -11,7 +11,8 @@ in ``out.txt``. The agent solves it with one ``bash`` call such as
 visible examples is impossible: every task's data differs, and every pair of
 operations gives a different ``out.txt`` on it (checked when generating).
 
-:class:`NoisyDemonstrator` is the warm-start teacher used by ``sparring demo``:
+:class:`sparring.policy.demonstrator.NoisyDemonstrator` (a policy, so in policy/) is the
+warm-start teacher used by ``sparring demo``:
 a scripted agent that makes two kinds of *systematic* mistakes. For each
 operation it has one confusable partner (``sort`` vs ``sort -u``, ``head`` vs
 ``tail``...) and uses the partner's command with probability ``epsilon``; and,
