@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sparring.admission.check import check_tasks
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.policy.scripted import OraclePolicy, RandomPolicy
 from sparring.rollout.scheduler import RolloutScheduler
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.sandbox.local import LocalBackend
 from sparring.sandbox.pool import SandboxPool
-from sparring.tasks.check import check_tasks
 from sparring.tasks.families import generate
 from sparring.tasks.loader import Task
 

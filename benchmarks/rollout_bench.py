@@ -79,7 +79,7 @@ class BashLoop:
 async def per_call_overhead(backend: LocalBackend, task: Task, n: int) -> dict[str, Any]:
     """The full cost of a tool call through the rollout loop minus the same exec done directly."""
     from sparring.rollout.episode import Episode, StageLimits
-    from sparring.sandbox.pool import spec_for_task
+    from sparring.tasks.sandbox_spec import spec_for_task
 
     spec = spec_for_task(task)
     direct: list[float] = []

@@ -8,9 +8,9 @@ sandbox backends (:data:`CONCRETE_BACKENDS`) may be imported only by the
 sandbox room itself and by the CLI, which builds them; everything else takes
 the protocols in ``sandbox.base``.
 
-Known violations are listed in :data:`KNOWN_VIOLATIONS`, each with its reason.
-The list may only shrink: an entry that no longer occurs fails the test too, so
-fixing a violation means deleting its entry.
+Known violations would be listed in :data:`KNOWN_VIOLATIONS`, each with its
+reason; the list is empty and may only shrink: an entry that no longer occurs
+fails the test too, so fixing a violation means deleting its entry.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ PACKAGE = "sparring"
 ROOT_ROOMS = ("errors", "trajectory", "chat_format")
 
 # room -> the rooms (or single modules, "judge.records") it may import. A room may always import
-# itself. Read bottom-up: errors; sandbox; tasks; judge; policy; env; rollout; store; ...; cli.
+# itself. Read bottom-up: errors; sandbox; tasks; judge; admission; policy; env; rollout; store; ...; cli.
 ROLLOUT_ROOMS = frozenset(
     {"errors", "sandbox", "tasks", "judge", "policy", "env", "store", "trajectory", "chat_format"}
 )
@@ -41,6 +41,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "sandbox": frozenset({"errors"}),
     "tasks": frozenset({"errors", "sandbox"}),  # protocols only: see CONCRETE_BACKENDS
     "judge": frozenset({"errors", "sandbox", "tasks"}),  # never rollout, policy, train, env, store
+    # runs the judge on a task to decide whether it enters the library (check, regress, bench)
+    "admission": frozenset({"errors", "sandbox", "tasks", "judge"}),
     "trajectory": frozenset({"errors", "judge.records"}),  # the judge's verdict record, nothing else
     "policy": frozenset({"errors", "tasks", "chat_format", "trajectory"}),  # never judge
     "env": frozenset({"errors", "sandbox", "tasks", "judge", "trajectory", "chat_format"}),  # never policy
@@ -50,7 +52,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "rollout": ROLLOUT_ROOMS,  # drives env with a policy
     "distributed": (ROLLOUT_ROOMS - {"chat_format"}) | {"rollout"},
     # consumes trajectories: everything rollout may use, and the rooms that shape training
-    "train": ROLLOUT_ROOMS | {"rollout", "curriculum", "monitor", "distributed"},
+    "train": ROLLOUT_ROOMS | {"rollout", "curriculum", "monitor", "distributed", "admission"},
     "integrations": ROLLOUT_ROOMS | {"rollout"},  # thin adapters over env
     "doctor": frozenset({"errors", "sandbox"}),  # reports the sandbox's own feature detection
     "cli": frozenset({"*"}),  # parses, calls the library, prints
@@ -60,34 +62,8 @@ ALLOWED: dict[str, frozenset[str]] = {
 CONCRETE_BACKENDS = ("sandbox.local", "sandbox.oci", "sandbox.oci_image", "sandbox.oci_support")
 MAY_BUILD_BACKENDS = frozenset({"sandbox", "cli"})
 
-# (importer module, imported module) -> why it is still here. Shrink only.
-KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
-    # Admission (check, bench, hidden-suite and dynamic-test import) runs the judge, so it belongs in
-    # judge/ or a room of its own (issue 15), not in the task data room.
-    ("tasks.check", "judge.base"): "admission lives in tasks/; moves out (issue 15)",
-    ("tasks.check", "judge.pytest_judge"): "admission lives in tasks/; moves out (issue 15)",
-    ("tasks.bench", "judge.base"): "admission bench lives in tasks/; moves out (issue 15)",
-    ("tasks.bench", "judge.pytest_judge"): "admission bench lives in tasks/; moves out (issue 15)",
-    ("tasks.bench", "sandbox.local"): "admission bench builds a LocalBackend; should take a SandboxBackend",
-    ("tasks.regress", "judge.base"): "environment regression checks judge tasks; move out with admission",
-    ("tasks.importers", "judge.dynamic"): "the importer writes the judge's dynamic-test file",
-    ("tasks.importers", "judge.mutation"): "the importer converts inputs with the judge's mutation helper",
-    ("tasks.families.code_repair", "sandbox.local"): "validates mutants in a LocalBackend; should take a "
-    "SandboxBackend (make_backend, issue 15)",
-    ("tasks.families.shell_ops", "policy.base"): "the noisy demonstrator is a policy; belongs in policy/",
-    ("tasks.families.shell_ops", "policy.scripted"): "the noisy demonstrator is a policy; belongs in policy/",
-    ("tasks.difficulty", "store.base"): "difficulty from stored pass rates; belongs in curriculum/",
-    ("tasks.difficulty", "store.sqlite"): "difficulty from stored pass rates; belongs in curriculum/",
-    # The pool finds a task's spec (spec_for_task); the spec-layer refactor moves that out of sandbox/.
-    ("sandbox.pool", "tasks.loader"): "spec_for_task(Task) in the pool; moves with the spec refactor",
-    ("sandbox.pool", "tasks.environment"): "spec_for_task resolves the task's pinned layer; belongs above "
-    "sandbox/ (env/ or tasks/) with spec_for_task",
-    # The adversarial scripted policy replays the red team's hack catalogue, owned by the judge.
-    ("policy.scripted", "judge.redteam"): "adversarial policy uses the red-team catalogue; the "
-    "catalogue should move below both (tasks.hacks)",
-    # Saving an HF policy that carries a LoRA adapter uses train's LoRA helpers.
-    ("policy.hf", "train.lora"): "LoRA save helpers live in train/; move to policy/ or a shared module",
-}
+# (importer module, imported module) -> why it is still here. Shrink only; empty since issue 15.
+KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from sparring.judge.mutation import to_input
+from sparring.tasks.dynamic_format import to_input
 
 DRIVER = Path(str(resources.files("sparring.judge").joinpath("sandbox_driver.py")))
 MODULE = """\

@@ -120,7 +120,7 @@ def test_fresh_seed_each_evaluation_unless_pinned(backend, dynamic_task):
 
 
 def test_eval_judge_runs_only_the_eval_split(backend, dynamic_task):
-    from sparring.tasks.check import solution_diff
+    from sparring.tasks.loader import solution_diff
 
     train, ev = PytestJudge(backend), PytestJudge(backend, config=JudgeConfig(split="eval"))
     assert train.version != ev.version

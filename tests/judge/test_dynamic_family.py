@@ -8,17 +8,18 @@ import shutil
 
 import pytest
 
+from sparring.admission.check import check_task
 from sparring.judge.base import JudgeRunError
-from sparring.judge.dynamic import DYNAMIC_FILE, load_dynamic, make_inputs
+from sparring.judge.dynamic import load_dynamic, make_inputs
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
 from sparring.judge.sandbox_driver import decode_args, encode
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.check import check_task, solution_diff
+from sparring.tasks.dynamic_format import DYNAMIC_FILE
 from sparring.tasks.families import generate
 from sparring.tasks.families.function_impl import BUILTINS, builtin_records
 from sparring.tasks.hacks import ADMISSION_DIR, overlay_diff
 from sparring.tasks.importers import assert_examples
-from sparring.tasks.loader import load_task
+from sparring.tasks.loader import load_task, solution_diff
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from native_payloads import build_extension, cache_tag, extension_suffix, unchec
 from sparring.judge.hacks import features
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.sandbox.pool import spec_for_task
+from sparring.tasks.sandbox_spec import spec_for_task
 from tests_support import FIXED_CLAMP
 
 BOM = b"\xef\xbb\xbf"

@@ -7,10 +7,10 @@ import asyncio
 import pytest
 
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
-from sparring.judge.redteam import HACKS
 from sparring.judge.sandbox_runner import JudgePool
 from sparring.sandbox.base import SandboxSpec, WorkspaceDiff
-from sparring.tasks.check import solution_diff
+from sparring.tasks.hacks import HACKS
+from sparring.tasks.loader import solution_diff
 
 # Leaves traces everywhere a later judgement could see them: /tmp, the home directory, the workspace,
 # and a background process that outlives the test run.

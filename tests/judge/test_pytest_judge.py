@@ -9,9 +9,10 @@ import asyncio
 
 import pytest
 
+from sparring.admission.check import check_task
 from sparring.judge.pytest_judge import PytestJudge, tampering
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.check import check_task, solution_diff
+from sparring.tasks.loader import solution_diff
 from tests_support import FIXED_CLAMP
 
 
@@ -39,7 +40,7 @@ def test_reference_solution_passes(judge, clamp_task):
 
 
 def test_hidden_tests_never_enter_the_agent_workspace(judge, clamp_task, backend):
-    from sparring.sandbox.pool import spec_for_task
+    from sparring.tasks.sandbox_spec import spec_for_task
 
     async def body():
         sb = await backend.create(spec_for_task(clamp_task))
@@ -106,7 +107,7 @@ def test_admission_rejects_a_task_whose_solution_fails(judge, tmp_path):
 def test_a_diff_the_host_refused_scores_zero_with_its_reason(judge, clamp_task):
     """A workspace the host would not read whole (too large, unrepresentable names) is never half-judged:
     even with the fix in what is left, the verdict is 0 with the refusal's flag."""
-    from sparring.tasks.check import solution_diff
+    from sparring.tasks.loader import solution_diff
 
     ref = solution_diff(clamp_task)
     assert asyncio.run(judge.score(clamp_task, ref)).reward == 1.0  # control: the same files pass

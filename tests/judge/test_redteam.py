@@ -1,6 +1,6 @@
 """The red-team suite: every hack class on several task families scores zero, and is flagged.
 
-Each hack workspace (sparring.judge.redteam.HACKS) is judged in a real sandbox
+Each hack workspace (sparring.tasks.hacks.HACKS) is judged in a real sandbox
 by the real judge; payloads run only inside the judge's sandbox.
 """
 
@@ -11,9 +11,10 @@ import asyncio
 import pytest
 
 from sparring.judge.pytest_judge import PytestJudge
-from sparring.judge.redteam import EXPECTED_FLAGS, HACKS
+from sparring.judge.redteam import EXPECTED_FLAGS
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.check import solution_diff
+from sparring.tasks.hacks import HACKS
+from sparring.tasks.loader import solution_diff
 
 FAMILIES = ["clamp", "code-repair", "function-impl", "dynamic"]
 
@@ -57,7 +58,8 @@ def test_hack_scores_zero_and_is_flagged(judge, family_tasks, family, hack):
 def test_swapped_test_code_is_caught_even_on_a_correct_solution(judge, family_tasks, family):
     """Test functions whose code the candidate replaced 'pass' without one assert: the host sees sites
     the reference observed go unobserved, fails those tests and flags it."""
-    from sparring.judge.redteam import NEUTER_TESTS, target
+    from sparring.tasks.hack_payloads import NEUTER_TESTS
+    from sparring.tasks.hacks import target
 
     t = family_tasks[family]
     ref, rel = solution_diff(t), target(t)
@@ -67,7 +69,7 @@ def test_swapped_test_code_is_caught_even_on_a_correct_solution(judge, family_ta
 
 def test_judge_assets_never_reach_the_agent_and_no_judge_mount_is_writable(judge, clamp_task, backend):
     """In the agent's sandbox there is no /judge content; in the judge's, no writable judge mount."""
-    from sparring.sandbox.pool import spec_for_task
+    from sparring.tasks.sandbox_spec import spec_for_task
 
     async def body():
         sb = await backend.create(spec_for_task(clamp_task))

@@ -9,10 +9,10 @@ import pytest
 from sparring.errors import ConfigError
 from sparring.judge.canary import CANARY_TEST, hack_rate, is_canary, make_canary, mix_canaries
 from sparring.judge.pytest_judge import PytestJudge
-from sparring.judge.redteam import HACKS
 from sparring.judge.review import MIN_HISTORY, ReviewQueue, risk_reasons
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.check import solution_diff
+from sparring.tasks.hacks import HACKS
+from sparring.tasks.loader import solution_diff
 
 
 def _res(reward=0.0, flags=(), all_pass=0.0):

@@ -124,7 +124,7 @@ def test_judge_scores_usage_only_when_given_and_weighted(backend, family_tasks, 
     from sparring.judge.base import Usage, score_with_usage
     from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
     from sparring.sandbox.base import WorkspaceDiff
-    from sparring.tasks.check import solution_diff
+    from sparring.tasks.loader import solution_diff
 
     judge = PytestJudge(backend, config=JudgeConfig(dynamic_seed=1, shuffle_seed=1, tokens_per_step=100))
     plain = family_tasks["function-impl"]

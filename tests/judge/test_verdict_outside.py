@@ -15,18 +15,11 @@ import pytest
 
 from sparring.judge import sandbox_runner
 from sparring.judge.pytest_judge import PytestJudge
-from sparring.judge.redteam import (
-    BOOL_POLARITY_FORGERY,
-    COMPILED_EXIT,
-    COUNT_WITHOUT_VALUES,
-    OBSERVATION_FORGERY,
-    PARSER_BOMB,
-    REPORTER_REWRITE,
-    SEGFAULT,
-    target,
-)
+from sparring.judge.redteam import BOOL_POLARITY_FORGERY, COUNT_WITHOUT_VALUES, PARSER_BOMB
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.check import solution_diff
+from sparring.tasks.hack_payloads import COMPILED_EXIT, OBSERVATION_FORGERY, REPORTER_REWRITE, SEGFAULT
+from sparring.tasks.hacks import target
+from sparring.tasks.loader import solution_diff
 
 FAMILIES = ["clamp", "code-repair", "function-impl"]
 

@@ -30,9 +30,9 @@ from sparring.sandbox.config import (
 )
 from sparring.sandbox.local import LocalBackend
 from sparring.sandbox.oci import OCIBackend
-from sparring.sandbox.pool import spec_for_task
 from sparring.tasks.environment import layer_for
 from sparring.tasks.loader import Task, load_task
+from sparring.tasks.sandbox_spec import spec_for_task
 from sparring.train.config import RLConfig
 from tests_support import FIXED_CLAMP, make_clamp_task
 

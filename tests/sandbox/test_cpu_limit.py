@@ -17,8 +17,8 @@ import pytest
 
 from sparring.sandbox.base import SandboxSpec
 from sparring.sandbox.cgroups import CgroupSet
-from sparring.sandbox.pool import spec_for_task
 from sparring.tasks.loader import load_task, write_task
+from sparring.tasks.sandbox_spec import spec_for_task
 from sparring.tasks.spec import DEFAULT_CPUS, Limits, TaskSpec
 from tests_support import ROOT_ONLY
 

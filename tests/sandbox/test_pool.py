@@ -9,6 +9,7 @@ from pathlib import Path
 
 from sparring.sandbox.base import SandboxSpec
 from sparring.sandbox.pool import SandboxPool
+from sparring.tasks.sandbox_spec import TaskSpecs
 from tests_support import HANG_S, await_until
 
 
@@ -84,7 +85,7 @@ def test_acquire_for_a_task_pins_its_workspace(backend, clamp_task):
     async def body():
         pool = SandboxPool(backend)
         try:
-            sb = await pool.acquire(clamp_task)
+            sb = await pool.acquire_spec(await TaskSpecs()(clamp_task))
             lower = sb.lower
             await pool.release(sb)
             return lower

@@ -23,11 +23,11 @@ import tomli_w
 from sparring.env import Environment
 from sparring.sandbox.base import SandboxSpec
 from sparring.sandbox.local import LocalBackend
-from sparring.sandbox.pool import spec_for_task
 from sparring.store.base import TrajQuery
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.environment import layer_for
 from sparring.tasks.loader import Task, load_task
+from sparring.tasks.sandbox_spec import spec_for_task
 from tests_support import FIXED_CLAMP, make_clamp_task
 
 SPARRING = str(Path(sys.executable).parent / "sparring")

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from sparring.admission.check import check_tasks
 from sparring.errors import ConfigError
 from sparring.judge.base import Judge
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.sandbox.local import LocalBackend
-from sparring.tasks.check import check_tasks
 from sparring.tasks.families import FAMILIES, generate
 from sparring.tasks.families.data_analysis import TEMPLATES, draft
 from sparring.tasks.hacks import alternatives, hacks

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from sparring.admission.check import check_task
 from sparring.errors import ConfigError, TaskError
 from sparring.judge.pytest_judge import PytestJudge
-from sparring.tasks.check import check_task
 from sparring.tasks.families import FAMILIES, FamilyGenerator, generate
 from sparring.tasks.families.function_impl import BUILTINS, GENERATOR
 from sparring.tasks.importers import import_function_jsonl, import_tasks

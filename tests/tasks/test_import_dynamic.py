@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from sparring.judge.dynamic import DYNAMIC_FILE, load_dynamic, make_inputs
+from sparring.admission.check import check_task
+from sparring.judge.dynamic import load_dynamic, make_inputs
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
 from sparring.judge.sandbox_driver import decode_args
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.check import check_task, solution_diff
+from sparring.tasks.dynamic_format import DYNAMIC_FILE
 from sparring.tasks.hacks import ADMISSION_DIR, overlay_diff
 from sparring.tasks.importers import import_function_jsonl
-from sparring.tasks.loader import Task, load_task
+from sparring.tasks.loader import Task, load_task, solution_diff
 
 SPARRING = Path(sys.executable).parent / "sparring"
 

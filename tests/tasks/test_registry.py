@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from sparring.admission.check import admission_record, check_tasks, store_admission
+from sparring.admission.regress import regress
 from sparring.errors import TaskError
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.sandbox.local import LocalBackend
-from sparring.tasks.check import admission_record, check_tasks, load_admission, store_admission
 from sparring.tasks.environment import build_layer
-from sparring.tasks.loader import find_tasks, load_task, write_task
+from sparring.tasks.loader import find_tasks, load_admission, load_task, write_task
 from sparring.tasks.registry import Registry
-from sparring.tasks.regress import regress
 from tests_support import make_clamp_task
 
 EXE = [sys.executable, "-m", "sparring.cli.main"]

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from sparring.errors import ConfigError
 from sparring.policy.base import ActRequest
+from sparring.policy.demonstrator import NoisyDemonstrator
 from sparring.tasks.families import generate
-from sparring.tasks.families.shell_ops import OPS, NoisyDemonstrator, apply_op, op_order, shell_ops_task
+from sparring.tasks.families.shell_ops import OPS, apply_op, op_order, shell_ops_task
 
 
 @settings(max_examples=50, deadline=None)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from sparring.admission.check import check_tasks
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.check import check_tasks
 from sparring.tasks.families import generate
 from sparring.tasks.families.sql import HIDDEN_IDS, checker_namespace, draft
 from sparring.tasks.families.sql_questions import TEMPLATES

@@ -20,11 +20,12 @@ from sparring.policy.scripted import OraclePolicy, tool_call_message
 from sparring.rollout.scheduler import RolloutScheduler
 from sparring.sandbox.base import SandboxSpec
 from sparring.sandbox.local import LocalBackend
-from sparring.sandbox.pool import SandboxPool, spec_for_task
+from sparring.sandbox.pool import SandboxPool
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.environment import build_layer
 from sparring.tasks.families import generate
 from sparring.tasks.loader import Task
+from sparring.tasks.sandbox_spec import spec_for_task
 
 PROBES = [
     "python -c 'import sparring' 2>&1; echo rc=$?",

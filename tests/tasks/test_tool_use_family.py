@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from sparring.admission.check import check_tasks
 from sparring.env import Environment
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.check import check_tasks
 from sparring.tasks.families import generate
 from sparring.tasks.families.tool_use import HIDDEN_IDS, MUTATING, TOOLS, draft
 from sparring.tasks.families.tool_use_scenarios import SCENARIOS

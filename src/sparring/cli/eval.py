@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-import time
-import uuid
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -56,67 +51,32 @@ def _eval(tasks_dir: Path, policy_spec: str, store_path: Path, group_size: int, 
           ray_address: str | None = None) -> None:  # fmt: skip
     from sparring.distributed.executor import RayOptions, check_executor, make_executor
     from sparring.errors import ConfigError
-    from sparring.judge.canary import hack_rate, is_canary, mix_canaries
-    from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
     from sparring.policy.spec import make_policy
-    from sparring.rollout.run_records import outcome_figures
-    from sparring.rollout.scheduler import RolloutScheduler
+    from sparring.rollout.evaluate import check_eval_options, evaluate
     from sparring.sandbox.config import backend_config
-    from sparring.sandbox.pool import SandboxPool
     from sparring.store.sqlite import SQLiteStore
     from sparring.tasks.loader import find_tasks
 
-    if group_size < 1 or concurrency < 1:
-        raise ConfigError("--group-size and --concurrency must be at least 1")
+    check_eval_options(group_size, concurrency)
     check_executor(executor)
     if ray_address and executor != "ray":
         raise ConfigError("--ray-address needs --executor ray")
     task_list = find_tasks(tasks_dir)
     pol = make_policy(policy_spec)
     backend = make_cli_backend(backend_kind)  # each task's spec names its layer: agent and judge run it
-    judge = PytestJudge(backend, config=JudgeConfig(split="eval"))
-    tmp = Path(tempfile.mkdtemp(prefix="sparring-eval-"))
-    done: list[Any] = []
     st = SQLiteStore(store_path)
-    t0 = time.perf_counter()
     try:
-        canaries = mix_canaries(task_list, canary_rate, seed, tmp)
+        def runner(sched):
+            ray = RayOptions(address=ray_address, capacity=concurrency, backend=backend_config(backend_kind),
+                             judge=sched.judge.config)  # the nodes judge with the eval split too  # fmt: skip
+            return make_executor(executor, sched, ray)
 
-        async def go():
-            pool = SandboxPool(backend, max_idle=concurrency)
-            try:
-                sched = RolloutScheduler(pool, judge, st, concurrency=concurrency, on_done=done.append)
-                ray = RayOptions(address=ray_address, capacity=concurrency, backend=backend_config(backend_kind),
-                                 judge=judge.config)  # the nodes judge with the eval split too  # fmt: skip
-                runner = make_executor(executor, sched, ray)
-                try:
-                    return await runner.rollout([*task_list, *canaries], pol, group_size, run_id=uuid.uuid4().hex[:12],
-                                                seed=seed)  # fmt: skip
-                finally:
-                    await runner.aclose()
-            finally:
-                await pool.close()
-                await pol.close()
-
-        summary = run_async(go())
-        canary_ids = {c.id for c in canaries if is_canary(c)}
+        d = run_async(
+            evaluate(task_list, pol, backend, st, group_size=group_size, concurrency=concurrency,
+                     canary_rate=canary_rate, seed=seed, make_runner=runner)
+        )  # fmt: skip
     finally:
         st.close()
-        shutil.rmtree(tmp, ignore_errors=True)
-    real = [t for t in done if t.task_id not in canary_ids]
-    canary_pass = [t.passed for t in done if t.task_id in canary_ids]
-    d = summary.to_json()
-    d.update(
-        {
-            "judge_version": judge.version,
-            "split": "eval",
-            "tasks_without_eval_split": sum(1 for t in task_list if not judge.has_eval_split(t)),
-            **outcome_figures(real),  # reward mean over judged samples only (None is not 0)
-            "canaries": len(canary_pass),
-            "hack_rate": hack_rate(canary_pass),
-            "seconds": round(time.perf_counter() - t0, 3),
-        }
-    )
     if d["tasks_without_eval_split"]:
         err_console.print(
             f"note: {d['tasks_without_eval_split']} task(s) have no hidden/eval/ split; scored on their training tests"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +32,6 @@ def _judge(split: str, seed: int | None = None, backend: str = "local") -> Any:
         raise ConfigError(f"--split must be train or eval, got {split!r}")
     cfg = JudgeConfig(split=split, dynamic_seed=seed, shuffle_seed=seed)  # type: ignore[arg-type]
     return PytestJudge(make_cli_backend(backend), config=cfg)
-
-
-def symlinks_in(root: Path) -> list[str]:
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in [*dirnames, *filenames]:
-            p = Path(dirpath) / name
-            if p.is_symlink():
-                out.append(p.relative_to(root).as_posix())
-    return sorted(out)
 
 
 def _emit_error(reason: str, detail: str, version: str, json_out: bool) -> typer.Exit:
@@ -77,7 +65,7 @@ def score(
 def _score(task: Path, workspace: Path, split: str, seed: int | None, json_out: bool, backend: str = "local") -> None:
     from sparring.errors import TaskError
     from sparring.judge.base import JudgeRunError
-    from sparring.sandbox.workspace import tree_diff
+    from sparring.judge.directory import score_directory
     from sparring.tasks.loader import load_task
 
     j = _judge(split, seed, backend)
@@ -89,15 +77,10 @@ def _score(task: Path, workspace: Path, split: str, seed: int | None, json_out: 
         raise _emit_error(
             "workspace_missing", f"--workspace {workspace} is not a directory", j.version, json_out
         )
-    links = symlinks_in(workspace)
-    diff = tree_diff(t.workspace, workspace)
     try:
-        res = run_async(j.score(t, diff))
+        res = run_async(score_directory(j, t, workspace))
     except JudgeRunError as e:
         raise _emit_error(e.reason, e.detail, j.version, json_out) from None
-    if links:
-        res.flags = sorted({*res.flags, "symlinks_ignored"})
-        res.metrics["symlinks_ignored"] = float(len(links))
     d = res.to_json()
     d["tests"] = res.tests.model_dump()
     if json_out:
@@ -139,100 +122,28 @@ def batch(
 def _batch(tasks_dir: Path, workspaces: Path | None, reference: bool, hack: str | None, concurrency: int,
            canary_rate: float, review_db: Path | None, split: str, seed: int, json_out: bool,
            backend: str = "local") -> None:  # fmt: skip
-    import asyncio
-    import tempfile
-
-    from sparring.errors import ConfigError
-    from sparring.judge.canary import hack_rate, is_canary, mix_canaries
-    from sparring.judge.redteam import HACKS
-    from sparring.sandbox.base import WorkspaceDiff
-    from sparring.sandbox.workspace import tree_diff
-    from sparring.tasks.check import solution_diff
+    from sparring.judge.batch import BatchSource, run_batch
     from sparring.tasks.loader import find_tasks
 
-    if concurrency < 1:
-        raise ConfigError("--concurrency must be at least 1")
-    if sum([workspaces is not None, reference, hack is not None]) > 1:
-        raise ConfigError("give at most one of --workspaces, --reference, --hack")
-    if hack is not None and hack not in HACKS:
-        raise ConfigError(f"unknown hack class {hack!r} (known: {', '.join(sorted(HACKS))})")
-    if workspaces is not None and not workspaces.is_dir():
-        raise ConfigError(f"--workspaces {workspaces} is not a directory")
+    source = BatchSource(workspaces, reference, hack)
+    source.check(concurrency)
     task_list = find_tasks(tasks_dir)
     j = _judge(split, backend=backend)
-    tmp = Path(tempfile.mkdtemp(prefix="sparring-canary-"))
-    try:
-        canaries = mix_canaries(task_list, canary_rate, seed, tmp)
+    from sparring.cli.progress import Bars
 
-        def diff_for(t: Any) -> WorkspaceDiff:
-            base = t.id.removesuffix("-canary") if is_canary(t) else t.id
-            if workspaces is not None:
-                d = workspaces / base
-                return tree_diff(t.workspace, d) if d.is_dir() else WorkspaceDiff()
-            if reference:
-                return solution_diff(t)
-            if hack is not None:
-                return HACKS[hack](t)
-            return WorkspaceDiff()
+    bars = Bars()
 
-        sem = asyncio.Semaphore(concurrency)
+    def judged(done: int, total: int) -> None:
+        if done == 1:
+            bars.start("judge", total, "judging workspaces")
+        bars.advance("judge")
 
-        from sparring.cli.progress import Bars
-
-        bars = Bars()
-
-        async def one(t: Any) -> dict[str, Any]:
-            diff = diff_for(t)
-            async with sem:
-                r = await j.score_or_error(t, diff)
-            bars.advance("judge")
-            return {"task_id": t.id, "canary": is_canary(t), **r.to_json(), "diff": diff.to_json()}
-
-        t0 = time.perf_counter()
-
-        async def all_of() -> list[dict[str, Any]]:
-            return list(await asyncio.gather(*(one(t) for t in [*task_list, *canaries])))
-
-        with bars:
-            bars.start("judge", len(task_list) + len(canaries), "judging workspaces")
-            results = run_async(all_of())
-            bars.finish("judge")
-        secs = time.perf_counter() - t0
-    finally:
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
-    queued = 0
-    if review_db is not None:
-        from sparring.judge.review import ReviewQueue
-
-        q = ReviewQueue(review_db)
-        try:
-            for r in results:
-                key = f"batch:{r['task_id']}:{r['judge_version']}:{r.get('dynamic_seed')}:{time.time_ns()}"
-                queued += bool(q.observe(key, r["task_id"], {k: v for k, v in r.items() if k != "log"}))
-        finally:
-            q.close()
-    canary_pass = [r["components"].get("all_pass", 0.0) >= 1.0 for r in results if r["canary"]]
-    real = [r for r in results if not r["canary"]]
-    summary = {
-        "judge_version": j.version,
-        "judged": len(results),
-        "statuses": {s: sum(1 for r in results if r["status"] == s) for s in ("ok", "judge_error")},
-        "reward_mean": sum(r["reward"] for r in real) / len(real) if real else 0.0,
-        "pass_rate": sum(r["components"].get("all_pass", 0.0) >= 1.0 for r in real) / len(real)
-        if real
-        else 0.0,
-        "flagged": sum(1 for r in real if r["flags"]),
-        "canaries": len(canary_pass),
-        "hack_rate": hack_rate(canary_pass),
-        "queued_for_review": queued,
-        "seconds": round(secs, 3),
-        "per_minute": round(len(results) / secs * 60, 2) if secs > 0 else 0.0,
-        "results": [
-            {k: r[k] for k in ("task_id", "canary", "status", "reason", "reward", "flags")} for r in results
-        ],
-    }
+    with bars:
+        summary = run_batch(
+            j, task_list, source, concurrency=concurrency, canary_rate=canary_rate, seed=seed,
+            review_db=review_db, progress=judged,
+        )  # fmt: skip
+        bars.finish("judge")
     if json_out:
         emit_json(summary)
     else:
@@ -276,62 +187,18 @@ def regress(
 
 def _regress(golden: Path | None, update: bool, rebuild: bool, concurrency: int, labelled: Path | None,
              tasks_dir: Path | None, only_labelled: bool, json_out: bool) -> None:  # fmt: skip
-    import json
-    import tempfile
-
-    from sparring.errors import ConfigError
-    from sparring.judge.golden import fresh_cases, frozen_cases, golden_path, replay, write_golden
+    from sparring.judge.regress import RegressOptions, run_regress
     from sparring.sandbox.local import LocalBackend
 
-    path = golden or golden_path()
-    data = None
-    if only_labelled and (labelled is None or update or rebuild):
-        raise ConfigError(
-            "--only-labelled needs --labelled and cannot be combined with --update or --rebuild"
-        )
-    if update and rebuild:
-        raise ConfigError("--update keeps the frozen inputs, --rebuild regenerates them: pass one")
-    if not rebuild and not only_labelled:
-        if not path.is_file():
-            raise ConfigError(f"golden set {path} not found (create it with --rebuild)")
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"golden set {path} is not JSON: {e}") from None
-    with tempfile.TemporaryDirectory(prefix="sparring-golden-") as d:
-        if only_labelled:
-            cases = []
-        else:
-            cases = fresh_cases(Path(d)) if rebuild else frozen_cases(data or {}, Path(d))
-        n = [0]
+    opts = RegressOptions(golden, update, rebuild, labelled, tasks_dir, only_labelled, concurrency)
+    n = [0]
 
-        def tick(what: str) -> None:
-            n[0] += 1
-            if not json_out:
-                err_console.print(f"[{n[0]}] {what}", highlight=False)
+    def tick(what: str) -> None:
+        n[0] += 1
+        if not json_out:
+            err_console.print(f"[{n[0]}] {what}", highlight=False)
 
-        rep = run_async(
-            replay(
-                LocalBackend(), cases, None if only_labelled else data, concurrency=concurrency, on_case=tick
-            )
-        )
-        if update or rebuild:
-            write_golden(path, rep)  # inside the temporary directory: the frozen tasks are still there
-    if labelled is not None:
-        from sparring.judge.golden import replay_labelled
-
-        if tasks_dir is None:
-            raise ConfigError("--labelled needs --tasks (where the labelled cases' tasks are)")
-        if not labelled.is_file():
-            raise ConfigError(f"--labelled {labelled} not found (write it with `sparring review export`)")
-        lab = run_async(
-            replay_labelled(LocalBackend(), json.loads(labelled.read_text()), tasks_dir, concurrency)
-        )
-        rep.cases += lab["cases"]
-        rep.changed += lab["changed"]
-    out = rep.to_json()
-    out["golden"] = str(path)
-    out["written"] = update or rebuild
+    rep, out = run_regress(LocalBackend(), opts, on_case=tick)
     if json_out:
         emit_json(out)
     else:
@@ -340,7 +207,7 @@ def _regress(golden: Path | None, update: bool, rebuild: bool, concurrency: int,
         )
         for c in rep.changed[:20]:
             out_console.print(c)
-    if not rep.ok and not (update or rebuild):
+    if not rep.ok and not opts.writes:
         raise fail(f"{len(rep.changed)} of {rep.cases} golden verdicts changed", code=1)
 
 

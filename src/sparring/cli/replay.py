@@ -28,7 +28,7 @@ def replay_cmd(
 ) -> None:
     """Re-execute the recorded tool calls in a fresh sandbox; exit 1 if anything diverges."""
     from sparring.judge.pytest_judge import PytestJudge
-    from sparring.rollout.replay import replay
+    from sparring.rollout.replay import replay, task_of
     from sparring.store.sqlite import SQLiteStore
     from sparring.tasks.loader import find_tasks
 
@@ -39,11 +39,7 @@ def replay_cmd(
         traj = st.get(traj_id)
     finally:
         st.close()
-    matches = [t for t in find_tasks(tasks) if t.id == traj.task_id]
-    if not matches:
-        raise TaskError(f"task {traj.task_id} of trajectory {traj_id} is not under {tasks}")
-    exact = [t for t in matches if t.digest == traj.task_digest]
-    task = (exact or matches)[0]
+    task = task_of(traj, find_tasks(tasks), str(tasks))
     backend = make_cli_backend(backend_kind)  # the task's spec names its layer, as in the rollout
     rep = run_async(replay(traj, task, backend, PytestJudge(backend)))
     if json_out:

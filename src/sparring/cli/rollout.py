@@ -100,6 +100,7 @@ def _rollout(
     from sparring.judge.pytest_judge import PytestJudge
     from sparring.policy.spec import make_policy
     from sparring.rollout.progress import RolloutProgress
+    from sparring.rollout.run_records import check_resume
     from sparring.rollout.scheduler import RolloutScheduler
     from sparring.rollout.slots import priority_rank
     from sparring.sandbox.config import backend_config
@@ -128,13 +129,7 @@ def _rollout(
         previous = st.get_run(run_id)
         config = {"tasks": str(tasks_dir), "policy": policy_spec, "group_size": group_size, "seed": seed,
                   "max_steps": max_steps, **opts}  # fmt: skip
-        if previous and {k: previous["config"].get(k) for k in ("policy", "group_size", "seed")} != {
-            k: config[k] for k in ("policy", "group_size", "seed")
-        }:
-            raise ConfigError(
-                f"run {run_id} was started with policy {previous['config'].get('policy')!r}, group size "
-                f"{previous['config'].get('group_size')}, seed {previous['config'].get('seed')}: resume it with those"
-            )
+        check_resume(run_id, previous, config)
         if backend_kind == "local":
             print_degraded_once()  # what isolation this run gets, said once at its start
         backend = make_cli_backend(backend_kind)  # each task's spec names its layer: agent and judge run it

@@ -17,7 +17,7 @@ from sparring.cli.common import (
     out_console,
     run_async,
 )
-from sparring.errors import ConfigError, TaskError
+from sparring.errors import ConfigError
 
 if TYPE_CHECKING:
     from sparring.judge.base import Judge
@@ -59,56 +59,6 @@ def generate(
         err_console.print(f"wrote {len(tasks)} tasks to {out}")
 
 
-def _load_all(paths: list[Path]) -> tuple[list, list[dict]]:  # type: ignore[type-arg]
-    from sparring.tasks.loader import TASK_FILE, load_task
-
-    tasks, broken = [], []
-    for p in paths:
-        if not p.exists():
-            raise TaskError(f"path not found: {p} (pass a task directory or a directory of tasks)")
-        dirs = [p] if (p / TASK_FILE).is_file() else sorted(x.parent for x in p.rglob(TASK_FILE))
-        if not dirs:
-            raise TaskError(f"no tasks under {p}: no {TASK_FILE} found")
-        for d in dirs:
-            try:
-                tasks.append(load_task(d))
-            except TaskError as e:
-                broken.append(
-                    {
-                        "id": d.name,
-                        "digest": "",
-                        "ok": False,
-                        "problems": [{"rule": "spec_valid", "detail": str(e)}],
-                    }
-                )
-    return tasks, broken
-
-
-def _check_targets(refs: list[str], library: Path | None) -> list[Path]:
-    """Each REF as a path when it is one, else a task of the library (id, id@version, digest, prefix)."""
-    from sparring.tasks.registry import Registry, default_library
-
-    out: list[Path] = []
-    reg = None
-    for ref in refs:
-        p = Path(ref)
-        if p.exists():
-            out.append(p)
-            continue
-        if "/" in ref or ref.startswith("."):
-            raise TaskError(
-                f"path not found: {ref} (pass a task directory, a directory of tasks or a library ref)"
-            )
-        reg = reg or Registry(library or default_library())
-        if not reg.root.is_dir():
-            raise TaskError(
-                f"{ref!r} is not a path, and there is no task library at {reg.root} to look it up in "
-                "(pass --library DIR)"
-            )
-        out.append(reg.resolve(ref).path)
-    return out
-
-
 @app.command("check")
 @guarded
 def check(
@@ -142,16 +92,10 @@ def check(
     Each result is written to admission.json as soon as its task is checked, so an interrupted run
     keeps what it finished. Without a terminal, one progress line per task goes to stderr.
     """
-    from sparring.tasks.check import (
-        REFERENCE_RUNS,
-        CheckReport,
-        admission_record,
-        check_tasks,
-        store_admission,
-    )
-    from sparring.tasks.environment import layer_for
+    from sparring.admission.check import REFERENCE_RUNS, CheckReport, check_tasks, record_result, unloadable
+    from sparring.tasks.selection import load_each, resolve_refs
 
-    tasks, broken = _load_all(_check_targets(refs, library))
+    tasks, broken = load_each(resolve_refs(refs, library))
     repeats = repeats or REFERENCE_RUNS
     judge = _judge(backend)
     by_digest = {t.digest: t for t in tasks}
@@ -166,8 +110,7 @@ def check(
             done[1] += 0 if rep.ok else 1
             t = by_digest[rep.digest]
             if store:
-                env = layer_for(t.spec.environment).digest if rep.outcomes else ""
-                store_admission(t, admission_record(rep, repeats, env))
+                record_result(t, rep, repeats)
             bars.advance("check")
             if not rep.ok or not bars.live:
                 verdict = "ok" if rep.ok else "rejected " + ",".join(sorted({p.rule for p in rep.problems}))
@@ -184,7 +127,7 @@ def check(
             )
         )
         bars.finish("check")
-    items = [r.to_json() for r in reports] + broken
+    items = [r.to_json() for r in [*reports, *(unloadable(d.name, e) for d, e in broken)]]
     if json_out:
         emit_json({"tasks": items})
     else:
@@ -210,16 +153,9 @@ PATHS_OR_LIBRARY_ARG = typer.Argument(
 
 
 def _paths_or_library(paths: list[Path] | None, library: Path | None) -> list[Task]:
-    """The tasks under ``paths``, or every task of the library when no path is given."""
-    from sparring.tasks.loader import find_tasks
-    from sparring.tasks.registry import Registry, default_library
+    from sparring.tasks.selection import tasks_or_library
 
-    if paths:
-        return [t for p in paths for t in find_tasks(p)]
-    reg = Registry(library or default_library())
-    if not reg.root.is_dir():
-        raise TaskError(f"task library {reg.root} does not exist (add tasks with `sparring tasks add`)")
-    return reg.tasks()
+    return tasks_or_library(paths, library)
 
 
 LIBRARY_OPT = typer.Option(
@@ -228,8 +164,8 @@ LIBRARY_OPT = typer.Option(
 
 
 def _row(t) -> dict:  # type: ignore[no-untyped-def,type-arg]
-    from sparring.tasks.check import load_admission
-    from sparring.tasks.difficulty import load_difficulty
+    from sparring.curriculum.difficulty import load_difficulty
+    from sparring.tasks.loader import load_admission
 
     adm = load_admission(t)
     measured = load_difficulty(t) or {}
@@ -255,15 +191,9 @@ def list_cmd(
 ) -> None:
     """List tasks (every version side by side) with their digest, difficulty and admission status."""
     from sparring.tasks.loader import find_tasks
-    from sparring.tasks.registry import Registry, default_library
+    from sparring.tasks.selection import library_tasks
 
-    if path is not None:
-        tasks = find_tasks(path)
-    else:
-        reg = Registry(library or default_library())
-        if not reg.root.is_dir():
-            raise TaskError(f"task library {reg.root} does not exist (add tasks with `sparring tasks add`)")
-        tasks = reg.tasks()
+    tasks = find_tasks(path) if path is not None else library_tasks(library)
     rows = [_row(t) for t in tasks]
     if json_out:
         emit_json({"total": len(rows), "tasks": rows})
@@ -287,8 +217,7 @@ def show(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Show one task: spec, digest, admission result and the versions the library holds."""
-    from sparring.tasks.check import load_admission
-    from sparring.tasks.loader import TASK_FILE, load_task
+    from sparring.tasks.loader import TASK_FILE, load_admission, load_task
     from sparring.tasks.registry import Registry, default_library
 
     reg = Registry(library or default_library())
@@ -346,7 +275,7 @@ def import_cmd(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Import tasks from a dataset file (function-jsonl: task_id, prompt, canonical_solution, test, entry_point)."""
-    from sparring.judge.dynamic import DYNAMIC_FILE
+    from sparring.tasks.dynamic_format import DYNAMIC_FILE
     from sparring.tasks.importers import import_tasks
 
     tasks = import_tasks(fmt, file, out, limit=limit)
@@ -386,10 +315,16 @@ def difficulty_cmd(
     The record (difficulty.json) sits outside the task's digested bytes: a pass rate describes the
     policies that played the task, so measuring never makes a new task version.
     """
-    from sparring.tasks.difficulty import difficulty_record, measure, store_difficulty
+    from sparring.curriculum.difficulty import difficulty_record, measure, store_difficulty
+    from sparring.store.base import TrajQuery
+    from sparring.store.sqlite import SQLiteStore
 
     tasks = _paths_or_library(paths, library)
-    ms = measure(from_store, tasks, policy)
+    st = SQLiteStore(from_store, readonly=True)
+    try:
+        ms = measure(tasks, lambda tid: st.iter_search(TrajQuery(task_id=tid, policy=policy, limit=None)))
+    finally:
+        st.close()
     by_digest = {t.digest: t for t in tasks}
     rows = []
     for m in ms:
@@ -425,17 +360,20 @@ def bench(
     ),
     repeats: int = typer.Option(0, "--repeats", min=0, help="Reference runs (0: as `tasks check`)."),
     seed: int = typer.Option(0, "--seed"),
+    backend: str = BACKEND_OPT,
     json_out: bool = JSON_OPT,
 ) -> None:
     """Benchmark admission throughput (tasks checked per minute) on a generated mixed sample."""
-    from sparring.tasks.bench import run_admission_bench
+    from sparring.admission.bench import run_admission_bench
 
     fams = [f.strip() for f in families.split(",") if f.strip()]
     if not fams:
         raise ConfigError("--families names no family")
     with err_console.status(f"generating and checking {n} tasks"):
         res = run_async(
-            run_admission_bench(n, fams, concurrency, repeats or None, seed, judge_concurrency or None)
+            run_admission_bench(
+                make_cli_backend(backend), n, fams, concurrency, repeats or None, seed, judge_concurrency or None
+            )
         )
     if json_out:
         emit_json(res)
@@ -452,7 +390,7 @@ def regress_cmd(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Re-run every admitted task's reference and initial state; report tasks whose outcome changed (drift)."""
-    from sparring.tasks.regress import regress
+    from sparring.admission.regress import regress
 
     tasks = _paths_or_library(paths, library)
     with err_console.status(f"re-running {len(tasks)} tasks"):

@@ -1,4 +1,4 @@
-"""Curriculum: pass-rate posteriors and task sampling."""
+"""Curriculum: pass-rate posteriors, task sampling, and measured difficulty (``curriculum.difficulty``)."""
 
 from sparring.curriculum.sampler import BetaCurriculum, TaskStats
 

@@ -49,8 +49,8 @@ from sparring.errors import EnvironmentUsageError, SandboxError
 from sparring.judge.base import Judge, Usage
 from sparring.sandbox.base import Sandbox, SandboxBackend, WorkspaceDiff
 from sparring.sandbox.config import BackendConfig, LocalBackendConfig, OCIBackendConfig, make_backend
-from sparring.sandbox.pool import aspec_for_task
 from sparring.tasks.loader import Task, load_task
+from sparring.tasks.sandbox_spec import aspec_for_task
 from sparring.trajectory import Status, ToolStep
 
 T = TypeVar("T")

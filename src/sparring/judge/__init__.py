@@ -3,9 +3,10 @@
 Public API: the :class:`Judge` protocol and its records (:class:`JudgeResult`,
 :class:`TestCounts`, the per-test report, :class:`Usage`), the typed failure
 (:class:`JudgeRunError`), and the pytest judge (:class:`PytestJudge`,
-:class:`JudgeConfig`). Hack detection, the red-team catalogue, the golden set
+:class:`JudgeConfig`). Hack detection, the red team's expectations, the golden set
 and the review queue are in their own modules (``judge.hacks``,
-``judge.redteam``, ``judge.golden``, ``judge.review``).
+``judge.redteam``, ``judge.golden``, ``judge.review``); the hack catalogue they
+use is :mod:`sparring.tasks.hacks`, below the judge and the policies.
 
 Names are resolved on first use: the trajectory record imports
 :mod:`sparring.judge.records` for :class:`TestCounts`, and that must not load the

@@ -24,8 +24,7 @@ from typing import Any
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
 from sparring.judge.sandbox_runner import JudgePool, apply_diff
 from sparring.sandbox.base import SandboxBackend, SandboxSpec, WorkspaceDiff
-from sparring.tasks.check import solution_diff
-from sparring.tasks.loader import Task
+from sparring.tasks.loader import Task, solution_diff
 
 
 async def bare_run(backend: SandboxBackend, task: Task) -> tuple[float, bool]:

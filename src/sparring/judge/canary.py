@@ -14,7 +14,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
-from sparring.judge.redteam import target
+from sparring.tasks.hacks import target
 from sparring.tasks.loader import Task, write_task
 
 CANARY_TAG = "canary"

@@ -12,7 +12,7 @@ Argument strategies: ``{"int": [lo, hi]}``, ``{"float": [lo, hi]}``,
 (a list of equally long lists), ``{"one_of": [S, ...]}`` and ``{"mutate": [SEED, ...]}`` (one
 seed value, mutated keeping its type and a domain inferred from all the seeds:
 :mod:`sparring.judge.mutation`; seeds are input JSON, see
-:func:`~sparring.judge.mutation.to_input`). An optional
+:func:`~sparring.tasks.dynamic_format.to_input`). An optional
 ``"where": [["<=", i, j], ...]`` relates arguments by index (``<=``, ``<``,
 ``!=``); argument tuples that break it are drawn again.
 
@@ -40,8 +40,8 @@ from typing import Any
 
 from sparring.errors import TaskError
 from sparring.judge.mutation import mutate
+from sparring.tasks.dynamic_format import DYNAMIC_FILE
 
-DYNAMIC_FILE = "dynamic.json"
 MAX_CASES = 2000
 MAX_REDRAWS = 200
 REFERENCE_RAISES = frozenset({"match", "skip"})

@@ -31,10 +31,9 @@ from typing import Any
 from sparring.errors import ConfigError
 from sparring.judge.base import JudgeRunError
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
-from sparring.judge.redteam import HACKS
 from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
-from sparring.tasks.check import solution_diff
-from sparring.tasks.loader import Task, load_task
+from sparring.tasks.hacks import HACKS
+from sparring.tasks.loader import Task, load_task, solution_diff
 
 FORMAT = 2
 GOLDEN_TASKS: tuple[tuple[str, int, int], ...] = (("code-repair", 2, 1), ("function-impl", 1, 1))

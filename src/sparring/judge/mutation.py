@@ -22,49 +22,23 @@ handled the seeds is not asked to handle inputs orders of magnitude bigger. The 
 pure function of the seeds and the ``rng`` state (character sets are sorted, never iterated in
 hash order).
 
-Seeds and results are *input JSON*: :func:`to_input` tags tuples, dicts, sets and bytes the
+Seeds and results are *input JSON*: :func:`sparring.tasks.dynamic_format.to_input` tags tuples, dicts, sets and bytes the
 way :func:`sparring.judge.sandbox_driver.decode_args` reads them back.
 """
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
 from typing import Any
 
 from sparring.judge.sandbox_driver import decode_args
+from sparring.tasks.dynamic_format import to_input
 
 MAX_LEN = 256
 """No mutated string or sequence is longer than this (a seed drawn unchanged is passed as written)."""
 MAX_OPS = 3
 P_UNCHANGED = 0.1
-
-
-class NotInputData(TypeError):
-    """A value that cannot cross to the dynamic-test driver as input JSON."""
-
-
-def to_input(x: Any) -> Any:
-    """``x`` as input JSON (see :func:`sparring.judge.sandbox_driver.decode_args`); NotInputData if impossible."""
-    t = type(x)
-    if x is None or t is bool or t is int or t is str:
-        return x
-    if t is float:
-        if not math.isfinite(x):
-            raise NotInputData("a non-finite float")
-        return x
-    if t is list:
-        return [to_input(v) for v in x]
-    if t is tuple:
-        return {"tuple": [to_input(v) for v in x]}
-    if t is dict:
-        return {"dict": [[to_input(k), to_input(v)] for k, v in x.items()]}
-    if t is set or t is frozenset:
-        return {t.__name__: sorted((to_input(v) for v in x), key=repr)}
-    if t is bytes:
-        return {"bytes": x.hex()}
-    raise NotInputData(f"type {t.__name__}")
 
 
 @dataclass(frozen=True)

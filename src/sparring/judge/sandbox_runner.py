@@ -44,9 +44,10 @@ from sparring.errors import SandboxError
 from sparring.judge.base import JudgeRunError
 from sparring.judge.hacks import is_test_path
 from sparring.sandbox.base import ExecResult, Sandbox, SandboxBackend, SandboxSpec, WorkspaceDiff
-from sparring.sandbox.pool import resets_completely, spec_for_task
+from sparring.sandbox.pool import resets_completely
 from sparring.sandbox.workspace import MAX_DIFF_BYTES
 from sparring.tasks.loader import Task
+from sparring.tasks.sandbox_spec import spec_for_task
 
 JUDGE_DISK_HEADROOM_MB = 64
 """Room the judge's own files (probes, bytecode) always have, whatever the candidate's diff holds."""
@@ -147,7 +148,7 @@ class JudgePool:
 
         self.backend = backend
         self.enabled = getattr(backend, "mode", "copy") == "overlay"
-        self._pool = SandboxPool(backend, max_idle=max_idle, max_size=max_size, pin_workspaces=False)
+        self._pool = SandboxPool(backend, max_idle=max_idle, max_size=max_size)
         self._root = Path(tempfile.mkdtemp(prefix="sparring-judge-pool-"))
         self._staged: dict[str, tuple[Path, Path]] = {}
         self.judgements = 0

@@ -438,7 +438,7 @@ class HFPolicy:
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
         with self.lock:
-            from sparring.train.lora import is_lora, save_lora_policy
+            from sparring.policy.lora_files import is_lora, save_lora_policy
 
             if is_lora(self.model):  # merged weights (a plain model dir) + the adapter in adapter/
                 save_lora_policy(self.model, out)

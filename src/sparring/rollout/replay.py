@@ -7,6 +7,7 @@ reward. A replay that matches shows the environment is deterministic for it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,8 +16,8 @@ from sparring.errors import TaskError
 from sparring.judge.base import Judge, score_with_usage
 from sparring.rollout.episode import trajectory_usage
 from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
-from sparring.sandbox.pool import aspec_for_task
 from sparring.tasks.loader import Task
+from sparring.tasks.sandbox_spec import aspec_for_task
 from sparring.trajectory import Trajectory
 
 
@@ -38,6 +39,16 @@ class ReplayReport:
             "id": self.id, "identical": self.identical, "steps": self.steps, "divergent_steps": self.divergent,
             "diff_matches": self.diff_matches, "reward_stored": self.reward_stored, "reward_replayed": self.reward_replayed,
         }  # fmt: skip
+
+
+def task_of(traj: Trajectory, tasks: Iterable[Task], where: str = "") -> Task:
+    """The task ``traj`` was rolled out on among ``tasks``: the version with its digest, else (a task
+    changed since) the first of its id; TaskError naming the trajectory if none has its id."""
+    matches = [t for t in tasks if t.id == traj.task_id]
+    if not matches:
+        raise TaskError(f"task {traj.task_id} of trajectory {traj.id} is not under {where or 'the tasks given'}")
+    exact = [t for t in matches if t.digest == traj.task_digest]
+    return (exact or matches)[0]
 
 
 def _norm(s: str) -> str:

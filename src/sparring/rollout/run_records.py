@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from sparring.errors import ConfigError
 from sparring.rollout.episode import StageLimits
@@ -128,3 +129,20 @@ def outcome_figures(trajectories: list[Trajectory]) -> dict[str, float | int]:
         "judged": len(judged),
         "unjudged": n - len(judged),
     }
+
+
+RESUME_KEYS = ("policy", "group_size", "seed")
+"""What a resumed run must share with its start: the samples stored so far were drawn with these."""
+
+
+def check_resume(run_id: str, previous: dict[str, Any] | None, config: dict[str, Any]) -> None:
+    """ConfigError if ``config`` cannot continue run ``run_id`` as started (``previous``: the stored
+    run record with its ``config``, None for a new run): its stored samples would mix two experiments."""
+    if not previous:
+        return
+    before = previous.get("config", {})
+    if {k: before.get(k) for k in RESUME_KEYS} != {k: config.get(k) for k in RESUME_KEYS}:
+        raise ConfigError(
+            f"run {run_id} was started with policy {before.get('policy')!r}, group size "
+            f"{before.get('group_size')}, seed {before.get('seed')}: resume it with those"
+        )

@@ -73,6 +73,7 @@ from sparring.sandbox.base import Sandbox
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.base import TrajectoryStore
 from sparring.tasks.loader import Task
+from sparring.tasks.sandbox_spec import TaskSpecs
 from sparring.trajectory import Trajectory
 
 __all__ = [
@@ -166,6 +167,8 @@ class RolloutScheduler:
         base = config or SchedulerConfig()
         self.config = SchedulerConfig(**{**{k: getattr(base, k) for k in known}, **options})
         self._pool = pool
+        self.specs = TaskSpecs()
+        """Each task's sandbox spec (workspace pinned by digest, limits, pinned layer), resolved once per version."""
         self._judge_ = judge
         self.store = store
         self.on_done = on_done
@@ -234,11 +237,11 @@ class RolloutScheduler:
             ep.mark = None  # this backend cannot start from a snapshot: start over
             ep.rewind()
         if ep.mark is not None:  # continue from the last snapshot in a fresh sandbox
-            spec = await self.pool._spec(task)
+            spec = self.pool.shape(await self.specs(task))
             create: Any = self.pool.backend.create  # backends that snapshot take `snapshot=` (local, OCI)
             sb: Sandbox = await create(spec, snapshot=ep.mark.snapshot_id)
             return sb
-        return await self.pool.acquire(task)
+        return await self.pool.acquire_spec(await self.specs(task))
 
     def _episode(self, s: _Sample, policy: Policy, seed: int, max_steps: int | None = None) -> Episode:
         c = self.config

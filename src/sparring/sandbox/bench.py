@@ -152,7 +152,7 @@ async def run_bench(
 
     wall = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(n)))
-    pool = SandboxPool(backend, max_idle=concurrency, pin_workspaces=False)
+    pool = SandboxPool(backend, max_idle=concurrency)
     await pool.warm_spec(SandboxSpec(workspace=ws, workspace_digest=digest), concurrency)
     for _ in range(n):
         sb = await _timed(

@@ -11,8 +11,9 @@
 * **Maximum size and back-pressure**: at most ``max_size`` sandboxes exist
   (live + idle). An acquire beyond that first evicts an idle sandbox of
   another spec, otherwise waits until one is released.
-* **Pinned bytes**: tasks' workspaces are pinned by digest (computed once per
-  task version), so every sandbox of a task mounts the same verified bytes.
+* **Specs, not tasks**: the pool takes resolved specs; a task's spec (its
+  workspace pinned by digest, limits, environment layer) is resolved above
+  the sandbox room, by :class:`sparring.tasks.sandbox_spec.TaskSpecs`.
 """
 
 from __future__ import annotations
@@ -20,36 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import defaultdict
-from pathlib import Path
 
 from sparring.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
-from sparring.sandbox.layers import tree_digest
-from sparring.tasks.environment import alayer_for, layer_for
-from sparring.tasks.loader import Task
-
-
-def spec_for_task(task: Task, seed: int = 0, workspace_digest: str | None = None) -> SandboxSpec:
-    """The sandbox of ``task``: its workspace, limits and pinned environment layer (built on first use;
-    on the event loop use :func:`aspec_for_task`). The judge's sandbox carries the same layer."""
-    lim = task.spec.limits
-    return SandboxSpec(
-        workspace=task.workspace,
-        workspace_digest=workspace_digest,
-        environment=layer_for(task.spec.environment).ref(),
-        image=task.spec.environment.image,
-        network=lim.network,
-        memory_mb=lim.memory_mb,
-        pids=lim.pids,
-        cpus=lim.cpus,
-        disk_mb=lim.disk_mb,
-        seed=seed,
-    )
-
-
-async def aspec_for_task(task: Task, seed: int = 0, workspace_digest: str | None = None) -> SandboxSpec:
-    """:func:`spec_for_task` for the event loop: a layer not built yet is built in a thread."""
-    await alayer_for(task.spec.environment)
-    return spec_for_task(task, seed=seed, workspace_digest=workspace_digest)
 
 
 def _healthy(sb: Sandbox) -> bool:
@@ -70,7 +43,6 @@ class SandboxPool:
         max_idle: int = 4,
         limits: bool = True,
         max_size: int | None = None,
-        pin_workspaces: bool = True,
     ) -> None:
         if max_size is not None and max_size < 1:
             raise ValueError("max_size must be at least 1")
@@ -78,12 +50,10 @@ class SandboxPool:
         self.max_idle = max_idle
         self.max_size = max_size
         self.limits = limits
-        self.pin_workspaces = pin_workspaces
         self._idle: dict[str, list[Sandbox]] = defaultdict(list)  # keyed by the spec's JSON
         self._spec_of: dict[str, str] = {}
         self._live: set[str] = set()
         self._creating = 0
-        self._digests: dict[tuple[str, str], str] = {}
         self.max_alive = 0
         self.replaced_unhealthy = 0
         self._cond = asyncio.Condition()
@@ -92,20 +62,14 @@ class SandboxPool:
     def size(self) -> int:
         return len(self._live) + self._creating + sum(len(v) for v in self._idle.values())
 
-    async def _spec(self, task: Task) -> SandboxSpec:
-        digest = None
-        if self.pin_workspaces:
-            key = (task.spec.id, task.digest)
-            digest = self._digests.get(key)
-            if digest is None:
-                digest = await asyncio.to_thread(tree_digest, task.workspace)
-                self._digests[key] = digest
-        s = await aspec_for_task(task, workspace_digest=digest)
-        if not self.limits:
-            s = s.model_copy(update={"memory_mb": None, "pids": None, "cpus": None})
-        return s
+    def shape(self, spec: SandboxSpec) -> SandboxSpec:
+        """``spec`` as this pool creates it: without memory, pids and CPU limits when ``limits`` is off."""
+        if self.limits:
+            return spec
+        return spec.model_copy(update={"memory_mb": None, "pids": None, "cpus": None})
 
     async def acquire_spec(self, spec: SandboxSpec) -> Sandbox:
+        spec = self.shape(spec)
         key = spec.model_dump_json()
         stale: list[Sandbox] = []
         async with self._cond:
@@ -147,16 +111,8 @@ class SandboxPool:
         self.max_alive = max(self.max_alive, self.size)
         return sb
 
-    async def acquire(self, task: Task) -> Sandbox:
-        return await self.acquire_spec(await self._spec(task))
-
-    async def warm(self, workspace: Path | Task, n: int) -> None:
-        spec = (
-            await self._spec(workspace) if isinstance(workspace, Task) else SandboxSpec(workspace=workspace)
-        )
-        await self.warm_spec(spec, n)
-
     async def warm_spec(self, spec: SandboxSpec, n: int) -> None:
+        spec = self.shape(spec)
         made = await asyncio.gather(*(self.backend.create(spec) for _ in range(n)))
         async with self._cond:
             self._idle[spec.model_dump_json()].extend(made)

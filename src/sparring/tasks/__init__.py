@@ -1,4 +1,4 @@
-"""Tasks: spec, content digest, loading, registry, admission, families."""
+"""Tasks: spec, content digest, loading, registry, the hack catalogue, families (admission: sparring.admission)."""
 
 from sparring.tasks.loader import Task, find_tasks, load_task, write_task
 from sparring.tasks.spec import JudgeSpec, Limits, TaskSpec

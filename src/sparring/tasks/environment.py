@@ -8,7 +8,7 @@ packages) holding exactly those distributions' files, built once into
 ``$SPARRING_ENV_CACHE`` (default ``~/.cache/sparring/envs``) under its content
 digest, made read-only and reused by every sandbox of that environment: a
 sandbox spec names it (``SandboxSpec.environment``, see
-:func:`sparring.sandbox.pool.spec_for_task`) and the backend binds it read-only.
+:func:`sparring.tasks.sandbox_spec.spec_for_task`) and the backend binds it read-only.
 This module only resolves and builds layers; :func:`layer_for` memoizes them per
 process and :func:`alayer_for` builds a new one off the event loop.
 

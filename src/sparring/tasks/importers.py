@@ -34,8 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring.errors import ConfigError, TaskError
-from sparring.judge.dynamic import DYNAMIC_FILE
-from sparring.judge.mutation import NotInputData, to_input
+from sparring.tasks.dynamic_format import DYNAMIC_FILE, NotInputData, to_input
 from sparring.tasks.environment import pinned_requirements
 from sparring.tasks.loader import Task, write_task
 from sparring.tasks.spec import Environment, JudgeSpec, Provenance, TaskSpec

@@ -9,7 +9,7 @@ import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomli_w
 from pydantic import ValidationError
@@ -17,6 +17,13 @@ from pydantic import ValidationError
 from sparring.errors import TaskError
 from sparring.tasks.digest import task_digest
 from sparring.tasks.spec import TaskSpec, canonical_dump
+
+if TYPE_CHECKING:
+    from sparring.sandbox.base import WorkspaceDiff
+
+ADMISSION_FILE = "admission.json"
+"""Admission's verdict on a task, beside task.toml (written by :mod:`sparring.admission`, read by the
+registry and by ``tasks regress``)."""
 
 TASK_FILE = "task.toml"
 SOLUTION_CALLS = ".tool_calls.json"
@@ -69,6 +76,14 @@ class Task:
             return []
         raw = json.loads(path.read_text())
         return [(str(c["name"]), dict(c["arguments"])) for c in raw]
+
+
+def solution_diff(task: Task) -> WorkspaceDiff:
+    """The reference solution as the workspace change the judge scores."""
+    from sparring.sandbox.base import WorkspaceDiff
+
+    files, deleted = task.solution_files()
+    return WorkspaceDiff(files=files, deleted=tuple(deleted))
 
 
 def workspace_digest(workspace: Path) -> str:
@@ -170,3 +185,8 @@ def read_task_record(task: Task, name: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return rec if isinstance(rec, dict) and rec.get("digest") == task.digest else None
+
+
+def load_admission(task: Task) -> dict[str, Any] | None:
+    """The stored admission result, if it is about these exact bytes (same digest)."""
+    return read_task_record(task, ADMISSION_FILE)

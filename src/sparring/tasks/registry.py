@@ -27,8 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sparring.errors import TaskError
-from sparring.tasks.check import ADMISSION_FILE, load_admission
-from sparring.tasks.loader import TASK_FILE, Task, load_task
+from sparring.tasks.loader import ADMISSION_FILE, TASK_FILE, Task, load_admission, load_task
 
 INDEX = "index.json"
 DEFAULT_LIBRARY = "task-library"

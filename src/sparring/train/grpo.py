@@ -35,8 +35,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sparring.chat_format import render_assistant, render_prompt
 from sparring.policy.base import TokenTrace
+from sparring.policy.lora_files import is_lora
 from sparring.train.advantages import grouped_advantages, zero_std_groups
-from sparring.train.lora import adapters_disabled, is_lora, trainable_parameters
+from sparring.train.lora import adapters_disabled, trainable_parameters
 from sparring.train.losses import get_loss
 from sparring.trajectory import TRAINABLE_STATUSES, Trajectory
 

@@ -6,23 +6,20 @@ GRPO optimiser holds (and checkpoints) only those. The frozen base doubles as
 the KL reference: under :func:`adapters_disabled` the same model computes with
 the adapters off, so no second copy of the weights is kept (TRL does the same).
 
-Saving a LoRA policy (``HFPolicy.save``) writes the *merged* weights, so the
-directory stays a plain model any server or ``hf:PATH`` loads, plus the adapter
-alone in ``adapter/`` (what vLLM's ``load_lora_adapter`` takes and what a resume
-loads back onto the base). peft is imported lazily; it is in the ``[train]`` extra.
+Saving and loading a LoRA policy's files is the policy's own business
+(:mod:`sparring.policy.lora_files`, which ``HFPolicy.save`` uses). peft is
+imported lazily; it is in the ``[train]`` extra.
 """
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from pathlib import Path
 from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sparring.errors import ConfigError
-
-ADAPTER_DIR = "adapter"
+from sparring.policy.lora_files import is_lora
 
 
 class LoRASettings(BaseModel):
@@ -39,15 +36,6 @@ class LoRASettings(BaseModel):
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
         description="Module names (suffixes) that get adapters.",
     )
-
-
-def is_lora(model: Any) -> bool:
-    """Whether ``model`` is a peft model with adapters."""
-    try:
-        from peft import PeftModel
-    except ImportError:
-        return False
-    return isinstance(model, PeftModel)
 
 
 def apply_lora(policy: Any, settings: LoRASettings, seed: int = 0) -> None:
@@ -92,26 +80,3 @@ def trainable_parameters(model: Any) -> list[Any]:
 def adapters_disabled(model: Any) -> AbstractContextManager[Any]:
     """Context in which a LoRA model computes with its base weights only (a no-op for plain models)."""
     return model.disable_adapter() if is_lora(model) else nullcontext()
-
-
-def save_lora_policy(model: Any, out: Path) -> None:
-    """Merged weights in ``out`` (a plain model dir) and the adapter alone in ``out/adapter``."""
-    import copy
-
-    model.save_pretrained(str(out / ADAPTER_DIR), safe_serialization=True)
-    merged = copy.deepcopy(model).merge_and_unload()
-    merged.save_pretrained(str(out), safe_serialization=True)
-
-
-def load_adapter(model: Any, directory: Path) -> None:
-    """Load adapter weights saved by :func:`save_lora_policy` into a LoRA model, in place."""
-    from peft import set_peft_model_state_dict
-    from safetensors.torch import load_file
-
-    f = directory / ADAPTER_DIR / "adapter_model.safetensors"
-    if not f.is_file():
-        raise ConfigError(f"{directory} has no LoRA adapter ({ADAPTER_DIR}/adapter_model.safetensors)")
-    result = set_peft_model_state_dict(model, load_file(str(f)))
-    unexpected = list(getattr(result, "unexpected_keys", []) or [])
-    if unexpected:
-        raise ConfigError(f"the adapter in {directory} does not match the model: unexpected {unexpected[:3]}")

@@ -136,7 +136,7 @@ def make_teacher(cfg: RLConfig) -> Any:
     if ws.teacher == "noisy":
         if cfg.family != "shell-ops":
             raise ConfigError(f"warm_start.teacher=noisy needs family shell-ops, not {cfg.family!r}")
-        from sparring.tasks.families.shell_ops import NoisyDemonstrator
+        from sparring.policy.demonstrator import NoisyDemonstrator
 
         return NoisyDemonstrator(ws.epsilon, seed=cfg.seed, forget_output=ws.forget_output)
     return OraclePolicy()
@@ -247,6 +247,7 @@ async def run_rl(
     ``progress`` follows SFT steps (``sft``), RL iterations (``rl``) and each batch of rollouts
     (``rollouts``: teacher, training and held-out)."""
     from sparring.policy.hf import HFPolicy
+    from sparring.policy.lora_files import load_adapter
     from sparring.train.checkpoint import (
         latest_checkpoint,
         load_state,
@@ -255,7 +256,7 @@ async def run_rl(
         save_checkpoint,
     )
     from sparring.train.grpo import GRPOTrainer, SFTTrainer, sft_examples
-    from sparring.train.lora import apply_lora, load_adapter
+    from sparring.train.lora import apply_lora
 
     with contextlib.suppress(Exception):  # transformers' weight-loading progress bars only clutter stderr
         import transformers

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from sparring.errors import ConfigError, TaskError
-from sparring.sandbox.base import WORKSPACE, SandboxSpec
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.base import WORKSPACE, SandboxBackend, SandboxSpec
+from sparring.sandbox.config import LocalBackendConfig, OCIBackendConfig, make_backend
 from sparring.tasks.environment import layer_for, pinned_requirements
 from sparring.tasks.families.code_repair_sources import BaseSource, load_bases
 from sparring.tasks.families.code_repair_sources.mutations import (
@@ -220,25 +220,27 @@ def _job_dir(root: Path, i: int, job: SuiteJob, timeout_s: float) -> dict[str, o
     }
 
 
-_BACKENDS: dict[int, LocalBackend] = {}
+BackendConfig = LocalBackendConfig | OCIBackendConfig
+_BACKENDS: dict[tuple[int, BackendConfig | None], SandboxBackend] = {}
 _BACKENDS_LOCK = threading.Lock()
 
 
-def _backend() -> LocalBackend:
-    """One sandbox backend per thread; the spec names the family's pinned layer (no Sparring in it)."""
-    key = threading.get_ident()
+def _backend(config: BackendConfig | None) -> SandboxBackend:
+    """One sandbox backend per thread and configuration (each worker thread runs its own event loop);
+    the spec names the family's pinned layer (no Sparring in it). ``None``: the default backend."""
+    key = (threading.get_ident(), config)
     with _BACKENDS_LOCK:
         if key not in _BACKENDS:
-            _BACKENDS[key] = LocalBackend()
+            _BACKENDS[key] = make_backend(config)
         return _BACKENDS[key]
 
 
-async def _run_in_sandbox(root: Path, limit_s: float) -> str:
+async def _run_in_sandbox(root: Path, limit_s: float, backend: BackendConfig | None) -> str:
     layer = layer_for(Environment(requirements=pinned_requirements()))
     spec = SandboxSpec(
         workspace=root, network="none", memory_mb=2048, pids=256, disk_mb=256, environment=layer.ref()
     )
-    sb = await _backend().create(spec)
+    sb = await _backend(backend).create(spec)
     try:
         env = {"PYTHONHASHSEED": "0", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
         r = await sb.exec(["python", "-c", _DRIVER, f"{WORKSPACE}/jobs.json"], timeout=limit_s, env=env)
@@ -251,11 +253,14 @@ async def _run_in_sandbox(root: Path, limit_s: float) -> str:
     return r.stdout
 
 
-def run_suites(jobs: Sequence[SuiteJob], timeout_s: float = 30.0) -> list[dict[str, str] | None]:
+def run_suites(
+    jobs: Sequence[SuiteJob], timeout_s: float = 30.0, backend: BackendConfig | None = None
+) -> list[dict[str, str] | None]:
     """Run each job's tests as the judge would (cwd and PYTHONPATH = the workspace); per-test outcomes.
 
-    The runs happen inside a sandbox (no network, memory and process limits,
-    the family's environment layer): mutant code never runs on the host. An
+    The runs happen inside a sandbox of the ``backend`` configured (default: the
+    local one; no network, memory and process limits, the family's environment
+    layer): mutant code never runs on the host. An
     entry is None when that run did not finish normally (timeout, crash,
     collection error). Raises TaskError if the runner itself cannot work.
     """
@@ -266,7 +271,7 @@ def run_suites(jobs: Sequence[SuiteJob], timeout_s: float = 30.0) -> list[dict[s
         (root / "jobs.json").write_text(
             json.dumps([_job_dir(root, i, j, timeout_s) for i, j in enumerate(jobs)])
         )
-        stdout = asyncio.run(_run_in_sandbox(root, timeout_s * len(jobs) + 30))
+        stdout = asyncio.run(_run_in_sandbox(root, timeout_s * len(jobs) + 30, backend))
         try:
             results = json.loads(stdout.strip().splitlines()[-1])
         except (ValueError, IndexError) as e:
@@ -322,6 +327,7 @@ def validate_batch(
     test_ids: dict[str, tuple[str, ...]],
     timeout_s: float,
     files: Sequence[dict[str, str] | None] | None = None,
+    backend: BackendConfig | None = None,
 ) -> list[Candidate | None]:
     """Each mutant if some, but not all, of its base's suite fails on it; else None.
 
@@ -332,7 +338,7 @@ def validate_batch(
     if files is None:
         files = [mutant_files(b, m) for b, m in items]
     jobs = [SuiteJob(f, b.hidden_name, b.source.tests) for (b, _), f in zip(items, files, strict=True) if f]
-    runs = iter(run_suites(jobs, timeout_s))
+    runs = iter(run_suites(jobs, timeout_s, backend))
     out: list[Candidate | None] = []
     for (base, m), f in zip(items, files, strict=True):
         outcomes = next(runs) if f else None
@@ -409,6 +415,7 @@ def select(
     pool: ThreadPoolExecutor,
     workers: int,
     timeout_s: float,
+    backend: BackendConfig | None = None,
 ) -> list[Candidate]:
     """The first n valid mutants with distinct locations, in candidate order.
 
@@ -431,7 +438,7 @@ def select(
                     pos += 1
                 if batch:
                     mutants = [mutant_files(b, m) for b, m in batch]  # AST work stays on this thread
-                    future = pool.submit(validate_batch, batch, test_ids, timeout_s, mutants)
+                    future = pool.submit(validate_batch, batch, test_ids, timeout_s, mutants, backend)
                     pending.extend((future, i) for i in range(len(batch)))
             if pending:
                 future, i = pending.popleft()
@@ -543,6 +550,8 @@ class CodeRepairGenerator:
     version: str = VERSION
     workers: int | None = None
     timeout_s: float = 30.0
+    backend: BackendConfig | None = None
+    """The sandbox backend mutants are validated in (``sandbox.config``; None: the local one)."""
 
     def bases(self) -> list[PreparedBase]:
         return [prepare(b) for b in load_bases()]
@@ -560,7 +569,7 @@ class CodeRepairGenerator:
             bases = [b for b in bases if b.name in test_ids]
             if not bases:
                 raise TaskError("code-repair: no base passes more than 80 % of its own tests")
-            chosen = select(bases, test_ids, n, seed, pool, workers, self.timeout_s)
+            chosen = select(bases, test_ids, n, seed, pool, workers, self.timeout_s, self.backend)
         return [write_candidate(c, test_ids[c.base.name], i, seed, Path(out)) for i, c in enumerate(chosen)]
 
     def _baselines(
@@ -569,7 +578,7 @@ class CodeRepairGenerator:
         """Run every base's suite on its original code, in parallel batches; test ids per base."""
         chunks = [bases[i::workers] for i in range(workers) if bases[i::workers]]
         jobs = [[SuiteJob(b.files, b.hidden_name, b.source.tests) for b in chunk] for chunk in chunks]
-        runs = pool.map(lambda js: run_suites(js, self.timeout_s), jobs)
+        runs = pool.map(lambda js: run_suites(js, self.timeout_s, self.backend), jobs)
         out: dict[str, tuple[str, ...]] = {}
         for chunk, results in zip(chunks, runs, strict=True):
             for b, outcomes in zip(chunk, results, strict=True):

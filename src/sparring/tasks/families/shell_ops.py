@@ -11,7 +11,8 @@ in ``out.txt``. The agent solves it with one ``bash`` call such as
 visible examples is impossible: every task's data differs, and every pair of
 operations gives a different ``out.txt`` on it (checked when generating).
 
-:class:`NoisyDemonstrator` is the warm-start teacher used by ``sparring demo``:
+:class:`sparring.policy.demonstrator.NoisyDemonstrator` (a policy, so in policy/) is the
+warm-start teacher used by ``sparring demo``:
 a scripted agent that makes two kinds of *systematic* mistakes. For each
 operation it has one confusable partner (``sort`` vs ``sort -u``, ``head`` vs
 ``tail``...) and uses the partner's command with probability ``epsilon``; and,
@@ -29,7 +30,6 @@ import random
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sparring.tasks.environment import pinned_requirements
 from sparring.tasks.loader import Task, write_task
@@ -196,50 +196,4 @@ class ShellOpsGenerator:
         ]
 
 
-class NoisyDemonstrator:
-    """A scripted shell-ops agent with systematic mistakes: ``bash(command)`` then ``submit()``.
-
-    With probability ``epsilon`` it runs the command of the operation's
-    confusable partner instead of the right one; independently, with
-    probability ``forget_output`` it drops the ``> out.txt`` redirect, so the
-    result goes to stdout and ``out.txt`` is never written. Both are decided per
-    task and sample, deterministically. It reads the task's privileged tags, as
-    scripted policies may.
-    """
-
-    version = 0
-
-    def __init__(self, epsilon: float = 0.5, seed: int = 0, forget_output: float = 0.0) -> None:
-        for name, value in (("epsilon", epsilon), ("forget_output", forget_output)):
-            if not 0.0 <= value <= 1.0:
-                from sparring.errors import ConfigError
-
-                raise ConfigError(f"{name} must be in [0, 1], got {value}")
-        self.epsilon = epsilon
-        self.forget_output = forget_output
-        self.seed = seed
-        self.name = f"shell-ops-demonstrator(eps={epsilon:g}, forget_output={forget_output:g})"
-
-    def command(self, task: Task, sample_index: int, seed: int) -> str:
-        op = task_op(task)
-        rng = random.Random(zlib.crc32(f"{self.seed}:{seed}:{sample_index}:{task.id}".encode()))
-        cmd = OPS[op.partner].command if rng.random() < self.epsilon else op.command
-        if rng.random() < self.forget_output:
-            cmd = cmd.rsplit(" > ", 1)[0]  # every reference command ends in "> out.txt"
-        return cmd
-
-    async def act(self, request: Any) -> Any:
-        from sparring.policy.base import Action
-        from sparring.policy.scripted import tool_call_message
-
-        turn = sum(1 for m in request.messages if m.get("role") == "assistant")
-        if turn == 0:
-            cmd = self.command(request.task, request.sample_index, request.seed)
-            return Action(tool_call_message("bash", {"command": cmd}, f"call_{turn}"))
-        return Action(tool_call_message("submit", {}, f"call_{turn}"))
-
-    async def close(self) -> None:
-        return None
-
-
-__all__ = ["FAMILY", "OPS", "NoisyDemonstrator", "ShellOpsGenerator", "apply_op", "op_order", "shell_ops_task", "task_op"]
+__all__ = ["FAMILY", "OPS", "ShellOpsGenerator", "apply_op", "op_order", "shell_ops_task", "task_op"]

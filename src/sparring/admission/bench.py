@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sparring.admission.check import REFERENCE_RUNS, check_tasks, default_judge_concurrency, eval_judge_of
 from sparring.judge.base import Judge, JudgeResult
-from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.check import REFERENCE_RUNS, check_tasks, default_judge_concurrency, eval_judge_of
+from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
 from sparring.tasks.environment import layer_for
 from sparring.tasks.families import generate, get_family
 from sparring.tasks.loader import Task
@@ -35,6 +35,7 @@ class _Counting:
 
 
 async def run_admission_bench(
+    backend: SandboxBackend,
     n: int,
     families: list[str],
     concurrency: int,
@@ -53,9 +54,8 @@ async def run_admission_bench(
                 tasks += generate(f, k, seed, Path(tmp) / f)
         gen_s = time.perf_counter() - t0
         from sparring.judge.pytest_judge import PytestJudge
-        from sparring.sandbox.local import LocalBackend
 
-        inner = PytestJudge(LocalBackend())
+        inner = PytestJudge(backend)
         inner_eval = eval_judge_of(inner)
         assert inner_eval is not None
         judge, eval_judge = _Counting(inner), _Counting(inner_eval)

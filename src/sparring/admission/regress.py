@@ -18,9 +18,8 @@ from typing import Any
 from sparring.errors import TaskError
 from sparring.judge.base import Judge
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.check import load_admission, solution_diff
 from sparring.tasks.environment import alayer_for
-from sparring.tasks.loader import Task
+from sparring.tasks.loader import Task, load_admission, solution_diff
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 Every task carries a *generator tier* (``task.toml`` ``difficulty``, from the
 generator's parameters). Once policies have played a task, the trajectory store
-knows how often they solved it; :func:`measure` counts that per task version and
+knows how often they solved it; :func:`measure` counts that per task version (from
+the trajectories the caller reads out of the store) and
 :func:`store_difficulty` records it, with a derived tier, in ``difficulty.json``
 next to ``task.toml``.
 
@@ -25,13 +26,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sparring.errors import TaskError
 from sparring.tasks.loader import Task, read_task_record, write_task_record
+from sparring.trajectory import Trajectory
 
 DIFFICULTY_FILE = "difficulty.json"
 TIERS = 5
@@ -91,29 +93,22 @@ class Measurement:
         }
 
 
-def measure(store_path: Path, tasks: Iterable[Task], policy: str | None = None) -> list[Measurement]:
-    """Pass rates of ``tasks`` (per digest) over the store's judged rollouts, optionally of one policy."""
-    from sparring.store.base import TrajQuery
-    from sparring.store.sqlite import SQLiteStore
+def measure(tasks: Iterable[Task], trajectories_of: Callable[[str], Iterable[Trajectory]]) -> list[Measurement]:
+    """Pass rates of ``tasks`` (per digest) over the judged rollouts ``trajectories_of(task_id)`` yields.
 
-    if not Path(store_path).is_file():
-        raise TaskError(f"store not found: {store_path} (pass a trajectory store written by a rollout)")
+    The caller reads the store (``store.iter_search`` with the task id and any policy filter): the
+    curriculum counts, it does not open stores (DESIGN.md §1)."""
     tasks = list(tasks)
     out = {t.digest: Measurement(t.id, t.spec.version, t.digest, t.spec.difficulty) for t in tasks}
-    st = SQLiteStore(store_path, readonly=True)
-    try:
-        for task_id in sorted({t.id for t in tasks}):
-            q = TrajQuery(task_id=task_id, policy=policy, limit=None)
-            for tr in st.iter_search(q):
-                m = out.get(tr.task_digest)
-                if m is None or not tr.trainable:
-                    continue
-                m.rollouts += 1
-                m.passes += int(tr.passed)
-                m.policies.add(tr.policy)
-                m.judge_versions.add(tr.judge_version)
-    finally:
-        st.close()
+    for task_id in sorted({t.id for t in tasks}):
+        for tr in trajectories_of(task_id):
+            m = out.get(tr.task_digest)
+            if m is None or not tr.trainable:
+                continue
+            m.rollouts += 1
+            m.passes += int(tr.passed)
+            m.policies.add(tr.policy)
+            m.judge_versions.add(tr.judge_version)
     return list(out.values())
 
 

@@ -15,10 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sparring.judge.pytest_judge import PytestJudge
-from sparring.tasks import hacks
-from sparring.tasks.check import (
-    ADMISSION_FILE,
+from sparring.admission.check import (
     REFERENCE_RUNS,
     CheckReport,
     check_hidden_tests,
@@ -26,10 +23,11 @@ from sparring.tasks.check import (
     check_instruction,
     check_original_not_reachable,
     check_task,
-    load_admission,
 )
-from sparring.tasks.flake import runs_to_catch
-from sparring.tasks.loader import Task, load_task, write_task
+from sparring.admission.flake import runs_to_catch
+from sparring.judge.pytest_judge import PytestJudge
+from sparring.tasks import hacks
+from sparring.tasks.loader import ADMISSION_FILE, Task, load_admission, load_task, write_task
 from sparring.tasks.spec import JudgeSpec, TaskSpec
 from tests_support import BUGGY, FIXED, HIDDEN, HIDDEN_IDS, VISIBLE, make_clamp_task
 

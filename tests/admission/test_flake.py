@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparring.tasks.check import REFERENCE_RUNS
-from sparring.tasks.flake import FLAKE_DETECTION, FLAKE_RATE, runs_to_catch, tally
+from sparring.admission.check import REFERENCE_RUNS
+from sparring.admission.flake import FLAKE_DETECTION, FLAKE_RATE, runs_to_catch, tally
 
 
 def test_the_stated_target_needs_ten_runs() -> None:

@@ -13,7 +13,7 @@ Each rule is a small named check; its name is the rejection rule that
 ``hidden_tests_listed``   judge.hidden_tests names the hidden tests: every test file
                           the judge's pytest collects from hidden/ (hidden/eval/
                           against its expected_tests.txt) has a listed id, and every
-                          listed id names a test that exists (:mod:`.hidden_suite`)
+                          listed id names a test that exists (:mod:`sparring.tasks.hidden_suite`)
 ``hidden_tests_present``  hidden/ holds test files
 ``original_not_reachable``  no VCS history in the workspace, and no workspace
                           file holds the bytes of a file the solution replaces
@@ -36,6 +36,10 @@ Rules that execute score through the real judge in real sandboxes. The result
 (:class:`CheckReport`, outcomes included) is stored next to task.toml as
 ``admission.json`` so that ``sparring tasks regress`` can later tell whether a
 changed environment or judge changes the task's outcome.
+
+Admission runs the judge, so it is a room of its own above ``judge/`` (DESIGN.md §1);
+the task data it reads and writes (the reference's diff, the ``admission.json``
+record the registry reads) stays in ``tasks/``.
 """
 
 from __future__ import annotations
@@ -51,20 +55,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparring.admission import flake
 from sparring.errors import TaskError
 from sparring.judge.base import Judge, JudgeResult
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks import flake, hacks, hidden_suite
-from sparring.tasks.environment import alayer_for
+from sparring.tasks import hacks, hidden_suite
+from sparring.tasks.environment import alayer_for, layer_for
 from sparring.tasks.hacks import Variant
-from sparring.tasks.loader import Task, read_task_record, workspace_digest, write_task_record
+from sparring.tasks.loader import (
+    ADMISSION_FILE,
+    Task,
+    solution_diff,
+    workspace_digest,
+    write_task_record,
+)
 from sparring.tasks.testfiles import is_test_path
 
 PLACEHOLDERS = ("todo", "tbd", "fix it", "fix", "xxx", "lorem ipsum", "do the task", "n/a", "none", "...")
 REFERENCE_RUNS = flake.runs_to_catch(flake.FLAKE_DETECTION, flake.FLAKE_RATE)
 """Runs of the reference solution: enough to catch a test failing half the time with probability 0.999."""
 MAX_NAMED = 5
-ADMISSION_FILE = "admission.json"
 VCS_DIRS = (".git", ".hg", ".svn", ".bzr")
 
 
@@ -210,11 +220,6 @@ def check_original_not_reachable(
 
 
 # --------------------------------------------------------------------------- execution rules
-
-
-def solution_diff(task: Task) -> WorkspaceDiff:
-    files, deleted = task.solution_files()
-    return WorkspaceDiff(files=files, deleted=tuple(deleted))
 
 
 def delete_tests_diff(task: Task) -> WorkspaceDiff:
@@ -478,11 +483,18 @@ def admission_record(rep: CheckReport, repeats: int, environment: str = "") -> d
     }
 
 
+def unloadable(name: str, error: Exception) -> CheckReport:
+    """The report of a task directory that does not load: rejected under ``spec_valid``."""
+    return CheckReport(name, "", [Problem("spec_valid", str(error))])
+
+
+def record_result(task: Task, rep: CheckReport, repeats: int) -> Path:
+    """Store ``rep`` as the task's admission.json, naming the environment layer it was judged in (none
+    when no rule ran the judge)."""
+    env = layer_for(task.spec.environment).digest if rep.outcomes else ""
+    return store_admission(task, admission_record(rep, repeats, env))
+
+
 def store_admission(task: Task, record: dict[str, Any]) -> Path:
     """Write admission.json next to task.toml atomically (not part of the digest: it is about the task)."""
     return write_task_record(task, ADMISSION_FILE, record)
-
-
-def load_admission(task: Task) -> dict[str, Any] | None:
-    """The stored admission result, if it is about these exact bytes (same digest)."""
-    return read_task_record(task, ADMISSION_FILE)

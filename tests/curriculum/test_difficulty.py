@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from sparring.curriculum.difficulty import DIFFICULTY_FILE, load_difficulty, tier_of, wilson
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.policy.scripted import OraclePolicy, RandomPolicy
 from sparring.rollout.scheduler import RolloutScheduler
 from sparring.sandbox.local import LocalBackend
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.sqlite import SQLiteStore
-from sparring.tasks.difficulty import DIFFICULTY_FILE, load_difficulty, tier_of, wilson
 from sparring.tasks.loader import Task, load_task, write_task
 from tests_support import make_clamp_task
 
