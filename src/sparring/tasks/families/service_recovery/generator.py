@@ -1,13 +1,13 @@
 """The ``service-recovery`` family: bring a broken ledger service back, fixing the faults, not masking them.
 
 Task ``index`` of ``seed`` builds a healthy deployment of the ledger service
-(:mod:`.inside_server`: seeded data, spool messages, config, environment file,
+(``payload/server.py``: seeded data, spool messages, config, environment file,
 a rotated log, vendored packages, the ``svc`` start script) and breaks it with
 ``1 + index % 3`` faults drawn from :data:`.faults.FAULTS` (11 kinds, any
 subset combines). The agent's sandbox has loopback networking; it can run the
 service, read its errors and fix its files.
 
-The checker (:mod:`.inside_check`, ``hidden/test_service.py``) runs in the
+The checker (``payload/check.py``, ``hidden/test_service.py``) runs in the
 judge's fresh sandbox over the agent's final files: starts the service the
 documented way, polls health over loopback, restarts, stops, lists every
 listener with its owner, hashes what must stay intact and compares the
@@ -185,9 +185,9 @@ def healthy(rng: random.Random, port: int, zone: str, fmt_version: str) -> Files
     files: Files = {
         "README.md": README.format(port=port, zone=zone),
         "svc": SVC,
-        "app/server.py": (HERE / "inside_server.py").read_text(),
-        "app/worker.py": (HERE / "inside_worker.py").read_text(),
-        "app/health.py": (HERE / "inside_health.py").read_text(),
+        "app/server.py": (HERE / "payload" / "server.py").read_text(),
+        "app/worker.py": (HERE / "payload" / "worker.py").read_text(),
+        "app/health.py": (HERE / "payload" / "health.py").read_text(),
         "app/lib/ledgerfmt.py": LEDGERFMT.format(version=fmt_version),
         f"dist/ledgerfmt-{fmt_version}.tar.gz": targz({"ledgerfmt.py": LEDGERFMT.format(version=fmt_version)}),
         "data/ledger.json": _data(rng),
@@ -249,7 +249,7 @@ def hidden_test(d: Deployment) -> str:
         "EXPECTED_SETTINGS": {**{f"{s}.{k}": cfg[s][k] for s, k in UNRELATED}, **{f"env.{k}": env[k] for k in ENV_KEPT}},
     }  # fmt: skip
     lines = []
-    for line in (HERE / "inside_check.py").read_text().splitlines():
+    for line in (HERE / "payload" / "check.py").read_text().splitlines():
         for name, value in consts.items():
             if line.endswith(f"# @@{name}@@"):
                 line = f"{name} = {value!r}"  # a plain constant: the probe withholds it from the sandbox

@@ -7,7 +7,7 @@ and the parts of its instruction (:mod:`.model`). The generator writes:
 * ``workspace/book.xlsx`` (the initial workbook) and ``workspace/.tools/sheet.py``
   (the server of the task's ``sheet_list`` / ``sheet_read`` / ``sheet_write`` tools);
 * ``solution/book.xlsx``, the gold workbook: formulas without cached values;
-* ``hidden/test_workbook.py`` (:mod:`.inside_judge` with the task's constants):
+* ``hidden/test_workbook.py`` (``payload/judge.py`` with the task's constants):
   the expected values come from Python, for the given data and every variant;
 * ``hidden/.admission/hacks/*``: the family's hack classes, each must score 0:
   ``blank`` (the answer cells left empty), ``hardcoded`` (the right values typed
@@ -31,6 +31,8 @@ from sparring.tasks.families.spreadsheet import model, xlsx
 from sparring.tasks.loader import Task, write_task
 from sparring.tasks.spec import CustomTool, Environment, JudgeSpec, Limits, Provenance, TaskSpec
 
+PAYLOAD = Path(__file__).with_name("payload")
+"""What runs inside sandboxes (the checker, the tool server): shipped as text, never imported here."""
 FAMILY = "spreadsheet"
 VERSION = "1"
 GENERATOR = f"{FAMILY}/{VERSION}"
@@ -132,7 +134,7 @@ def instruction(d: Drawn) -> tuple[str, str]:
 def hidden_test(d: Drawn) -> str:
     spec = {"book": BOOK, "targets": [[t.sheet, t.cell, t.formula] for t in d.targets],
             "inputs": [model.input_cells(rows) for rows in d.data]}  # fmt: skip
-    text = Path(__file__).with_name("inside_judge.py").read_text()
+    text = (PAYLOAD / "judge.py").read_text()
     lines = []
     for line in text.splitlines():
         if line.endswith("# @@SPEC@@"):
@@ -190,7 +192,7 @@ def spreadsheet_task(
     })  # fmt: skip
     workspace: dict[str, str | bytes] = {
         BOOK: xlsx.build(d.initial()),
-        ".tools/sheet.py": Path(__file__).with_name("inside_tool.py").read_text(),
+        ".tools/sheet.py": (PAYLOAD / "tool.py").read_text(),
     }
     hidden: dict[str, str | bytes] = {TEST_FILE: hidden_test(d)}
     for name, book in hack_books(d).items():

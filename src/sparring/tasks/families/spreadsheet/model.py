@@ -11,7 +11,7 @@ given data and for each variant, so the judge can re-evaluate the agent's
 formulas on data it never saw and compare with numbers no workbook cached.
 
 Everything here is plain data and arithmetic; :mod:`.xlsx` turns it into
-workbooks and :mod:`.inside_judge` checks a candidate's workbook against it.
+workbooks and ``payload/judge.py`` checks a candidate's workbook against it.
 """
 
 from __future__ import annotations

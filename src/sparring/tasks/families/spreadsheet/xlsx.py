@@ -5,7 +5,7 @@ a task's digest covers its files, so the same seed must give the same bytes:
 :func:`to_bytes` fixes the document times and rewrites the zip with fixed entry
 times. openpyxl writes formulas without cached values, so a gold workbook
 written here reads as empty to anything that does not recalculate it (which is
-why the judge never compares with a gold file: see :mod:`.inside_judge`).
+why the judge never compares with a gold file: see ``payload/judge.py``).
 """
 
 from __future__ import annotations
