@@ -38,7 +38,10 @@ def test_demo_quick_runs_the_whole_loop(tmp_path):
     assert n == 16 * 4 + 2 * 8 * 2 + sum(it["rollouts"] for it in d["iterations"])
     assert "RL iterations" in r.stderr and "Held-out" in r.stderr
     metrics = list((work / "metrics").glob("*.jsonl"))
-    assert len(metrics) == 1 and len(metrics[0].read_text().splitlines()) == 3
+    rows = [json.loads(line) for line in metrics[0].read_text().splitlines()] if len(metrics) == 1 else []
+    # one row per RL iteration, and one per held-out evaluation (before and after RL)
+    assert sum(1 for r in rows if "rollout/pass_rate" in r) == 3, rows
+    assert sum(1 for r in rows if "eval/heldout/pass_rate" in r and "rollout/pass_rate" not in r) == 2, rows
     assert list((work / "tensorboard").rglob("events.out.tfevents.*"))
     assert (work / "checkpoints" / "latest").read_text().strip() == "iter-00002"
     # `sparring report` draws the run.

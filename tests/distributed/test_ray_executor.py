@@ -147,7 +147,8 @@ def test_a_killed_node_actor_loses_no_sample_and_leaves_nothing(cluster, clamp_t
     assert all(t.attempts >= 2 and t.status == "ok" and t.reward == 1.0 for t in lost)
     assert new and new["pid"] != old_pid, "the node actor was restarted in a new process"
     roots = _node_roots(tmp_path)
-    assert live and asyncio.run(await_until(lambda: not _leftovers(roots, live), timeout_s=30))
+    # the node's watchdog reaps what a lost node left; on a loaded CI machine that can take a while
+    assert live and asyncio.run(await_until(lambda: not _leftovers(roots, live), timeout_s=180))
 
 
 def _cli(*args: str, root: Path) -> subprocess.CompletedProcess[str]:
@@ -241,7 +242,8 @@ def test_a_removed_node_loses_no_sample_and_leaves_nothing(cluster, clamp_task, 
     assert summary.stored == 8 and summary.statuses == {"ok": 8}, summary
     assert any(t.attempts >= 2 for t in trajs) and state == "gone"
     roots = _node_roots(tmp_path)
-    assert live and asyncio.run(await_until(lambda: not _leftovers(roots, live), timeout_s=30))
+    # the node's watchdog reaps what a lost node left; on a loaded CI machine that can take a while
+    assert live and asyncio.run(await_until(lambda: not _leftovers(roots, live), timeout_s=180))
 
 
 def _oracle() -> Any:
