@@ -31,13 +31,20 @@ from sparring.sandbox.layers import LayerStore, discard
 
 
 def pid_alive(pid: int) -> bool:
+    """``pid`` runs. A zombie does not: an owner SIGKILLed whose parent has not waited for it yet (a Ray
+    worker under a busy raylet) still answers ``kill(pid, 0)``, and its sandboxes would never be reaped."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return True  # no /proc: kill(pid, 0) is all there is
+    state = stat.rpartition(b")")[2].split()[:1]
+    return state not in ([b"Z"], [b"X"])
 
 
 def orphaned(owner: int) -> bool:
