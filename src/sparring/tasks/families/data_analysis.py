@@ -47,7 +47,8 @@ from typing import Any
 
 from sparring.errors import ConfigError
 from sparring.tasks.environment import pinned_requirements
-from sparring.tasks.loader import Task, write_task
+from sparring.tasks.families.drafting import Drafted, check_count, draw_and_write
+from sparring.tasks.loader import Task
 from sparring.tasks.spec import Environment, JudgeSpec, Limits, Provenance, TaskSpec
 
 FAMILY = "data-analysis"
@@ -414,14 +415,6 @@ def test_answer_file_holds_one_value():
 '''
 
 
-@dataclass(frozen=True)
-class Drafted:
-    spec: TaskSpec
-    workspace: dict[str, str | bytes]
-    hidden: dict[str, str | bytes]
-    solution: dict[str, str | bytes]
-
-
 def draft(
     seed: int, index: int, requirements: list[str], parquet_requirements: list[str] | None = None
 ) -> Drafted | None:
@@ -557,15 +550,7 @@ class DataAnalysisGenerator:
 
     def generate(self, n: int, seed: int, out: Path) -> list[Task]:
         """Write n tasks to out/<id>/; the same (n, seed) gives the same bytes, another seed other data."""
-        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
-            raise ConfigError(f"n must be an integer in [1, {MAX_N}], got {n!r}")
+        check_count(n, MAX_N)
         requirements = pinned_requirements()
         pq_requirements = pinned_requirements(("pytest", "pyarrow")) if parquet_available() else None
-        drafts: list[Drafted] = []
-        index = 0
-        while len(drafts) < n:
-            d = draft(seed, index, requirements, pq_requirements)
-            index += 1
-            if d is not None:
-                drafts.append(d)
-        return [write_task(Path(out) / d.spec.id, d.spec, d.workspace, d.hidden, d.solution) for d in drafts]
+        return draw_and_write(n, out, lambda i: draft(seed, i, requirements, pq_requirements))

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparring.errors import ConfigError
 from sparring.tasks.environment import pinned_requirements
+from sparring.tasks.families.drafting import Drafted, check_count, draw_and_write
 from sparring.tasks.families.sql_data import (
     DOMAINS,
     Database,
@@ -48,7 +48,7 @@ from sparring.tasks.families.sql_data import (
 )
 from sparring.tasks.families.sql_data import connect as connect_db
 from sparring.tasks.families.sql_questions import TEMPLATES, Question, Result, example_question, make_question
-from sparring.tasks.loader import Task, write_task
+from sparring.tasks.loader import Task
 from sparring.tasks.spec import Environment, JudgeSpec, Limits, Provenance, TaskSpec
 
 FAMILY = "sql"
@@ -212,14 +212,6 @@ def hardcoded_query(rows: Result) -> str:
     )
 
 
-@dataclass(frozen=True)
-class Drafted:
-    spec: TaskSpec
-    workspace: dict[str, str | bytes]
-    hidden: dict[str, str | bytes]
-    solution: dict[str, str | bytes]
-
-
 def _results(d: Domain, db: Database, q: Question, ns: dict[str, Any]) -> Result | None:
     """The canonical expected result, after checking SQLite agrees with the Python computation."""
     con = connect_db(d, db)
@@ -371,17 +363,9 @@ class SqlGenerator:
     version: str = VERSION
 
     def generate(self, n: int, seed: int, out: Path) -> list[Task]:
-        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
-            raise ConfigError(f"n must be an integer in [1, {MAX_N}], got {n!r}")
+        check_count(n, MAX_N)
         requirements = pinned_requirements()
-        drafts: list[Drafted] = []
-        index = 0
-        while len(drafts) < n:
-            dr = draft(seed, index, requirements)
-            index += 1
-            if dr is not None:
-                drafts.append(dr)
-        return [write_task(Path(out) / x.spec.id, x.spec, x.workspace, x.hidden, x.solution) for x in drafts]
+        return draw_and_write(n, out, lambda i: draft(seed, i, requirements))
 
 
 __all__ = ["FAMILY", "SqlGenerator", "checker_namespace", "draft", "hardcoded_query"]

@@ -38,11 +38,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from sparring.errors import ConfigError
 from sparring.tasks.environment import pinned_requirements
 from sparring.tasks.families import tool_use_service as service
+from sparring.tasks.families.drafting import Drafted, check_count, draw_and_write
 from sparring.tasks.families.tool_use_scenarios import SCENARIOS, Rows, Scenario
-from sparring.tasks.loader import SOLUTION_CALLS, Task, write_task
+from sparring.tasks.loader import SOLUTION_CALLS, Task
 from sparring.tasks.spec import CustomTool, Environment, JudgeSpec, Limits, Provenance, TaskSpec
 
 FAMILY = "tool-use"
@@ -352,14 +352,6 @@ def _email_of(sc: Scenario) -> str:
     return sc.request.split("email ", 1)[1].split(" ", 1)[0]
 
 
-@dataclass(frozen=True)
-class Drafted:
-    spec: TaskSpec
-    workspace: dict[str, str | bytes]
-    hidden: dict[str, str | bytes]
-    solution: dict[str, str | bytes]
-
-
 def _hack_states(rows: Rows, initial: bytes, sc: Scenario, ref: Outcome) -> dict[str, bytes]:
     facts = ref.facts or {}
     out = {
@@ -484,17 +476,9 @@ class ToolUseGenerator:
     version: str = VERSION
 
     def generate(self, n: int, seed: int, out: Path) -> list[Task]:
-        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
-            raise ConfigError(f"n must be an integer in [1, {MAX_N}], got {n!r}")
+        check_count(n, MAX_N)
         requirements = pinned_requirements()
-        drafts: list[Drafted] = []
-        index = 0
-        while len(drafts) < n:
-            dr = draft(seed, index, requirements)
-            index += 1
-            if dr is not None:
-                drafts.append(dr)
-        return [write_task(Path(out) / x.spec.id, x.spec, x.workspace, x.hidden, x.solution) for x in drafts]
+        return draw_and_write(n, out, lambda i: draft(seed, i, requirements))
 
 
 __all__ = ["FAMILY", "MUTATING", "TOOLS", "ToolUseGenerator", "checker_namespace", "draft", "verdict"]
