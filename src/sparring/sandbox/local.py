@@ -3,7 +3,8 @@
 Layout of one sandbox under the backend root::
 
     <root>/sb-<id>/
-        owner          pid of the owning process (the reaper removes orphans)
+        owner          pid of the owning process (the reaper removes orphans); <id> names it too, so
+                       the directory and its cgroups sparring/<id> are owned from their mkdir on
         cgroups        the sandbox's cgroup directories, one per line (for the reaper)
         bwrap.log      what bubblewrap and the exec server wrote to stderr
         rw/            tmpfs of size disk_mb: upper/ and work/ of the overlay, tmp/, home/, shm/
@@ -42,7 +43,6 @@ import logging
 import os
 import stat
 import time
-import uuid
 from pathlib import Path
 
 from sparring.errors import SandboxError, WorkspaceFault
@@ -50,6 +50,7 @@ from sparring.sandbox import execserver, features, hosttree, ipcns, mounts, reap
 from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.cgroups import CgroupSet
 from sparring.sandbox.channel import ExecChannel, OutputCallback
+from sparring.sandbox.crashpoint import crash_point
 from sparring.sandbox.environment import AGENT_GID, AGENT_HOST_UID, AGENT_UID, HOSTNAME, SandboxEnvironment
 from sparring.sandbox.hostfiles import HostFiles
 from sparring.sandbox.layers import LayerStore, Snapshot, copy_tree, discard
@@ -213,7 +214,7 @@ class LocalSandbox(HostFiles):
         self.backend = backend
         self.spec = spec
         self.environment, self.plan = backend.runtime_for(spec)
-        self.id = uuid.uuid4().hex[:12]
+        self.id = reaper.new_sandbox_id()  # names the owner: nothing of it is ever unattributable
         self.dir = backend.home / f"sb-{self.id}"
         self.rootdir = self.dir / "root"
         self.rw = self.dir / "rw"
@@ -240,6 +241,7 @@ class LocalSandbox(HostFiles):
     async def _start(self) -> None:
         b, s = self.backend, self.spec
         self.dir.mkdir(mode=0o711)
+        crash_point("sandbox-dir")
         if b.overlay:
             # The sandbox's own small tmpfs, shared: mounts made under root/ later reach the running
             # sandbox, and close() is one unmount instead of a directory walk.
@@ -248,6 +250,7 @@ class LocalSandbox(HostFiles):
             )
             self._sb_mounted = True
             mounts.mount("none", self.dir, "", flags=mounts.MS_SHARED)
+        crash_point("sandbox-mounted")
         (self.dir / "owner").write_text(str(os.getpid()))
         self._empty.mkdir()
         self.rootdir.mkdir(mode=0o755)
@@ -261,6 +264,7 @@ class LocalSandbox(HostFiles):
             self._bind_static()
         self._mount_layers(shm=False)  # /dev/shm only once bubblewrap has bound its propagation point
         self.cg = CgroupSet.create(self.id, s.memory_mb, s.pids, s.cpus, freezer=True)
+        crash_point("sandbox-cgroups")
         if self.cg.dirs:
             (self.dir / "cgroups").write_text("\n".join(map(str, self.cg.dirs.values())) + "\n")
         if s.network == "allowlist":
