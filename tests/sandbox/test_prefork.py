@@ -260,3 +260,22 @@ def test_an_allowlist_sandbox_is_always_made_cold(pf_backend):
         return pf_backend.prefork.hits, pf_backend.prefork.idle()
 
     assert asyncio.run(main()) == (0, [])
+
+
+def test_a_prestarted_sandbox_that_died_while_waiting_is_never_handed_out(pf_backend):
+    spec = SandboxSpec(memory_mb=128)
+
+    async def main():
+        await pf_backend.prefork.fill(spec)
+        (dead,) = pf_backend.prefork.idle()
+        os.kill(dead.channel.proc.pid, signal.SIGKILL)  # its bubblewrap, from outside (an OOM, an operator)
+        assert wait_until(lambda: dead.channel.proc.poll() is not None)  # positive control: it is dead
+        sb = await pf_backend.create(spec)
+        try:
+            assert sb.id != dead.id and pf_backend.prefork.hits == 0 and pf_backend.prefork.misses == 1
+            assert (await sb.exec("echo ok")).stdout == "ok\n"
+        finally:
+            await sb.close()
+        assert not dead.dir.exists()  # closed, not leaked
+
+    asyncio.run(main())

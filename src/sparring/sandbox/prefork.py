@@ -66,6 +66,12 @@ def shape_of(spec: SandboxSpec) -> SandboxSpec | None:
     return spec.model_copy(update={"workspace": None, "workspace_digest": None, "env": {}, "seed": 0})
 
 
+def _alive(sb: LocalSandbox) -> bool:
+    """Healthy, and bubblewrap still running: a sandbox that waited while no event loop watched its
+    channel (between two ``asyncio.run``) may have died unnoticed."""
+    return sb.healthy and sb.channel is not None and sb.channel.proc.poll() is None
+
+
 class PreforkPool:
     """Up to ``size`` started, never-used sandboxes per shape, refilled in the background."""
 
@@ -97,7 +103,7 @@ class PreforkPool:
         idle, sb = self._idle[key], None
         while idle and sb is None:
             cand = idle.pop()
-            if not cand.healthy:  # its server died while it waited (OOM, a kill from outside)
+            if not _alive(cand):  # its server died while it waited (OOM, a kill from outside)
                 await cand.close()
                 continue
             try:
