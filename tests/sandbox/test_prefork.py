@@ -34,7 +34,7 @@ echo "== cgroup"; cat /proc/self/cgroup
 echo "== procs"; ls -d /proc/[0-9]*
 echo "== empty"; ls -la /tmp /dev/shm /home/agent /dev/mqueue | grep -v ' \.\.$' | awk '{print $1, $3, $4, $NF}'
 echo "== ipc"; cat /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem
-echo "== net"; cat /proc/net/dev | cut -d: -f1
+echo "== net"; cat /proc/net/dev | cut -d: -f1; echo "== lo-up"; cat /proc/net/if_inet6
 echo "== df"; df -k /tmp /workspace /dev/shm /home/agent | awk '{print $2, $6}'
 echo "== workspace"; ls -la /workspace | awk '{print $1, $3, $NF}'; cat /workspace/f.txt
 echo "== mounts"; cat /proc/self/mountinfo
@@ -76,11 +76,12 @@ def pf_backend(tmp_path):
     asyncio.run(b.aclose())
 
 
-def test_a_prestarted_sandbox_is_indistinguishable_from_a_cold_one(pf_backend, ws):
+@pytest.mark.parametrize("network", ["none", "loopback"])
+def test_a_prestarted_sandbox_is_indistinguishable_from_a_cold_one(pf_backend, ws, network):
     cold_backend = LocalBackend(root=pf_backend.root, prefork=0)
     spec = SandboxSpec(
         workspace=ws, workspace_digest=tree_digest(ws), memory_mb=128, pids=64, cpus=1.0, disk_mb=64,
-        nofile=512, seed=11, env={"MARK": "m1"}, network="loopback",
+        nofile=512, seed=11, env={"MARK": "m1"}, network=network,
     )  # fmt: skip
 
     async def probe(b: LocalBackend) -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -110,6 +111,7 @@ def test_a_prestarted_sandbox_is_indistinguishable_from_a_cold_one(pf_backend, w
     assert cold["env"] and "MARK=m1" in cold["env"] and "PYTHONHASHSEED=11" in cold["env"]
     assert cold["workspace"][-1] == "orig" and len(cold["procs"]) == 3  # the server, the probe, its ls
     assert cold_limits and "134217728" in cold_limits.values()  # the limits are there to compare
+    assert bool(cold["lo-up"]) == (network == "loopback")  # ::1 only on a loopback that is up
     for section in cold:
         assert warm[section] == cold[section], section
     assert warm_limits == cold_limits

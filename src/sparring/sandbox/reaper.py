@@ -7,9 +7,9 @@ steps of making (or removing) a sandbox leaves nothing the reaper cannot
 attribute. ``reap(root)`` removes, for every sandbox whose owner is dead: its
 processes (they are already gone when bubblewrap died with its parent, but a
 cgroup is emptied anyway), its mounts, its cgroups and its directory; then every
-cgroup of a dead owner on the host (one made just before its owner died, not yet
-listed in the directory), snapshot records of dead owners and the layers no
-record needs.
+empty cgroup of a dead owner on the host (one made just before its owner died,
+not yet listed in the directory), snapshot records of dead owners and the layers
+no record needs.
 
 A restarted backend calls ``reap`` at start. So that nothing is left even
 when no backend starts again, every owning process also gets a *watchdog*: a
@@ -121,11 +121,15 @@ def remove_cgroup(cg: Path) -> None:
 
 
 def reap_cgroups(owner: int | None = None, root: Path = CGROUP_ROOT) -> int:
-    """Remove every sandbox cgroup on the host whose owner (named by its id) is dead, or of ``owner`` only.
+    """Remove every empty sandbox cgroup on the host whose owner (named by its id) is dead, or of
+    ``owner`` only: those made just before their owner died, listed in no sandbox directory yet.
 
-    Freezer groups go first: a frozen process cannot die, and its other groups cannot be removed before.
+    Only empty ones: no process joins a sandbox's cgroups before they are listed (the launcher joins
+    them after), and the processes of a listed one are killed through its directory's list. So a
+    cgroup whose owner pid only looks dead here (its creator in another pid namespace sharing this
+    cgroup tree) loses no process; rmdir refuses a cgroup in use.
     """
-    parents = [root / PARENT, *sorted(root.glob(f"*/{PARENT}"), key=lambda p: p.parent.name != "freezer")]
+    parents = [root / PARENT, *root.glob(f"*/{PARENT}")]
     n = 0
     for parent in parents:
         with contextlib.suppress(OSError):
@@ -133,8 +137,9 @@ def reap_cgroups(owner: int | None = None, root: Path = CGROUP_ROOT) -> int:
                 o = id_owner(cg.name)
                 if o == -1 or (owner is not None and o != owner) or not orphaned(o) or not cg.is_dir():
                     continue
-                remove_cgroup(cg)
-                n += not cg.exists()
+                with contextlib.suppress(OSError):
+                    cg.rmdir()
+                    n += 1
     return n
 
 
