@@ -126,17 +126,22 @@ class PreforkPool:
             return 0
         key = shape.model_dump_json()
         self._shapes.setdefault(key, shape)
-        running = self._refills.get(key)
-        if running is not None and not running.done():
-            await asyncio.shield(running)
-        await self._fill(key)
+        self._failed.discard(key)  # asked for explicitly: try again
+        running = self._refill(key)
+        if running is not None:
+            await asyncio.shield(running)  # the one refill of this shape: never two, never past size
         return len(self._idle[key])
 
-    def _refill(self, key: str) -> None:
+    def _refill(self, key: str) -> asyncio.Task[None] | None:
+        """Start the shape's refill unless one runs on this loop (or the shape failed); the one running."""
+        loop = asyncio.get_running_loop()
         running = self._refills.get(key)
-        if key in self._failed or (running is not None and not running.done()):
-            return
-        self._refills[key] = asyncio.get_running_loop().create_task(self._fill(key))
+        if running is not None and not running.done() and running.get_loop() is loop:
+            return running
+        if key in self._failed:
+            return None
+        task = self._refills[key] = loop.create_task(self._fill(key))
+        return task
 
     async def _fill(self, key: str) -> None:
         shape, idle = self._shapes[key], self._idle[key]
