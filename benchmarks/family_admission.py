@@ -1,7 +1,7 @@
 """Per-family admission yield; prints one JSON object per family (same as `sparring tasks family-bench`).
 
 Per family: generate N tasks from a seed, count the distinct ones (content digest; also distinct
-instructions and reference solutions), run admission on the first K (all by default) in parallel
+instructions and reference solutions), run admission on K of them spread evenly (all by default) in parallel
 within a worker limit, and report admitted, rejected by rule and wall seconds per task, with a
 projection for all N when only K were checked.
 
@@ -24,7 +24,12 @@ if __name__ == "__main__":
     ap.add_argument("--families", default=ALL_FAMILIES)
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--admit", type=int, default=None, help="Check only the first K (0: generate-only count)")
+    ap.add_argument(
+        "--admit",
+        type=int,
+        default=None,
+        help="Check only K, spread evenly over the N (0: generate-only count)",
+    )
     ap.add_argument("--concurrency", type=int, default=3)
     ap.add_argument("--judge-concurrency", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=None, help="Reference runs (default: the flake target's)")

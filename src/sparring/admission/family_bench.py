@@ -4,7 +4,8 @@ For one family: generate N tasks from a seed, count the distinct ones (by conten
 digest; also by instruction and by reference solution, since a digest differs as
 soon as any byte of random data does), check ``admit`` of them (all by default)
 exactly as ``sparring tasks check`` does (same judge, same reference runs,
-``concurrency`` tasks at once sharing ``judge_concurrency`` judge slots), and
+``concurrency`` tasks at once sharing ``judge_concurrency`` judge slots; a sample
+is spread evenly over the N), and
 report admitted and rejected counts by rule and the wall seconds per checked
 task, with a projection for all N when only a sample was checked. ``admit=0``
 is the cheap generate-only count.
@@ -16,8 +17,9 @@ import os
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sparring.admission.check import REFERENCE_RUNS, check_tasks, default_judge_concurrency
 from sparring.judge.pytest_judge import PytestJudge
@@ -25,6 +27,15 @@ from sparring.sandbox.base import SandboxBackend
 from sparring.tasks.digest import tree_digest
 from sparring.tasks.environment import layer_for
 from sparring.tasks.families import generate, get_family
+
+_T = TypeVar("_T")
+
+
+def spread_sample(items: Sequence[_T], k: int) -> list[_T]:
+    """``k`` items evenly spaced over ``items`` (the first included), in order: a family's task order
+    can follow its generator's parameters (function-impl: built-ins first), so the first k would not do."""
+    n = len(items)
+    return [items[i * n // k] for i in range(min(k, n))] if k > 0 else []
 
 
 async def run_family_admission(
@@ -43,7 +54,7 @@ async def run_family_admission(
         t0 = time.perf_counter()
         tasks = generate(family, n, seed, Path(tmp) / family)
         gen_s = time.perf_counter() - t0
-        sample = tasks if admit is None else tasks[:admit]
+        sample = tasks if admit is None else spread_sample(tasks, admit)
         t1 = time.perf_counter()
         for t in {t.spec.environment.model_dump_json(): t for t in sample}.values():
             layer_for(t.spec.environment)  # build each pinned layer once, outside the timed part

@@ -19,7 +19,7 @@ def family_bench(
         -1,
         "--admit",
         min=-1,
-        help="Tasks checked per family: the first K (-1: all N; 0: generate-only count).",
+        help="Tasks checked per family: K spread evenly over the N (-1: all N; 0: generate-only count).",
     ),
     concurrency: int = typer.Option(3, "--concurrency", min=1, help="Tasks checked at once."),
     judge_concurrency: int = typer.Option(
