@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sparring.admission.family_bench import run_family_admission
+from sparring.admission.family_bench import run_family_admission, spread_sample
 
 SPARRING = Path(sys.executable).parent / "sparring"
 
@@ -42,8 +42,13 @@ def test_unknown_family_is_a_one_line_error() -> None:
 
 @pytest.mark.slow
 def test_admission_on_a_sample_reports_yield_and_cost(backend) -> None:  # type: ignore[no-untyped-def]
-    row = asyncio.run(run_family_admission(backend, "shell-ops", n=6, seed=1, admit=2, repeats=2))
+    row = asyncio.run(run_family_admission(backend, "shell-ops", n=6, seed=1, admit=2, repeats=2))  # tasks 0 and 3
     assert row["generated"] == row["distinct"] == 6 and row["checked"] == 2
     assert row["admitted"] == 2 and row["rejected"] == 0, row
     assert row["seconds_per_task"] > 0 and row["projected_admission_s_all"] >= row["seconds_per_task"] * 6 - 1
     assert row["repeats"] == 2
+
+
+def test_a_sample_is_spread_over_the_tasks_without_repeats() -> None:
+    assert spread_sample(list(range(200)), 5) == [0, 40, 80, 120, 160]
+    assert spread_sample([1, 2], 5) == [1, 2] and spread_sample([1], 0) == [] and spread_sample([], 3) == []

@@ -34,8 +34,8 @@ _T = TypeVar("_T")
 def spread_sample(items: Sequence[_T], k: int) -> list[_T]:
     """``k`` items evenly spaced over ``items`` (the first included), in order: a family's task order
     can follow its generator's parameters (function-impl: built-ins first), so the first k would not do."""
-    n = len(items)
-    return [items[i * n // k] for i in range(min(k, n))] if k > 0 else []
+    n, k = len(items), min(k, len(items))
+    return [items[i * n // k] for i in range(k)] if k > 0 else []
 
 
 async def run_family_admission(
