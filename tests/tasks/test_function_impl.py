@@ -15,7 +15,7 @@ from sparring.admission.check import check_task
 from sparring.errors import ConfigError, TaskError
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.tasks.families import FAMILIES, FamilyGenerator, generate
-from sparring.tasks.families.function_impl import BUILTINS, GENERATOR
+from sparring.tasks.families.function_impl import BUILTINS, GENERATOR, MAX_N
 from sparring.tasks.importers import import_function_jsonl, import_tasks
 from sparring.tasks.loader import TASK_FILE, find_tasks, load_task
 
@@ -204,7 +204,7 @@ def test_generator_registered_deterministic_distinct(tmp_path: Path) -> None:
     small = generate("function-impl", 5, 3, tmp_path / "small")
     assert [t.id for t in small] == [t.id for t in a[:5]]
     with pytest.raises(ConfigError, match="only"):
-        generate("function-impl", len(BUILTINS) + 1, 0, tmp_path / "too-many")
+        generate("function-impl", MAX_N + 1, 0, tmp_path / "too-many")
     with pytest.raises(ConfigError):
         generate("function-impl", 0, 0, tmp_path / "zero")
 

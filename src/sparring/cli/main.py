@@ -10,6 +10,7 @@ from sparring import __version__
 from sparring.cli import (
     demo,
     failures,
+    family_bench,
     judge,
     model,
     replay,
@@ -34,6 +35,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(sandbox.app, name="sandbox")
+tasks.app.command("family-bench")(family_bench.family_bench)
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(judge.app, name="judge")
 app.add_typer(review.app, name="review")

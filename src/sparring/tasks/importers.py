@@ -359,18 +359,31 @@ def function_task(
     return spec, workspace, hidden, solution
 
 
+@dataclass(frozen=True)
+class RecordMeta:
+    """Per-record task metadata a generator knows: tags added to the call's and the difficulty tier."""
+
+    tags: tuple[str, ...] = ()
+    difficulty: int = 1
+
+
 def write_function_tasks(
     items: Sequence[tuple[FunctionRecord, Provenance]],
     out: Path,
     tags: Sequence[str] = (),
     extra_hidden: Callable[[FunctionRecord], dict[str, str | bytes]] | None = None,
+    meta: Callable[[FunctionRecord], RecordMeta] | None = None,
 ) -> list[Task]:
     """Write each record's task to out/<task id>/ (each atomically); if one fails, remove what this call wrote.
 
     ``extra_hidden(record)`` adds judge-only files to a task's hidden/ (the function-impl family's
-    generated-test spec and admission hacks)."""
+    generated-test spec and admission hacks); ``meta(record)`` gives a record its own tags and tier."""
     out = Path(out)
-    built = [function_task(rec, prov, tags) for rec, prov in items]  # spec errors surface before any write
+    metas = [meta(rec) if meta is not None else RecordMeta() for rec, _ in items]
+    built = [
+        function_task(rec, prov, [*tags, *m.tags], m.difficulty)
+        for (rec, prov), m in zip(items, metas, strict=True)
+    ]  # spec errors surface before any write
     if extra_hidden is not None:
         for (rec, _), (_, _, hidden, _) in zip(items, built, strict=True):
             hidden.update(extra_hidden(rec))
@@ -420,6 +433,7 @@ def import_tasks(fmt: str, path: Path, out: Path, *, limit: int | None = None) -
 __all__ = [
     "FAMILY",
     "FunctionRecord",
+    "RecordMeta",
     "admission_hacks",
     "assert_examples",
     "dynamic_hidden_files",

@@ -28,10 +28,18 @@ from typing import Any
 
 from sparring.errors import ConfigError, TaskError
 from sparring.tasks.families.code_repair import check_n
+from sparring.tasks.families.function_impl_compose import (
+    Composed,
+    composed_functions,
+    fingerprints_of,
+    parameter_type,
+)
 from sparring.tasks.families.function_impl_dynamic import dynamic_files
 from sparring.tasks.importers import (
     FAMILY,
     FunctionRecord,
+    RecordMeta,
+    dynamic_hidden_files,
     validate_record,
     write_function_tasks,
 )
@@ -43,6 +51,8 @@ GENERATOR = f"{FAMILY}/{VERSION}"
 _SALT = f"{FAMILY}/1"
 """Seeds the random choices; unchanged since version 1, so a seed picks the same functions and asserts."""
 EXTRA_CASES = 6
+MAX_N = 1000
+"""Tasks per seed: the built-ins, then composed functions (a seed yields well over this many distinct ones)."""
 
 Gen = Callable[[random.Random], tuple[Any, ...]]
 
@@ -494,11 +504,7 @@ BUILTINS: tuple[BuiltinFunction, ...] = (
 
 def _generated_asserts(fn: BuiltinFunction, seed: int) -> list[str]:
     """Extra asserts for this seed: random inputs, outputs of the canonical solution."""
-    namespace: dict[str, Any] = {}
-    exec(
-        compile(fn.prompt() + fn.body, f"<function-impl {fn.name}>", "exec"), namespace
-    )  # trusted built-in code
-    impl = namespace[fn.name]
+    impl = _builtin_impl(fn)
     rng = random.Random(f"{_SALT}:{seed}:{fn.name}")
     out: list[str] = []
     for _ in range(EXTRA_CASES):
@@ -519,9 +525,33 @@ def builtin_records(seed: int) -> list[FunctionRecord]:
     return [validate_record(fn.record(_generated_asserts(fn, seed)), f"built-in {fn.name}") for fn in order]
 
 
+def _builtin_impl(fn: BuiltinFunction) -> Callable[..., Any]:
+    namespace: dict[str, Any] = {}
+    source = compile(fn.prompt() + fn.body, f"<function-impl {fn.name}>", "exec")
+    exec(source, namespace)  # trusted built-in code
+    impl: Callable[..., Any] = namespace[fn.name]
+    return impl
+
+
+def builtin_fingerprints() -> set[str]:
+    """Behaviour fingerprints of the one-argument built-ins, so no composed function repeats one of them."""
+    return fingerprints_of([(_builtin_impl(fn), parameter_type(fn.signature)) for fn in BUILTINS])
+
+
+def composed_items(seed: int, count: int) -> list[tuple[Composed, FunctionRecord]]:
+    """The seed's first ``count`` composed functions with their validated records."""
+    chosen = composed_functions(seed, count, builtin_fingerprints()) if count > 0 else []
+    return [(c, validate_record(c.record(seed), f"composed {c.name}")) for c in chosen]
+
+
 @dataclass(frozen=True)
 class FunctionImplGenerator:
-    """Generates function-impl tasks; stateless, so one instance serves every call."""
+    """Generates function-impl tasks; stateless, so one instance serves every call.
+
+    The first tasks of a seed are the built-ins (in the seed's order); beyond them come composed
+    functions (:mod:`.function_impl_compose`), each distinct in behaviour from every other task. Asking
+    for at most ``len(BUILTINS)`` tasks gives the same bytes as before composed functions existed.
+    """
 
     name: str = FAMILY
     version: str = VERSION
@@ -529,12 +559,31 @@ class FunctionImplGenerator:
     def generate(self, n: int, seed: int, out: Path) -> list[Task]:
         """Write n tasks (distinct functions) to out/<id>/; the same (n, seed) gives the same bytes."""
         check_n(n)
-        if n > len(BUILTINS):
-            raise ConfigError(f"function-impl has only {len(BUILTINS)} distinct functions; asked for n={n}")
+        if n > MAX_N:
+            raise ConfigError(f"function-impl has only {MAX_N} distinct functions per seed; asked for n={n}")
         records = builtin_records(seed)[:n]
+        composed = composed_items(seed, n - len(records))
+        records += [rec for _, rec in composed]
         if len({r.spec_id for r in records}) != len(records):
-            raise TaskError("function-impl: built-in functions have clashing ids")
-        items = [
-            (r, Provenance(generator=GENERATOR, seed=seed, source=f"builtin:{r.task_id}")) for r in records
-        ]
-        return write_function_tasks(items, Path(out), tags=["builtin"], extra_hidden=dynamic_files)
+            raise TaskError("function-impl: generated functions have clashing ids")
+        builtin = {r.entry_point for r in records[: len(records) - len(composed)]}
+        by_name = {c.name: c for c, _ in composed}
+
+        def meta(rec: FunctionRecord) -> RecordMeta:
+            if rec.entry_point in builtin:
+                return RecordMeta(tags=("builtin",))
+            c = by_name[rec.entry_point]
+            return RecordMeta(tags=("composed", f"source-{c.source.key}"), difficulty=c.tier)
+
+        def extra_hidden(rec: FunctionRecord) -> dict[str, str | bytes]:
+            if rec.entry_point in builtin:
+                return dynamic_files(rec)
+            return dynamic_hidden_files(rec, by_name[rec.entry_point].dynamic_spec())
+
+        items = [(r, Provenance(generator=GENERATOR, seed=seed, source=_source(r, by_name))) for r in records]
+        return write_function_tasks(items, Path(out), extra_hidden=extra_hidden, meta=meta)
+
+
+def _source(rec: FunctionRecord, composed: dict[str, Composed]) -> str:
+    c = composed.get(rec.entry_point)
+    return f"builtin:{rec.task_id}" if c is None else f"composed:{c.key}"
