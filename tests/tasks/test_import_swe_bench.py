@@ -215,3 +215,14 @@ def test_repository_as_an_archive_or_a_single_repo_imports_the_same(repo, tmp_pa
     c = import_tasks("swe-bench", src, tmp_path / "c", repos=repo["root"])  # type: ignore[arg-type]
     assert a[0].digest == b[0].digest == c[0].digest
     assert [t.id for t in find_tasks(tmp_path / "a")] == ["swe-bench-owner-mathpkg-1"]
+
+
+def test_the_oracle_policy_scores_one_in_a_rollout(imported, tmp_path) -> None:
+    """The oracle as training runs it: through the task's tools in the agent's sandbox, then the judge."""
+    out = next(iter(imported.values())).path.parent
+    r = subprocess.run([str(SPARRING), "rollout", "--tasks", str(out), "--policy", "oracle", "--group-size", "1",
+                        "--concurrency", "2", "--store", str(tmp_path / "s.db"), "--json"],
+                       capture_output=True, text=True, timeout=600, env=os.environ.copy())  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    data = json.loads(r.stdout)
+    assert data["statuses"] == {"ok": len(imported)} and data["reward_mean"] == 1.0, data

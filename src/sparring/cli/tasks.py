@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -163,7 +163,7 @@ LIBRARY_OPT = typer.Option(
 )
 
 
-def _row(t) -> dict:  # type: ignore[no-untyped-def,type-arg]
+def _row(t: Task) -> dict[str, Any]:
     from sparring.curriculum.difficulty import load_difficulty
     from sparring.tasks.loader import load_admission
 

@@ -76,6 +76,7 @@ class Instance:
     pass_to_pass: tuple[str, ...]
     problem_statement: str
     version: str = ""
+    environment_setup_commit: str = ""
     difficulty: int = 2
 
     @property
@@ -121,6 +122,7 @@ def validate_instance(raw: object) -> Instance:
         instance_id=raw["instance_id"].strip(), repo=raw["repo"].strip(), base_commit=raw["base_commit"],
         patch=raw["patch"], test_patch=raw["test_patch"], fail_to_pass=f2p, pass_to_pass=p2p,
         problem_statement=raw["problem_statement"].strip(), version=str(raw.get("version") or ""),
+        environment_setup_commit=str(raw.get("environment_setup_commit") or ""),
         difficulty=DIFFICULTY.get(str(raw.get("difficulty") or ""), 2),
     )  # fmt: skip
     if inst.spec_id == f"{FAMILY}-":
@@ -273,10 +275,8 @@ def keep_only(source: bytes, rel: str, names: set[tuple[str, ...]]) -> bytes:
             if not methods and not any(c[0] == node.name for c in names):
                 cut.append(_span(node))
                 continue
-            for m in node.body:
-                is_test = isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef) and m.name.startswith("test")
-                if is_test and m.name not in methods:
-                    cut.append(_span(m))
+            tests = [m for m in node.body if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)]
+            cut += [_span(m) for m in tests if m.name.startswith("test") and m.name not in methods]
     lines = source.decode("utf-8", errors="surrogateescape").splitlines(keepends=True)
     for a, b in sorted(cut, reverse=True):
         indent = re.match(r"\s*", lines[a - 1]).group(0)  # type: ignore[union-attr]
@@ -351,7 +351,8 @@ def instance_task(inst: Instance, repo: Path, source: str) -> Draft:
         "judge": JudgeSpec(hidden_tests=[ids[t] for t in (*inst.fail_to_pass, *inst.pass_to_pass)],
                            weights={"all_pass": 1.0}, timeout_s=300.0),
         "difficulty": inst.difficulty,
-        "tags": [FAMILY, "imported", inst.repo, *([f"version:{inst.version}"] if inst.version else [])],
+        "tags": [FAMILY, "imported", inst.repo, *([f"version:{inst.version}"] if inst.version else []),
+                 *([f"env-commit:{inst.environment_setup_commit[:12]}"] if inst.environment_setup_commit else [])],
         "provenance": Provenance(generator=IMPORTER, source=f"{source}:{inst.instance_id}@{inst.base_commit}"),
         "environment": Environment(requirements=pinned_requirements()),
     })  # fmt: skip

@@ -21,8 +21,8 @@ Each becomes a task of family ``terminal``:
                        the agent's final workspace (test.sh / run-tests.sh only install
                        and start pytest, which the judge does itself)
     solution script    run once here, in a sandbox over the workspace: the files it
-                       leaves are solution/ (admission scores them), and the script is the
-                       oracle's one ``bash`` call (solution/.tool_calls.json)
+                       leaves are solution/ (admission scores them); the same command,
+                       ``bash -c SCRIPT``, is the oracle's one ``bash`` call (solution/.tool_calls.json)
     difficulty         easy / medium / hard -> tier 1 / 2 / 3
     timeouts           agent timeout -> limits.wall_s, test timeout -> judge.timeout_s
 
@@ -36,6 +36,7 @@ import ast
 import asyncio
 import json
 import re
+import shlex
 import tempfile
 import tomllib
 from dataclasses import dataclass, field
@@ -224,10 +225,15 @@ def hidden_files(src: Source, workdir: str) -> tuple[Files, list[str]]:
     return files, ids
 
 
-async def run_solution(backend: SandboxBackend, workspace: Files, script: str, env: Environment,
+def solution_command(script: str) -> str:
+    """The shell command that runs the solution script under bash (the ``bash`` tool runs ``sh -c``)."""
+    return "bash -c " + shlex.quote(script)
+
+
+async def run_solution(backend: SandboxBackend, workspace: Files, command: str, env: Environment,
                        limits: Limits) -> tuple[dict[str, bytes], list[str]]:  # fmt: skip
-    """The files the solution script leaves in a sandbox over ``workspace`` (bytecode left out), and the
-    paths it deletes; TaskError with the script's output tail if it fails."""
+    """The files ``command`` (the oracle's one ``bash`` call) leaves in a sandbox over ``workspace``
+    (bytecode left out), and the paths it deletes; TaskError with its output's tail if it fails."""
     layer = await alayer_for(env)
     with tempfile.TemporaryDirectory(prefix="sparring-tb-") as tmp:
         ws = Path(tmp) / "workspace"
@@ -239,7 +245,7 @@ async def run_solution(backend: SandboxBackend, workspace: Files, script: str, e
                            pids=limits.pids, cpus=limits.cpus, disk_mb=limits.disk_mb)  # fmt: skip
         sb = await backend.create(spec)
         try:
-            r = await sb.exec(["bash", "-s"], timeout=min(limits.wall_s, SOLUTION_TIMEOUT_S), stdin=script.encode())
+            r = await sb.exec(["sh", "-c", command], timeout=min(limits.wall_s, SOLUTION_TIMEOUT_S))
             if r.timed_out or r.exit_code != 0:
                 tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or [""]
                 why = "timed out" if r.timed_out else f"exited {r.exit_code}"
@@ -273,11 +279,11 @@ def task_draft(src: Source, backend: SandboxBackend) -> Draft:
     wall = min(src.agent_timeout_s or 900.0, MAX_WALL_S)
     limits = Limits(max_steps=50, wall_s=wall, exec_timeout_s=min(120.0, wall), memory_mb=src.memory_mb or 2048,
                     cpus=src.cpus or 1.0, disk_mb=512)  # fmt: skip
-    script = _rewrite(src.solution.read_text(), m.workdir)
-    files, deleted = asyncio.run(run_solution(backend, workspace, script, env, limits))
+    command = solution_command(_rewrite(src.solution.read_text(), m.workdir))
+    files, deleted = asyncio.run(run_solution(backend, workspace, command, env, limits))
     if not files and not deleted:
         raise TaskError("the solution script changes nothing in the work directory")
-    solution: Files = {**files, SOLUTION_CALLS: json.dumps([{"name": "bash", "arguments": {"command": script}}],
+    solution: Files = {**files, SOLUTION_CALLS: json.dumps([{"name": "bash", "arguments": {"command": command}}],
                                                           indent=1) + "\n"}  # fmt: skip
     instruction = _rewrite(src.instruction.strip(), m.workdir) + (
         f"\n\nWork in {WORKSPACE} (the current directory). When you are done, submit."
