@@ -6,6 +6,7 @@ nothing written."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import os
 import subprocess
@@ -214,6 +215,10 @@ def test_repository_as_an_archive_or_a_single_repo_imports_the_same(repo, tmp_pa
     b = import_tasks("swe-bench", src, tmp_path / "b", repos=repo["repo"])  # type: ignore[arg-type]
     c = import_tasks("swe-bench", src, tmp_path / "c", repos=repo["root"])  # type: ignore[arg-type]
     assert a[0].digest == b[0].digest == c[0].digest
+    packed = tmp_path / "one.jsonl.gz"
+    packed.write_bytes(gzip.compress(src.read_bytes()))
+    d = import_tasks("swe-bench", packed, tmp_path / "d", repos=repo["repo"])  # type: ignore[arg-type]
+    assert d[0].spec.judge == a[0].spec.judge and d[0].spec.instruction == a[0].spec.instruction
     assert [t.id for t in find_tasks(tmp_path / "a")] == ["swe-bench-owner-mathpkg-1"]
 
 
