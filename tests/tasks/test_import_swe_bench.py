@@ -163,6 +163,7 @@ def test_reference_scores_one_and_the_untouched_workspace_zero(imported, judge) 
     assert "test_tests__test_calc.py::TestMore::test_unlisted" not in ref.per_test  # only the listed ids ran
 
 
+@pytest.mark.slow
 def test_admission_passes_the_instance_and_rejects_a_fail_to_pass_test_passing_on_base(imported) -> None:
     dirs = [str(t.path) for t in imported.values()]
     r = subprocess.run([str(SPARRING), "tasks", "check", *dirs, "--json", "--repeats", "2", "--no-store"],
@@ -222,6 +223,7 @@ def test_repository_as_an_archive_or_a_single_repo_imports_the_same(repo, tmp_pa
     assert [t.id for t in find_tasks(tmp_path / "a")] == ["swe-bench-owner-mathpkg-1"]
 
 
+@pytest.mark.slow
 def test_the_oracle_policy_scores_one_in_a_rollout(imported, tmp_path) -> None:
     """The oracle as training runs it: through the task's tools in the agent's sandbox, then the judge."""
     out = next(iter(imported.values())).path.parent

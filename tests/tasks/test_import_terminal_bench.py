@@ -151,6 +151,7 @@ def test_reference_scores_one_and_doing_nothing_zero(imported, judge) -> None:
         assert nothing.reward == 0.0 and not any(v == "passed" for v in nothing.per_test.values()), t.id
 
 
+@pytest.mark.slow
 def test_imported_tasks_are_admitted(imported) -> None:
     dirs = [str(t.path) for t in imported.values()]
     r = subprocess.run([str(SPARRING), "tasks", "check", *dirs, "--json", "--repeats", "2", "--no-store"],
@@ -187,6 +188,7 @@ def test_what_cannot_map_is_one_line_naming_it_and_nothing_is_written(backend, t
     assert r.returncode != 0 and "ENV is not supported" in r.stderr and not out.exists()
 
 
+@pytest.mark.slow
 def test_the_oracle_policy_scores_one_in_a_rollout(imported, tmp_path) -> None:
     """The oracle as training runs it: through the task's tools in the agent's sandbox, then the judge."""
     out = next(iter(imported.values())).path.parent
