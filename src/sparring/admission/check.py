@@ -18,6 +18,9 @@ Each rule is a small named check; its name is the rejection rule that
 ``original_not_reachable``  no VCS history in the workspace, and no workspace
                           file holds the bytes of a file the solution replaces
 ``initial_state_fails``   the hidden tests do not all pass on the initial state
+``initial_outcomes``      where the task declares it (hidden/.admission/initial_outcomes.json,
+                          e.g. SWE-bench's FAIL_TO_PASS / PASS_TO_PASS), each named test fails,
+                          or passes, on the initial state as declared
 ``solution_flaky``        no hidden test id (listed or not, hidden/eval/ included) is
                           seen both passing and failing on the reference's N runs (or
                           the initial state's two); N catches a test failing half the
@@ -59,7 +62,7 @@ from sparring.admission import flake
 from sparring.errors import TaskError
 from sparring.judge.base import Judge, JudgeResult
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks import hacks, hidden_suite
+from sparring.tasks import hacks, hidden_suite, initial_outcomes
 from sparring.tasks.environment import alayer_for, layer_for
 from sparring.tasks.hacks import Variant
 from sparring.tasks.loader import (
@@ -339,6 +342,11 @@ def reference_problems(task: Task, js: Judgements) -> tuple[list[Problem], set[s
         )
     if a.components.get("all_pass", 0.0) >= 1.0:
         out.append(Problem("initial_state_fails", "every hidden test already passes on the initial state"))
+    try:
+        declared = initial_outcomes.outcome_problems(task, [r.per_test for r in js.initial])
+    except TaskError as e:
+        declared = [str(e)]
+    out += [Problem("initial_outcomes", why) for why in declared]
 
     never = reference.never_passing()
     lost = [t for t in never if t in initial.always_passing()]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -163,7 +163,7 @@ LIBRARY_OPT = typer.Option(
 )
 
 
-def _row(t) -> dict:  # type: ignore[no-untyped-def,type-arg]
+def _row(t: Task) -> dict[str, Any]:
     from sparring.curriculum.difficulty import load_difficulty
     from sparring.tasks.loader import load_admission
 
@@ -266,21 +266,38 @@ def add(
 @app.command("import")
 @guarded
 def import_cmd(
-    file: Path = typer.Argument(..., help="The dataset file to import."),
-    fmt: str = typer.Option(..., "--format", help="Input format: function-jsonl."),
+    file: Path = typer.Argument(
+        ..., help="The dataset file to import (a task directory, or a directory of them, for terminal-bench)."
+    ),
+    fmt: str = typer.Option(..., "--format", help="Input format: function-jsonl, swe-bench, terminal-bench (harbor)."),
     out: Path = typer.Option(..., "--out", help="Directory to write task directories into."),
     limit: int | None = typer.Option(
         None, "--limit", help="Import only the first N records (all are validated)."
     ),
+    repos: Path | None = typer.Option(
+        None,
+        "--repos",
+        help="swe-bench: a git repository (or .tar.gz of one) for every instance, or a directory holding "
+        "<owner>__<name> or <name> per repo. Nothing is downloaded.",
+    ),
+    backend: str = BACKEND_OPT,
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Import tasks from a dataset file (function-jsonl: task_id, prompt, canonical_solution, test, entry_point)."""
+    """Import tasks from a dataset: function-jsonl (task_id, prompt, canonical_solution, test, entry_point),
+    swe-bench (instances + local repositories) or terminal-bench / harbor (task directories)."""
     from sparring.tasks.dynamic_format import DYNAMIC_FILE
-    from sparring.tasks.importers import import_tasks
+    from sparring.tasks.importers import NEEDS_BACKEND, import_tasks
+    from sparring.tasks.importers.batch import RecordErrors
 
-    tasks = import_tasks(fmt, file, out, limit=limit)
+    try:
+        tasks = import_tasks(fmt, file, out, limit=limit, repos=repos,
+                             backend=make_cli_backend(backend) if fmt in NEEDS_BACKEND else None)  # fmt: skip
+    except RecordErrors as e:
+        for line in e.problems:
+            err_console.print(line, markup=False, highlight=False)
+        raise
     dynamic = {t.id: (t.hidden / DYNAMIC_FILE).is_file() for t in tasks}
-    without = sum(1 for v in dynamic.values() if not v)
+    without = sum(1 for v in dynamic.values() if not v) if fmt == "function-jsonl" else 0
     if json_out:
         emit_json(
             {

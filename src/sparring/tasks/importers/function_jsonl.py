@@ -1,4 +1,4 @@
-"""Importers: turn external datasets into task directories.
+"""The ``function-jsonl`` importer.
 
 ``function-jsonl`` is the HumanEval/MBPP-style format: one JSON object per
 line with ``task_id``, ``prompt`` (signature + docstring), ``canonical_solution``
@@ -36,6 +36,7 @@ from typing import Any
 from sparring.errors import ConfigError, TaskError
 from sparring.tasks.dynamic_format import DYNAMIC_FILE, NotInputData, to_input
 from sparring.tasks.environment import pinned_requirements
+from sparring.tasks.importers.rows import record_lines
 from sparring.tasks.loader import Task, write_task
 from sparring.tasks.spec import Environment, JudgeSpec, Provenance, TaskSpec
 
@@ -127,54 +128,13 @@ def validate_record(raw: object, where: str, line: int = 0) -> FunctionRecord:
     return rec
 
 
-GZIP_MAGIC = b"\x1f\x8b"
-PARQUET_MAGIC = b"PAR1"
-
-
-def _parquet_rows(path: Path, data: bytes) -> list[tuple[int, str]]:
-    """Each row of a Parquet file (an HF ``datasets`` export) as (row number, JSON text)."""
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise TaskError(
-            f"{path.name}: reading Parquet needs pyarrow: pip install 'sparring[parquet]'"
-        ) from None
-    import io
-
-    try:
-        rows = pq.read_table(io.BytesIO(data)).to_pylist()
-    except Exception as e:  # noqa: BLE001 - pyarrow raises many kinds for a bad file
-        raise TaskError(f"{path.name}: not a readable Parquet file ({e})") from None
-    return [(n, json.dumps(r, default=str)) for n, r in enumerate(rows, start=1)]
-
-
-def _record_lines(path: Path) -> list[tuple[int, str]]:
-    """(line or row number, JSON text) of a function-jsonl file as published: plain, gzip-compressed
-    (``.jsonl.gz``, recognised by its magic bytes) or Parquet."""
-    data = path.read_bytes()
-    if data[:2] == GZIP_MAGIC:
-        import gzip
-
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as e:
-            raise TaskError(f"{path.name}: a truncated or corrupt gzip file ({e})") from None
-    if data[:4] == PARQUET_MAGIC:
-        return _parquet_rows(path, data)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise TaskError(f"{path.name}: not UTF-8 text ({e.reason})") from None
-    return list(enumerate(text.splitlines(), start=1))
-
-
 def read_function_jsonl(path: Path) -> list[FunctionRecord]:
     """Every record of a function-jsonl file (plain, ``.jsonl.gz`` or Parquet), validated; TaskError naming
     the line (row) and field of the first bad one."""
     path = Path(path)
     if not path.is_file():
         raise TaskError(f"input file not found: {path} (pass a function-jsonl file)")
-    lines = _record_lines(path)
+    lines = record_lines(path)
     records: list[FunctionRecord] = []
     seen: dict[str, int] = {}
     for n, text in lines:
@@ -416,20 +376,6 @@ def import_function_jsonl(path: Path, out: Path, *, limit: int | None = None) ->
     return write_function_tasks(items, out, tags=["imported"], extra_hidden=imported_dynamic_files)
 
 
-IMPORT_FORMATS = {"function-jsonl": import_function_jsonl}
-
-
-def import_tasks(fmt: str, path: Path, out: Path, *, limit: int | None = None) -> list[Task]:
-    """Import with a named format; ConfigError naming the known formats otherwise."""
-    try:
-        importer = IMPORT_FORMATS[fmt]
-    except KeyError:
-        raise ConfigError(
-            f"unknown import format {fmt!r} (known: {', '.join(sorted(IMPORT_FORMATS))})"
-        ) from None
-    return importer(path, out, limit=limit)
-
-
 __all__ = [
     "FAMILY",
     "FunctionRecord",
@@ -438,7 +384,6 @@ __all__ = [
     "assert_examples",
     "dynamic_hidden_files",
     "import_function_jsonl",
-    "import_tasks",
     "imported_dynamic_files",
     "mutation_spec",
     "read_function_jsonl",
