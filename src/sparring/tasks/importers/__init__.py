@@ -21,6 +21,7 @@ from sparring.errors import ConfigError
 from sparring.tasks.importers.function_jsonl import (
     FAMILY,
     FunctionRecord,
+    RecordMeta,
     admission_hacks,
     assert_examples,
     dynamic_hidden_files,
@@ -104,6 +105,7 @@ __all__ = [
     "NEEDS_BACKEND",
     "FunctionRecord",
     "ImportOptions",
+    "RecordMeta",
     "admission_hacks",
     "assert_examples",
     "dynamic_hidden_files",
