@@ -66,7 +66,10 @@ def judge_disk_mb(task_disk_mb: int) -> int:
 
 PYTEST_INI = "[pytest]\naddopts =\nconsider_namespace_packages = false\nxfail_strict = false\n"
 PYTHON = "python"
-LAUNCHER_ARGV = [PYTHON, "-s", "/judge/cfg/sandbox_pytest.py", "/workspace"]
+
+
+def launcher_argv() -> list[str]:
+    return [PYTHON, "-s", "/judge/cfg/sandbox_pytest.py", "/workspace"]
 
 
 @dataclass
@@ -194,7 +197,7 @@ class JudgePool:
             stale.cancel()
         start = getattr(sb, "prestart", None)
         if self.prestart and start is not None:
-            self._warm[sb.id] = start(LAUNCHER_ARGV)
+            self._warm[sb.id] = start(launcher_argv())
 
     def take_launcher(self, sb: Sandbox) -> Any:
         """``sb``'s prestarted launcher if it is still waiting, once; else None (run it cold)."""
@@ -256,7 +259,7 @@ async def run_launcher(sb: Sandbox, job: bytes, timeout: float, pool: JudgePool 
     if warm is not None:
         result: ExecResult = await warm.run(job, timeout)
         return result
-    return await sb.exec(LAUNCHER_ARGV, timeout=timeout, stdin=job)
+    return await sb.exec(launcher_argv(), timeout=timeout, stdin=job)
 
 
 async def _in_other(pool: JudgePool, sb: Sandbox, run: Callable[[Sandbox], Awaitable[None]]) -> None:
