@@ -1,6 +1,6 @@
 """Sandbox lifecycle benchmark; prints one JSON object (same as `sparring sandbox bench --json`).
 
-python benchmarks/sandbox_bench.py [--n 50] [--concurrency 4] [--alive 500] [--podman]
+python benchmarks/sandbox_bench.py [--n 50] [--concurrency 4] [--alive 500] [--podman] [--prefork 2]
 """
 
 from __future__ import annotations
@@ -21,6 +21,11 @@ if __name__ == "__main__":
     ap.add_argument("--alive", type=int, default=0)
     ap.add_argument("--podman", action="store_true")
     ap.add_argument("--no-limits", action="store_true")
+    ap.add_argument(
+        "--prefork", type=int, default=2, help="pre-started sandboxes per shape (0: cold path only)"
+    )
     a = ap.parse_args()
-    res = run_bench(a.n, a.concurrency, a.files, a.changed, a.execs, a.alive, a.podman, not a.no_limits)
+    res = run_bench(
+        a.n, a.concurrency, a.files, a.changed, a.execs, a.alive, a.podman, not a.no_limits, a.prefork
+    )
     print(json.dumps(asyncio.run(res)))

@@ -123,12 +123,6 @@ def test_episodes_spread_over_the_nodes_within_capacity_and_tasks_ship_once(clus
     assert _leftovers(_node_roots(tmp_path), []) == []
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open bug (issue 17): an actor SIGKILLed between a sandbox's mkdir and its owner file leaves an "
-    "unowned sb-* dir and its cgroups; the reaper skips unowned dirs younger than UNOWNED_GRACE_S and nothing "
-    "reaps them later. Samples are still stored exactly once (asserted before the leftover check).",
-)
 def test_a_killed_node_actor_loses_no_sample_and_leaves_nothing(cluster, clamp_task, tmp_path):
     store = SQLiteStore(tmp_path / "s.db")
 

@@ -5,7 +5,19 @@ One *cycle* per sandbox: cold ``create``; ``execs`` round trips of ``true``;
 ``restore``; ``reset``; ``close``. The workspace has ``files`` files (the
 issue's target case: 1,000 files with 10 changed). ``acquire`` is measured on
 a warm pool. ``--alive N`` also holds N sandboxes alive at once, runs a
-command in each, and reports the memory they take. ``--podman`` measures the
+command in each, and reports the memory they take.
+
+Creates come from a pre-fork pool of ``--prefork`` sandboxes per shape
+(prefork.py; default 2): the headline keys (``create_ms``, ``cycle_ms``, ...)
+measure that path, and the same run measures the cold path, each create making
+its sandbox from nothing, under ``cold_*``. A create is timed from the call to
+a sandbox that runs commands; refills run in the background on the same event
+loop, so they slow what runs meanwhile (``exec_ms``, ``cycle_ms``), and a create
+that finds the pool empty is cold and counted (``prefork_misses``).
+``burst_create_ms`` makes ``n`` sandboxes back to back without closing any (the
+pool serves its first few), ``sustained_creates_per_s`` creates, runs ``true``
+and closes ``n`` times in a row; ``prefork_idle_rss_*`` is what the waiting pool
+holds. ``--podman`` measures the
 same create + exec + close cycle through podman in the same run and prints
 the ratio.
 """
@@ -28,6 +40,7 @@ from sparring.sandbox.local import LocalBackend, LocalSandbox
 from sparring.sandbox.pool import SandboxPool
 
 OPS = ("acquire", "create", "exec", "reset", "snapshot", "restore", "close", "cycle")
+DEFAULT_BENCH_PREFORK = 2
 
 
 def _p(xs: list[float], q: float) -> float:
@@ -98,26 +111,10 @@ async def _hold_alive(backend: LocalBackend, spec: SandboxSpec, n: int, concurre
         await asyncio.gather(*(sb.close() for sb in alive), return_exceptions=True)
 
 
-async def run_bench(
-    n: int = 20,
-    concurrency: int = 4,
-    files: int = 1000,
-    changed: int = 10,
-    execs: int = 20,
-    alive: int = 0,
-    podman: bool = False,
-    limits: bool = True,
-) -> dict[str, Any]:
-    backend = LocalBackend()
-    ws = make_workspace(files)
-    from sparring.sandbox.layers import tree_digest
-
-    # Pinned, as the pool pins every task: the workspace is verified and imported once, outside the timings.
-    digest = tree_digest(ws)
-    spec = SandboxSpec(
-        workspace=ws, workspace_digest=digest, memory_mb=256 if limits else None, pids=256 if limits else None
-    )
-    await (await backend.create(spec)).close()
+async def _cycles(
+    backend: LocalBackend, spec: SandboxSpec, n: int, concurrency: int, execs: int, changed: int
+) -> tuple[dict[str, list[float]], int]:
+    """``n`` lifecycles, ``concurrency`` at a time: samples per operation, and the most alive at once."""
     t: dict[str, list[float]] = {k: [] for k in OPS}
     sem = asyncio.Semaphore(concurrency)
     now_alive = 0
@@ -150,38 +147,134 @@ async def run_bench(
                 t["cycle"][-1] += t["close"][-1]
                 now_alive -= 1
 
-    wall = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(n)))
-    pool = SandboxPool(backend, max_idle=concurrency)
-    await pool.warm_spec(SandboxSpec(workspace=ws, workspace_digest=digest), concurrency)
+    return t, max_alive
+
+
+async def _throughput(backend: LocalBackend, spec: SandboxSpec, n: int) -> dict[str, Any]:
+    """Creates back to back, where a refill cannot keep up: ``burst`` makes ``n`` without closing any
+    (a pre-fork pool serves its first few, the rest are cold); ``sustained`` creates, runs one
+    command and closes, ``n`` times in a row (refills compete with it on the event loop)."""
+    burst: list[float] = []
+    held: list[LocalSandbox] = []
+    pf = backend.prefork
+    hits0 = pf.hits if pf is not None else 0
+    try:
+        for _ in range(n):
+            held.append(await _timed(burst, lambda: backend.create(spec)))
+    finally:
+        await asyncio.gather(*(sb.close() for sb in held), return_exceptions=True)
+    burst_hits = pf.hits - hits0 if pf is not None else 0
+    t = time.perf_counter()
     for _ in range(n):
-        sb = await _timed(
-            t["acquire"], lambda: pool.acquire_spec(SandboxSpec(workspace=ws, workspace_digest=digest))
-        )
-        await pool.release(sb)
-    await pool.close()
-    out: dict[str, Any] = {}
+        sb = await backend.create(spec)
+        try:
+            await sb.exec(["true"])
+        finally:
+            await sb.close()
+    wall = time.perf_counter() - t
+    out: dict[str, Any] = {
+        "burst_create_ms": round(statistics.median(burst), 3),
+        "burst_create_p99_ms": round(_p(burst, 0.99), 3),
+        "sustained_creates_per_s": round(n / wall, 1),
+    }
+    if pf is not None:  # creates served pre-started (the rest were cold: the refill did not keep up)
+        out.update(burst_prefork_hits=burst_hits, sustained_prefork_hits=pf.hits - hits0 - burst_hits)
+    return out
+
+
+def _summary(t: dict[str, list[float]], prefix: str = "") -> dict[str, float]:
+    out: dict[str, float] = {}
     for k, xs in t.items():
-        out[f"{k}_ms"] = round(statistics.median(xs), 3) if xs else 0.0
-        out[f"{k}_p99_ms"] = round(_p(xs, 0.99), 3)
-    out.update(
-        max_concurrent=max(max_alive, concurrency),
-        n=n,
-        concurrency=concurrency,
-        files=files,
-        changed=changed,
-        execs_per_sandbox=execs,
-        limits=limits,
-        mode=backend.mode,
-        cgroup_favordynmods=bool(tuning.state()["favordynmods"]),
-        wall_s=round(time.perf_counter() - wall, 3),
+        if not xs and prefix:
+            continue
+        out[f"{prefix}{k}_ms"] = round(statistics.median(xs), 3) if xs else 0.0
+        out[f"{prefix}{k}_p99_ms"] = round(_p(xs, 0.99), 3)
+    return out
+
+
+async def _prefork_cost(backend: LocalBackend, spec: SandboxSpec) -> dict[str, Any]:
+    """What the pool holds while it waits: its sandboxes and their memory (processes' RSS)."""
+    assert backend.prefork is not None
+    await backend.prefork.fill(spec)
+    idle = backend.prefork.idle()
+    rss = sum(_tree_rss_kb(sb.channel.proc.pid) for sb in idle if sb.channel is not None)
+    return {
+        "prefork_idle": len(idle),
+        "prefork_idle_rss_mb": round(rss / 1024, 2),
+        "prefork_idle_rss_per_sandbox_mb": round(rss / 1024 / max(1, len(idle)), 2),
+    }
+
+
+async def run_bench(
+    n: int = 20,
+    concurrency: int = 4,
+    files: int = 1000,
+    changed: int = 10,
+    execs: int = 20,
+    alive: int = 0,
+    podman: bool = False,
+    limits: bool = True,
+    prefork: int = DEFAULT_BENCH_PREFORK,
+) -> dict[str, Any]:
+    """The lifecycle with a pre-fork pool of ``prefork`` per shape (the headline keys), and, in the same
+    run, the cold path (``cold_*``: every create makes its sandbox from nothing); ``prefork=0``
+    measures the cold path only, under the headline keys."""
+    cold = LocalBackend(prefork=0)
+    ws = make_workspace(files)
+    from sparring.sandbox.layers import tree_digest
+
+    # Pinned, as the pool pins every task: the workspace is verified and imported once, outside the timings.
+    digest = tree_digest(ws)
+    spec = SandboxSpec(
+        workspace=ws, workspace_digest=digest, memory_mb=256 if limits else None, pids=256 if limits else None
     )
-    if alive:
-        held = await _hold_alive(
-            backend, SandboxSpec(workspace=ws, workspace_digest=digest), alive, concurrency
+    await (await cold.create(spec)).close()
+    backend = LocalBackend(prefork=prefork) if prefork else cold
+    out: dict[str, Any] = {}
+    wall = time.perf_counter()
+    try:
+        if backend.prefork is not None:
+            out.update(await _prefork_cost(backend, spec))
+            t_cold, _ = await _cycles(cold, spec, n, concurrency, execs, changed)
+            out.update(_summary(t_cold, "cold_"))
+            await backend.prefork.fill(spec)
+        t, max_alive = await _cycles(backend, spec, n, concurrency, execs, changed)
+        if backend.prefork is not None:
+            out.update(prefork_hits=backend.prefork.hits, prefork_misses=backend.prefork.misses)
+            await backend.prefork.fill(spec)
+            out.update({f"cold_{k}": v for k, v in (await _throughput(cold, spec, n)).items()})
+        out.update(await _throughput(backend, spec, n))
+        pool = SandboxPool(cold, max_idle=concurrency)
+        await pool.warm_spec(SandboxSpec(workspace=ws, workspace_digest=digest), concurrency)
+        for _ in range(n):
+            sb = await _timed(
+                t["acquire"], lambda: pool.acquire_spec(SandboxSpec(workspace=ws, workspace_digest=digest))
+            )
+            await pool.release(sb)
+        await pool.close()
+        out.update(_summary(t))
+        out.update(
+            max_concurrent=max(max_alive, concurrency),
+            n=n,
+            concurrency=concurrency,
+            files=files,
+            changed=changed,
+            execs_per_sandbox=execs,
+            limits=limits,
+            mode=backend.mode,
+            prefork=prefork if backend.prefork is not None else 0,
+            cgroup_favordynmods=bool(tuning.state()["favordynmods"]),
+            wall_s=round(time.perf_counter() - wall, 3),
         )
-        out.update(held)
-        out["max_concurrent"] = max(out["max_concurrent"], held["max_concurrent"])
+        if alive:
+            held = await _hold_alive(
+                cold, SandboxSpec(workspace=ws, workspace_digest=digest), alive, concurrency
+            )
+            out.update(held)
+            out["max_concurrent"] = max(out["max_concurrent"], held["max_concurrent"])
+    finally:
+        await backend.aclose()
     if podman:
         out.update(await _podman_side_by_side(n, out["cycle_ms"]))
     shutil.rmtree(ws, ignore_errors=True)

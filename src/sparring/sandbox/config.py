@@ -27,6 +27,13 @@ class LocalBackendConfig(BaseModel):
     mode: Literal["auto", "copy"] = Field(
         "auto", description="auto: overlay when root, else copy; copy: force the non-root fallback."
     )
+    prefork: int | None = Field(
+        None,
+        ge=0,
+        le=64,
+        description="Sandboxes kept started per sandbox shape, so a create is one mount (0: off; root only; "
+        "default $SPARRING_SANDBOX_PREFORK, else 0).",
+    )
 
 
 class OCIBackendConfig(BaseModel):
@@ -63,4 +70,4 @@ def make_backend(config: LocalBackendConfig | OCIBackendConfig | None = None) ->
         return OCIBackend(image=cfg.image, root=cfg.root)
     from sparring.sandbox.local import LocalBackend
 
-    return LocalBackend(root=cfg.root, mode=cfg.mode)
+    return LocalBackend(root=cfg.root, mode=cfg.mode, prefork=cfg.prefork)

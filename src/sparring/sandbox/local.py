@@ -3,7 +3,8 @@
 Layout of one sandbox under the backend root::
 
     <root>/sb-<id>/
-        owner          pid of the owning process (the reaper removes orphans)
+        owner          pid of the owning process (the reaper removes orphans); <id> names it too, so
+                       the directory and its cgroups sparring/<id> are owned from their mkdir on
         cgroups        the sandbox's cgroup directories, one per line (for the reaper)
         bwrap.log      what bubblewrap and the exec server wrote to stderr
         rw/            tmpfs of size disk_mb: upper/ and work/ of the overlay, tmp/, home/, shm/
@@ -42,7 +43,6 @@ import logging
 import os
 import stat
 import time
-import uuid
 from pathlib import Path
 
 from sparring.errors import SandboxError, WorkspaceFault
@@ -50,10 +50,12 @@ from sparring.sandbox import execserver, features, hosttree, ipcns, mounts, reap
 from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.cgroups import CgroupSet
 from sparring.sandbox.channel import ExecChannel, Job, OutputCallback
+from sparring.sandbox.crashpoint import crash_point
 from sparring.sandbox.environment import AGENT_GID, AGENT_HOST_UID, AGENT_UID, HOSTNAME, SandboxEnvironment
 from sparring.sandbox.hostfiles import HostFiles
 from sparring.sandbox.layers import LayerStore, Snapshot, copy_tree, discard
 from sparring.sandbox.netns import NetnsPool, make_user_namespace, set_loopback
+from sparring.sandbox.prefork import PreforkPool, default_prefork
 from sparring.sandbox.proxy import PROXY_PORT, AllowlistProxy, Attempt, parse_allow
 from sparring.sandbox.rootfs import HOME, SERVER, WRITABLE, RootPlan, install_server
 from sparring.sandbox.workspace import diff_caps, tree_diff
@@ -86,7 +88,10 @@ class LocalBackend:
         environment: SandboxEnvironment | None = None,
         server: str | None = None,
         mode: str = "auto",
+        prefork: int | None = None,
     ) -> None:
+        """``prefork``: sandboxes kept started per sandbox shape, so a create costs one mount (prefork.py);
+        0 turns it off, None takes $SPARRING_SANDBOX_PREFORK (default 0). Only in overlay mode (root)."""
         if mode not in ("auto", "copy"):
             raise SandboxError(f"unknown sandbox mode {mode!r}: use 'auto' (overlay when root) or 'copy'")
         self.bwrap = features.require_bwrap()
@@ -111,6 +116,12 @@ class LocalBackend:
         self.netns: NetnsPool | None = NetnsPool() if self.overlay and self.server_kind == "c" else None
         self.reap_stale()
         reaper.ensure_watchdog(self.root)
+        prefork = default_prefork() if prefork is None else prefork
+        if prefork < 0:
+            raise SandboxError(
+                f"prefork {prefork} is negative: give the sandboxes to keep started per shape (0: off)"
+            )
+        self.prefork: PreforkPool | None = PreforkPool(self, prefork) if prefork and self.overlay else None
 
     @property
     def mode(self) -> str:
@@ -178,13 +189,29 @@ class LocalBackend:
             raise SandboxError(
                 f"snapshot {snapshot} was taken on another workspace ({snap.base}), not {lower}"
             )
-        sb = LocalSandbox(self, spec, lower, layers=snap.layers if snap else ())
+        layers = snap.layers if snap else ()
+        if self.prefork is not None:
+            warm = await self.prefork.take(spec, lower, layers)
+            if warm is not None:
+                return warm
+        return await self._cold(spec, lower, layers, workspace=True)
+
+    async def _cold(
+        self, spec: SandboxSpec, lower: Path | None, layers: tuple[Path, ...], workspace: bool
+    ) -> LocalSandbox:
+        """Make and start a sandbox the whole way (``workspace=False``: all but /workspace, for prefork)."""
+        sb = LocalSandbox(self, spec, lower, layers=layers)
         try:
-            await sb._start()
+            await sb._start(workspace=workspace)
         except BaseException:
             await sb._teardown()
             raise
         return sb
+
+    async def aclose(self) -> None:
+        """Close the pre-started sandboxes (the watchdog would reap them when this process dies)."""
+        if self.prefork is not None:
+            await self.prefork.close()
 
     async def fork(self, snapshot: str, spec: SandboxSpec, n: int) -> list[LocalSandbox]:
         """``n`` new sandboxes seeded from one snapshot (a group of rollouts forked at step k)."""
@@ -213,7 +240,7 @@ class LocalSandbox(HostFiles):
         self.backend = backend
         self.spec = spec
         self.environment, self.plan = backend.runtime_for(spec)
-        self.id = uuid.uuid4().hex[:12]
+        self.id = reaper.new_sandbox_id()  # names the owner: nothing of it is ever unattributable
         self.dir = backend.home / f"sb-{self.id}"
         self.rootdir = self.dir / "root"
         self.rw = self.dir / "rw"
@@ -237,9 +264,12 @@ class LocalSandbox(HostFiles):
         return self._lower if self._lower is not None else self._empty
 
     # ---------- lifecycle ----------
-    async def _start(self) -> None:
+    async def _start(self, workspace: bool = True) -> None:
+        """Make and start the sandbox; without ``workspace`` /workspace stays an empty directory until
+        :meth:`_adopt` mounts it (a pre-started sandbox, see prefork.py)."""
         b, s = self.backend, self.spec
         self.dir.mkdir(mode=0o711)
+        crash_point("sandbox-dir")
         if b.overlay:
             # The sandbox's own small tmpfs, shared: mounts made under root/ later reach the running
             # sandbox, and close() is one unmount instead of a directory walk.
@@ -248,6 +278,7 @@ class LocalSandbox(HostFiles):
             )
             self._sb_mounted = True
             mounts.mount("none", self.dir, "", flags=mounts.MS_SHARED)
+        crash_point("sandbox-mounted")
         (self.dir / "owner").write_text(str(os.getpid()))
         self._empty.mkdir()
         self.rootdir.mkdir(mode=0o755)
@@ -259,8 +290,9 @@ class LocalSandbox(HostFiles):
             p.mkdir(parents=True, exist_ok=True)
         if b.overlay:
             self._bind_static()
-        self._mount_layers(shm=False)  # /dev/shm only once bubblewrap has bound its propagation point
+        self._mount_layers(shm=False, workspace=workspace)  # /dev/shm: once bubblewrap bound its point
         self.cg = CgroupSet.create(self.id, s.memory_mb, s.pids, s.cpus, freezer=True)
+        crash_point("sandbox-cgroups")
         if self.cg.dirs:
             (self.dir / "cgroups").write_text("\n".join(map(str, self.cg.dirs.values())) + "\n")
         if s.network == "allowlist":
@@ -361,7 +393,7 @@ class LocalSandbox(HostFiles):
             a += ["--proxy", str(PROXY_PORT), "/run/sparring/proxy.sock"]
         return a
 
-    def _mount_layers(self, shm: bool = True) -> None:
+    def _mount_layers(self, shm: bool = True, workspace: bool = True) -> None:
         """The sandbox's writable state, fresh: the workspace overlay, /tmp, home and /dev/shm, all on one
         tmpfs of disk_mb (so they share the quota, and unmounting it discards every byte written)."""
         if not self.backend.overlay:
@@ -384,12 +416,6 @@ class LocalSandbox(HostFiles):
         if uid is not None:
             for d in ("upper", "tmp", "home", "shm"):
                 os.chown(rw / d, uid, uid)
-        lowers = ":".join(str(p) for p in (*self.layers, self.lower))
-        mounts.mount(
-            "overlay", self.merged, "overlay", f"lowerdir={lowers},upperdir={rw}/upper,workdir={rw}/work",
-            flags=mounts.MS_NOSUID | mounts.MS_NODEV,
-        )  # fmt: skip
-        self._layer_mounts.append(self.merged)
         for sub, dest in (("tmp", "tmp"), ("home", HOME.lstrip("/"))):
             mounts.bind(rw / sub, self.rootdir / dest)
             self._layer_mounts.append(self.rootdir / dest)
@@ -398,8 +424,27 @@ class LocalSandbox(HostFiles):
             target.mkdir(parents=True, exist_ok=True)
             mounts.bind(p, target, readonly=True)
             self._layer_mounts.append(target)
+        if workspace:
+            self._mount_workspace()
         if shm:
             self._mount_shm()
+
+    def _mount_workspace(self) -> None:
+        """The workspace overlay: rw/upper over the snapshot layers over the task's workspace."""
+        rw = self.rw
+        lowers = ":".join(str(p) for p in (*self.layers, self.lower))
+        mounts.mount(
+            "overlay", self.merged, "overlay", f"lowerdir={lowers},upperdir={rw}/upper,workdir={rw}/work",
+            flags=mounts.MS_NOSUID | mounts.MS_NODEV,
+        )  # fmt: skip
+        self._layer_mounts.append(self.merged)
+
+    def _adopt(self, spec: SandboxSpec, lower: Path | None, layers: tuple[Path, ...]) -> None:
+        """Make a pre-started sandbox (only its exec server ever ran) the sandbox of ``spec``: the spec's
+        env and seed apply from its next exec, and its workspace is mounted under the running sandbox
+        (the mount propagates to /workspace, as a reset's does)."""
+        self.spec, self._lower, self.layers, self._lower_size = spec, lower, layers, None
+        self._mount_workspace()
 
     def _mount_shm(self) -> None:
         """Bind rw/shm on the point bubblewrap bound as /dev/shm: the mount propagates into the sandbox,

@@ -1,10 +1,15 @@
 """The reaper: nothing of a sandbox outlives its owner.
 
-Every sandbox directory records its owner's pid. ``reap(root)`` removes, for
-every sandbox whose owner is dead: its processes (they are already gone when
-bubblewrap died with its parent, but a cgroup is emptied anyway), its mounts,
-its cgroups and its directory; then snapshot records of dead owners and the
-layers no record needs.
+A sandbox's id names its owner's pid (``<pid>-<12 hex>``, :func:`new_sandbox_id`),
+and so do its directory ``sb-<id>`` and its cgroups ``sparring/<id>``: each
+comes into existence owned, in one mkdir, so a process killed between any two
+steps of making (or removing) a sandbox leaves nothing the reaper cannot
+attribute. ``reap(root)`` removes, for every sandbox whose owner is dead: its
+processes (they are already gone when bubblewrap died with its parent, but a
+cgroup is emptied anyway), its mounts, its cgroups and its directory; then every
+empty cgroup of a dead owner on the host (one made just before its owner died,
+not yet listed in the directory), snapshot records of dead owners and the layers
+no record needs.
 
 A restarted backend calls ``reap`` at start. So that nothing is left even
 when no backend starts again, every owning process also gets a *watchdog*: a
@@ -18,15 +23,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import select
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from sparring.errors import SandboxError
 from sparring.sandbox import mounts
+from sparring.sandbox.cgroups import CGROUP_ROOT, PARENT
+from sparring.sandbox.crashpoint import crash_point
 from sparring.sandbox.layers import LayerStore, discard
 
 
@@ -52,15 +61,31 @@ def orphaned(owner: int) -> bool:
     return owner != os.getpid() and not (owner > 0 and pid_alive(owner))
 
 
+_OWNED_ID = re.compile(r"([1-9][0-9]*)-[0-9a-f]{12}")
+
+
+def new_sandbox_id() -> str:
+    """A fresh sandbox id naming this process as its owner: ``<pid>-<12 hex>``."""
+    return f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+
+
+def id_owner(sandbox_id: str) -> int:
+    """The owner pid a sandbox id (or ``sb-<id>`` directory, or cgroup) names; -1 for an id without one."""
+    m = _OWNED_ID.fullmatch(sandbox_id.removeprefix("sb-"))
+    return int(m.group(1)) if m else -1
+
+
 def _owner(d: Path) -> int:
+    """The owner file (what a backend wrote, or a test set), else the owner the name carries."""
     try:
         return int((d / "owner").read_text())
     except (OSError, ValueError):
-        return -1
+        return id_owner(d.name)
 
 
-# A sandbox directory is made, then its tmpfs mounted, then its owner written: for that moment it
-# has no owner file. Another process's reap must not take it for an orphan.
+# Directories of older versions were named ``sb-<12 hex>`` and owned only through an owner file written
+# after the mkdir: such a directory without one may be being made right now, or be the leftover of an
+# owner killed in between. The latter is only told from the former by age.
 UNOWNED_GRACE_S = 60.0
 
 
@@ -71,32 +96,65 @@ def _unowned_and_young(d: Path) -> bool:
         return False
 
 
+def remove_cgroup(cg: Path) -> None:
+    """Thaw, empty (SIGKILL) and remove one cgroup directory; missing is fine."""
+    if not cg.is_dir():
+        return
+    with contextlib.suppress(OSError):
+        if (cg / "freezer.state").exists():
+            (cg / "freezer.state").write_text("THAWED")
+        if (cg / "cgroup.freeze").exists():
+            (cg / "cgroup.freeze").write_text("0")
+    for _ in range(50):
+        try:
+            pids = [int(x) for x in (cg / "cgroup.procs").read_text().split()]
+        except OSError:
+            break
+        if not pids:
+            break
+        for p in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGKILL)
+        time.sleep(0.01)
+    with contextlib.suppress(OSError):
+        cg.rmdir()
+
+
+def reap_cgroups(owner: int | None = None, root: Path = CGROUP_ROOT) -> int:
+    """Remove every empty sandbox cgroup on the host whose owner (named by its id) is dead, or of
+    ``owner`` only: those made just before their owner died, listed in no sandbox directory yet.
+
+    Only empty ones: no process joins a sandbox's cgroups before they are listed (the launcher joins
+    them after), and the processes of a listed one are killed through its directory's list. So a
+    cgroup whose owner pid only looks dead here (its creator in another pid namespace sharing this
+    cgroup tree) loses no process; rmdir refuses a cgroup in use.
+    """
+    parents = [root / PARENT, *root.glob(f"*/{PARENT}")]
+    n = 0
+    for parent in parents:
+        with contextlib.suppress(OSError):
+            for cg in sorted(parent.iterdir()):
+                o = id_owner(cg.name)
+                if o == -1 or (owner is not None and o != owner) or not orphaned(o) or not cg.is_dir():
+                    continue
+                with contextlib.suppress(OSError):
+                    cg.rmdir()
+                    n += 1
+    return n
+
+
 def remove_sandbox_dir(d: Path) -> None:
-    """Kill what is left in the sandbox's cgroups, unmount everything below it, remove it."""
+    """Kill what is left in the sandbox's cgroups, unmount everything below it, remove it.
+
+    The name still says whose it was after every step, so a reaper killed half way leaves a directory
+    the next reap finds orphaned again (the owner file lives on the unmounted tmpfs)."""
     with contextlib.suppress(OSError):
         for line in (d / "cgroups").read_text().splitlines():
-            cg = Path(line)
-            if not cg.is_dir():
-                continue
-            with contextlib.suppress(OSError):
-                if (cg / "freezer.state").exists():
-                    (cg / "freezer.state").write_text("THAWED")
-            for _ in range(50):
-                try:
-                    pids = [int(x) for x in (cg / "cgroup.procs").read_text().split()]
-                except OSError:
-                    break
-                if not pids:
-                    break
-                for p in pids:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(p, signal.SIGKILL)
-                time.sleep(0.01)
-            with contextlib.suppress(OSError):
-                cg.rmdir()
+            remove_cgroup(Path(line))
     for mp in mounts.mounts_below(d):
         with contextlib.suppress(Exception):
             mounts.umount(mp)
+    crash_point("reap-unmounted")
     discard(d)  # iterative and logged: a deep or stubborn tree never stops the reaper
 
 
@@ -151,6 +209,7 @@ def reap(root: Path, owner: int | None = None) -> int:
             continue  # being created right now by some process
         remove_sandbox_dir(d)
         n += 1
+    reap_cgroups(owner)
     if (root / "layers").is_dir():
         LayerStore(root).gc(orphaned)
     for w in root.glob("watchdog-*"):
