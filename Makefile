@@ -74,7 +74,7 @@ demo-quick: setup
 	$(VENV)/bin/sparring demo --quick
 
 test: setup lint typecheck
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --durations=30
 
 test-fast: setup
 	$(VENV)/bin/pytest -q -m "not slow"

@@ -113,13 +113,44 @@ def test_pool_and_fresh_sandboxes_agree(backend, family_tasks):
             pooled = PytestJudge(backend, config=cfg, pool=pool)
             a = [await fresh.score(t, d) for t, d in cases]
             b = [await pooled.score(t, d) for t, d in cases]
-            return a, b, pool.max_alive
+            return a, b, pool.max_alive, pool.warm_launches
         finally:
             await pool.close()
 
-    a, b, alive = asyncio.run(go())
+    a, b, alive, warm = asyncio.run(go())
     for x, y in zip(a, b, strict=True):
         assert (x.reward, x.flags, x.per_test) == (y.reward, y.flags, y.per_test)
     assert [r.reward for r in b].count(1.0) == 4
     if getattr(backend, "mode", "") == "overlay":
         assert alive <= 2  # one per task, reused
+        assert warm >= len(cases) - 2  # every judgement but each task's first ran a prestarted launcher
+
+
+def test_reference_outputs_beside_the_candidate_agree_with_the_sequential_path(backend, dynamic_task):
+    """With two warm sandboxes per task, the reference's dynamic outputs come from the second one while
+    the candidate runs; verdicts are those of a fresh sandbox per judgement, hacks and crashes included."""
+    t = dynamic_task
+    cfg = JudgeConfig(dynamic_seed=5, shuffle_seed=5)
+    cases = [solution_diff(t), WorkspaceDiff(), HACKS["exit_zero_at_import"](t), solution_diff(t),
+             WorkspaceDiff(files={"solution.py": LITTER}), solution_diff(t), HACKS["conftest_forces_pass"](t)]  # fmt: skip
+
+    async def go():
+        fresh = PytestJudge(backend, config=cfg)
+        pool = JudgePool(backend, max_idle=2)
+        try:
+            pooled = PytestJudge(backend, config=cfg, pool=pool)
+            # Two judgements at once leave two warm sandboxes of the task in the pool.
+            await asyncio.gather(pooled.score(t, solution_diff(t)), pooled.score(t, solution_diff(t)))
+            a = [await fresh.score(t, d) for d in cases]
+            b = [await pooled.score(t, d) for d in cases]
+            return a, b, pool.max_alive, pool.second_sandboxes
+        finally:
+            await pool.close()
+
+    a, b, alive, beside = asyncio.run(go())
+    for x, y in zip(a, b, strict=True):
+        assert (x.reward, x.flags, x.per_test) == (y.reward, y.flags, y.per_test)
+    assert [r.reward for r in b].count(1.0) == 4  # the reference twice, the littering one (it is right), again
+    if getattr(backend, "mode", "") == "overlay":
+        assert alive == 2  # the candidate's sandbox and the reference's beside it
+        assert beside >= len(cases) - 1  # (the exit-at-import hack's judgement may end before it is needed)

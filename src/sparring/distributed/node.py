@@ -62,6 +62,7 @@ class EpisodeWire:
 class NodeWorker:
     def __init__(self, node_id: str, cfg: NodeConfig) -> None:
         from sparring.judge.pytest_judge import PytestJudge
+        from sparring.judge.sandbox_runner import judge_pool_for
 
         self.node_id = node_id
         self.root = cfg.root / f"node-{node_id[:16]}"
@@ -69,7 +70,8 @@ class NodeWorker:
         backend_cfg = cfg.backend.model_copy(update={"root": self.root / "sandboxes"})
         self.backend = make_backend(backend_cfg)  # reaps what a dead predecessor on this root left
         self.pool = SandboxPool(self.backend, max_idle=cfg.capacity, limits=cfg.sandbox_limits)
-        self.judge = PytestJudge(self.backend, limits=cfg.sandbox_limits, config=cfg.judge)
+        self.judge_pool = judge_pool_for(self.backend, cfg.capacity)  # this node's warm judge
+        self.judge = PytestJudge(self.backend, limits=cfg.sandbox_limits, config=cfg.judge, pool=self.judge_pool)
         self.sched = RolloutScheduler(
             self.pool, self.judge, None, config=replace(cfg.scheduler, concurrency=cfg.capacity)
         )
@@ -142,6 +144,7 @@ class NodeWorker:
 
     async def close(self) -> None:
         await self.pool.close()
+        await self.judge_pool.close()
         for p in self._policies.values():
             close = getattr(p, "close", None)
             if close is not None:

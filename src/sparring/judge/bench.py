@@ -5,8 +5,14 @@
 written, hidden/ mounted, ``python -m pytest /judge/hidden -q`` and nothing
 else (trusting its exit code). *Judge*: :meth:`PytestJudge.score` on the same
 diff, measured as ``full`` (regression tests, dynamic tests, static checks) and
-``core`` (hidden tests only, still with every isolation measure). Runs are
-interleaved task by task in the same process, so load affects both alike.
+``core`` (hidden tests only, still with every isolation measure), both on a fresh
+sandbox per judgement (the old path), and ``warm``: the full judgement on a
+:class:`JudgePool`, whose sandboxes are reset between judgements and whose
+launcher is prestarted (pytest imported) while the sandbox waits, the per-node
+floor the judge runs at in training (its first judgement per task, which makes
+the pool's sandboxes and the reference's trace, is left out of the median).
+Runs are interleaved task by task in the same process, so load affects all
+alike; the warm path's verdicts are compared with the fresh path's.
 Throughput: a batch of workspaces judged with bounded concurrency, once with
 a fresh sandbox per judgement and once on a warm pool (:class:`JudgePool`:
 sandboxes of a task reused with a full reset between judgements), in turn, on
@@ -54,18 +60,31 @@ async def run_bench(backend: SandboxBackend, tasks: list[Task], repeats: int = 3
     bare_s: list[float] = []
     full_s: list[float] = []
     core_s: list[float] = []
-    agree = 0
-    for _ in range(repeats):
-        for t in tasks:
-            s, ok = await bare_run(backend, t)
-            bare_s.append(s)
-            t0 = time.perf_counter()
-            r = await full.score(t, solution_diff(t))
-            full_s.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            await core.score(t, solution_diff(t))
-            core_s.append(time.perf_counter() - t0)
-            agree += int(ok == (r.components.get("all_pass", 0.0) >= 1.0))
+    warm_s: list[float] = []
+    agree = warm_agree = 0
+    warm_pool = JudgePool(backend, max_idle=2)
+    warm = PytestJudge(backend, pool=warm_pool)
+    try:
+        for t in tasks:  # the pool's first judgement per task: its sandboxes and the reference's trace
+            await warm.score(t, solution_diff(t))
+        for _ in range(repeats):
+            for t in tasks:
+                s, ok = await bare_run(backend, t)
+                bare_s.append(s)
+                t0 = time.perf_counter()
+                r = await full.score(t, solution_diff(t))
+                full_s.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                await core.score(t, solution_diff(t))
+                core_s.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                wr = await warm.score(t, solution_diff(t))
+                warm_s.append(time.perf_counter() - t0)
+                agree += int(ok == (r.components.get("all_pass", 0.0) >= 1.0))
+                warm_agree += int(wr.reward == r.reward and wr.flags == r.flags)
+        warm_launches, warm_enabled = warm_pool.warm_launches, warm_pool.enabled
+    finally:
+        await warm_pool.close()
     sem = asyncio.Semaphore(concurrency)
     jobs = [tasks[i % len(tasks)] for i in range(batch)]
     seed = JudgeConfig(dynamic_seed=1, shuffle_seed=1)
@@ -99,6 +118,7 @@ async def run_bench(backend: SandboxBackend, tasks: list[Task], repeats: int = 3
         pool_agree += sum(1 for a, b in zip(fresh_rewards, pool_rewards, strict=True) if a == b)
     batch *= 2
     b, f, c = statistics.median(bare_s), statistics.median(full_s), statistics.median(core_s)
+    wm = statistics.median(warm_s)
     return {
         "judge_version": full.version,
         "tasks": len(tasks),
@@ -110,6 +130,15 @@ async def run_bench(backend: SandboxBackend, tasks: list[Task], repeats: int = 3
         "overhead_full": round(f / b, 3) if b else None,
         "target_overhead": 1.5,
         "verdicts_agree": agree,
+        "warm": {
+            "enabled": warm_enabled,
+            "judge_full_ms": _med(warm_s),
+            "overhead_full": round(wm / b, 3) if b else None,
+            "target_overhead": 0.5,
+            "prestarted_launchers_used": warm_launches,
+            "verdicts_agree_with_fresh": warm_agree,
+            "judgements": len(warm_s),
+        },
         "batch": batch,
         "concurrency": concurrency,
         "batch_seconds": round(wall, 3),

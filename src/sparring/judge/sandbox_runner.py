@@ -29,12 +29,13 @@ once per task. It is used only with a backend whose reset discards everything
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -65,6 +66,10 @@ def judge_disk_mb(task_disk_mb: int) -> int:
 
 PYTEST_INI = "[pytest]\naddopts =\nconsider_namespace_packages = false\nxfail_strict = false\n"
 PYTHON = "python"
+
+
+def launcher_argv() -> list[str]:
+    return [PYTHON, "-s", "/judge/cfg/sandbox_pytest.py", "/workspace"]
 
 
 @dataclass
@@ -140,18 +145,30 @@ def _stage(work: Path, task: Task) -> tuple[Path, Path]:
 class JudgePool:
     """Warm judge sandboxes per task, reset between judgements; at most ``max_idle`` idle per task.
 
+    With ``prestart`` (the default), every sandbox the pool makes or resets gets its launcher started
+    at once: the interpreter comes up and imports pytest while the sandbox waits for its next judgement,
+    then blocks reading its job. The launcher is started before any of the candidate's files exist and
+    reads nothing of /workspace until its job arrives, so the run is the one a cold start would make;
+    it is used once, and the reset after the judgement kills it with everything else.
+
     Close it when done (``await pool.close()``); judges sharing one pool share its sandboxes.
     """
 
-    def __init__(self, backend: SandboxBackend, max_idle: int = 2, max_size: int | None = None) -> None:
+    def __init__(
+        self, backend: SandboxBackend, max_idle: int = 2, max_size: int | None = None, prestart: bool = True
+    ) -> None:
         from sparring.sandbox.pool import SandboxPool
 
         self.backend = backend
         self.enabled = getattr(backend, "mode", "copy") == "overlay"
-        self._pool = SandboxPool(backend, max_idle=max_idle, max_size=max_size)
+        self.prestart = prestart
+        self._pool = SandboxPool(backend, max_idle=max_idle, max_size=max_size, on_ready=self.ready)
         self._root = Path(tempfile.mkdtemp(prefix="sparring-judge-pool-"))
         self._staged: dict[str, tuple[Path, Path]] = {}
+        self._warm: dict[str, Any] = {}
         self.judgements = 0
+        self.warm_launches = 0
+        self.second_sandboxes = 0
 
     def stage(self, task: Task) -> tuple[Path, Path]:
         """The judge's mounts for ``task``, staged once (same paths, so the sandbox spec and pool key repeat)."""
@@ -166,7 +183,32 @@ class JudgePool:
         self.judgements += 1
         return await self._pool.acquire_spec(spec)
 
+    async def acquire_idle(self, spec: SandboxSpec) -> Sandbox | None:
+        """A second warm sandbox for the same judgement, only if one is idle now (never waits: a judgement
+        holding one sandbox must not wait for another, or a full pool would deadlock)."""
+        sb = await self._pool.acquire_idle(spec)
+        self.second_sandboxes += sb is not None
+        return sb
+
+    def ready(self, sb: Sandbox) -> None:
+        """Prestart ``sb``'s launcher (``sb`` was just made or reset); a no-op where the backend cannot."""
+        stale = self._warm.pop(sb.id, None)
+        if stale is not None:
+            stale.cancel()
+        start = getattr(sb, "prestart", None)
+        if self.prestart and start is not None:
+            self._warm[sb.id] = start(launcher_argv())
+
+    def take_launcher(self, sb: Sandbox) -> Any:
+        """``sb``'s prestarted launcher if it is still waiting, once; else None (run it cold)."""
+        warm = self._warm.pop(sb.id, None)
+        if warm is not None and warm.alive:
+            self.warm_launches += 1
+            return warm
+        return None
+
     async def release(self, sb: Sandbox, broken: bool = False) -> None:
+        self._warm.pop(sb.id, None)  # unused, it dies in the reset (or with the sandbox)
         await self._pool.release(sb, broken=broken)  # resets it, or closes it when broken or surplus
 
     @property
@@ -177,6 +219,13 @@ class JudgePool:
     async def close(self) -> None:
         await self._pool.close()
         shutil.rmtree(self._root, ignore_errors=True)
+
+
+def judge_pool_for(backend: SandboxBackend, concurrency: int) -> JudgePool:
+    """The warm judge of a long-lived loop (training, a node actor) judging up to ``concurrency`` at once:
+    at most two idle sandboxes per task and ``2 * concurrency`` in all (each judgement holds one, and a
+    second only if one is idle), so the idle sandboxes of many tasks stay few and nothing waits."""
+    return JudgePool(backend, max_idle=2, max_size=2 * max(1, concurrency))
 
 
 async def apply_diff(sb: Sandbox, diff: WorkspaceDiff) -> None:
@@ -204,10 +253,25 @@ def launcher_job(probe_files: dict[str, str], args: list[str], seed: int, allow_
     return (json.dumps(job) + "\n").encode()
 
 
-async def run_launcher(sb: Sandbox, job: bytes, timeout: float) -> ExecResult:
-    return await sb.exec(
-        [PYTHON, "-s", "/judge/cfg/sandbox_pytest.py", "/workspace"], timeout=timeout, stdin=job
-    )
+async def run_launcher(sb: Sandbox, job: bytes, timeout: float, pool: JudgePool | None = None) -> ExecResult:
+    """The launcher on ``job``: the pool's prestarted one for ``sb`` when there is one, else a fresh one."""
+    warm = pool.take_launcher(sb) if pool is not None else None
+    if warm is not None:
+        result: ExecResult = await warm.run(job, timeout)
+        return result
+    return await sb.exec(launcher_argv(), timeout=timeout, stdin=job)
+
+
+async def _in_other(pool: JudgePool, sb: Sandbox, run: Callable[[Sandbox], Awaitable[None]]) -> None:
+    """``run`` in a second pooled sandbox of the same judgement, then give it back (reset)."""
+    broken = False
+    try:
+        await run(sb)
+    except SandboxError:
+        broken = True
+        raise
+    finally:
+        await pool.release(sb, broken=broken)
 
 
 async def run_in_sandbox(
@@ -252,36 +316,68 @@ async def run_in_sandbox(
         broken = True
         try:
             timeout = task.spec.judge.timeout_s
-            if reference is not None and (dynamic_job is not None or reference_job is not None):
-                await apply_diff(sb, reference)
-                if dynamic_job is not None:
-                    out.reference = await run_driver(sb, dynamic_job, timeout)
-                    if out.reference is None:
-                        raise JudgeRunError(
-                            "reference_failed", "the reference solution produced no dynamic-test outputs"
-                        )
-                if reference_job is not None:
-                    out.reference_pytest = await run_launcher(sb, reference_job, timeout)
+
+            async def fresh(sb: Sandbox) -> Sandbox:
+                """``sb`` as new for the next phase: reset, or replaced where reset would leave /tmp behind."""
                 if resets_completely(sb):
                     await sb.reset()
-                else:
-                    # Reset would leave the reference's /tmp (its bytecode, the probes) to the candidate.
-                    await sb.close()
-                    sb = await backend.create(spec)
-            stdin = job(out) if callable(job) else job
+                    if pooled is not None:
+                        pooled.ready(sb)
+                    return sb
+                await sb.close()  # reset would leave the last phase's /tmp (its bytecode, the probes)
+                return await backend.create(spec)
+
+            async def reference_dynamic(sb: Sandbox) -> None:
+                assert reference is not None and dynamic_job is not None
+                await apply_diff(sb, reference)
+                out.reference = await run_driver(sb, dynamic_job, timeout)
+                if out.reference is None:
+                    raise JudgeRunError(
+                        "reference_failed", "the reference solution produced no dynamic-test outputs"
+                    )
+
+            # The reference runs first only when the candidate's probes need its trace. Its dynamic outputs
+            # alone do not: with a pool they come from a second warm sandbox while the candidate runs,
+            # otherwise after the candidate's run (the sandbox reset between). Either way the candidate's
+            # prestarted launcher is still waiting when the candidate's diff lands.
+            reference_first = reference is not None and reference_job is not None
+            reference_after = dynamic_job is not None and reference is not None and not reference_first
+            beside: asyncio.Task[None] | None = None
+            if reference_first:
+                if dynamic_job is not None:
+                    await reference_dynamic(sb)
+                assert reference_job is not None
+                out.reference_pytest = await run_launcher(sb, reference_job, timeout, pooled)
+                sb = await fresh(sb)
+            elif reference_after and pooled is not None:
+                other = await pooled.acquire_idle(spec)
+                if other is not None:
+                    beside = asyncio.create_task(_in_other(pooled, other, reference_dynamic))
             try:
-                await apply_diff(sb, diff)
-            except (OSError, SandboxError) as e:
-                out.applied, out.apply_error = False, str(e)
-                broken = False
-                return out
-            t = time.perf_counter()
-            out.pytest = await run_launcher(sb, stdin, timeout)
-            out.pytest_wall_s = time.perf_counter() - t
-            if dynamic_job is not None and not out.pytest.timed_out:
+                stdin = job(out) if callable(job) else job
+                try:
+                    await apply_diff(sb, diff)
+                except (OSError, SandboxError) as e:
+                    out.applied, out.apply_error = False, str(e)
+                    broken = False
+                    return out
                 t = time.perf_counter()
-                out.candidate = await run_driver(sb, dynamic_job, timeout)
-                out.timings["dynamic_s"] = time.perf_counter() - t
+                out.pytest = await run_launcher(sb, stdin, timeout, pooled)
+                out.pytest_wall_s = time.perf_counter() - t
+                if dynamic_job is not None and not out.pytest.timed_out:
+                    t = time.perf_counter()
+                    out.candidate = await run_driver(sb, dynamic_job, timeout)
+                    out.timings["dynamic_s"] = time.perf_counter() - t
+                if beside is not None:
+                    await beside
+                elif reference_after:
+                    sb = await fresh(sb)
+                    await reference_dynamic(sb)
+            finally:
+                if beside is not None and not beside.done():
+                    beside.cancel()
+                    with contextlib.suppress(BaseException):
+                        await beside
             broken = False
             return out
         except SandboxError as e:

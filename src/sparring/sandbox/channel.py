@@ -245,21 +245,29 @@ class ExecChannel:
         cap: int,
         limits: dict[str, int],
         on_output: OutputCallback | None = None,
+        stdin_later: bool = False,
     ) -> Job:
+        """Start ``argv``; with ``stdin_later`` its stdin stays open until :meth:`feed` sends it."""
         self._bind_loop()
         jid = self._new_id()
         job = Job(jid, self.loop.create_future(), on_output)
         self.jobs[jid] = job
         try:
-            self._send(proto.T_EXEC, jid, proto.encode_exec(argv, env, cwd, cap, limits, stdin is not None))
+            has_stdin = stdin is not None or stdin_later
+            self._send(proto.T_EXEC, jid, proto.encode_exec(argv, env, cwd, cap, limits, has_stdin))
             if stdin is not None:
-                for i in range(0, len(stdin), 1 << 20):
-                    self._send(proto.T_STDIN, jid, stdin[i : i + (1 << 20)])
-                self._send(proto.T_STDIN_EOF, jid)
+                self.feed(jid, stdin)
         except SandboxError:
             self.jobs.pop(jid, None)
             raise
         return job
+
+    def feed(self, jid: int, stdin: bytes) -> None:
+        """Send a started command its whole stdin, then end it."""
+        self._bind_loop()
+        for i in range(0, len(stdin), 1 << 20):
+            self._send(proto.T_STDIN, jid, stdin[i : i + (1 << 20)])
+        self._send(proto.T_STDIN_EOF, jid)
 
     def kill_job(self, jid: int) -> None:
         self._bind_loop()

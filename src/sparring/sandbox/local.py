@@ -49,7 +49,7 @@ from sparring.errors import SandboxError, WorkspaceFault
 from sparring.sandbox import execserver, features, hosttree, ipcns, mounts, reaper, seccomp
 from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.cgroups import CgroupSet
-from sparring.sandbox.channel import ExecChannel, OutputCallback
+from sparring.sandbox.channel import ExecChannel, Job, OutputCallback
 from sparring.sandbox.crashpoint import crash_point
 from sparring.sandbox.environment import AGENT_GID, AGENT_HOST_UID, AGENT_UID, HOSTNAME, SandboxEnvironment
 from sparring.sandbox.hostfiles import HostFiles
@@ -539,6 +539,32 @@ class LocalSandbox(HostFiles):
         lim.update(self.cg.rlimits)
         return lim
 
+    def _full_env(self, env: dict[str, str] | None) -> dict[str, str]:
+        full_env = self.environment.base_env(self.spec.seed)
+        if self.proxy is not None:
+            url = f"http://127.0.0.1:{PROXY_PORT}"
+            for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"):
+                full_env[k] = url
+            full_env["NO_PROXY"] = full_env["no_proxy"] = "localhost,127.0.0.1"
+        full_env.update(self.spec.env)
+        full_env.update(env or {})
+        return full_env
+
+    def _start_job(
+        self,
+        cmd: list[str] | str,
+        env: dict[str, str] | None,
+        cwd: str,
+        stdin: bytes | None,
+        on_output: OutputCallback | None,
+        stdin_later: bool = False,
+    ) -> Job:
+        ch = self._live()
+        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        if not argv:
+            raise SandboxError("empty command")
+        return ch.start(argv, self._full_env(env), cwd, stdin, OUTPUT_CAP, self._limits(), on_output, stdin_later)
+
     async def exec(
         self,
         cmd: list[str] | str,
@@ -549,21 +575,21 @@ class LocalSandbox(HostFiles):
         on_output: OutputCallback | None = None,
     ) -> ExecResult:
         """Run ``cmd`` (a shell string or argv); ``on_output(stream, chunk)`` streams output as it comes."""
-        ch = self._live()
-        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-        if not argv:
-            raise SandboxError("empty command")
-        full_env = self.environment.base_env(self.spec.seed)
-        if self.proxy is not None:
-            url = f"http://127.0.0.1:{PROXY_PORT}"
-            for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"):
-                full_env[k] = url
-            full_env["NO_PROXY"] = full_env["no_proxy"] = "localhost,127.0.0.1"
-        full_env.update(self.spec.env)
-        full_env.update(env or {})
         oom_before = self.cg.oom_kills()
         t0 = time.perf_counter()
-        job = ch.start(argv, full_env, cwd, stdin, OUTPUT_CAP, self._limits(), on_output)
+        job = self._start_job(cmd, env, cwd, stdin, on_output)
+        return await self._finish(job, timeout, oom_before, t0)
+
+    def prestart(self, cmd: list[str], env: dict[str, str] | None = None, cwd: str = WORKSPACE) -> Prestarted:
+        """Start ``cmd`` now with its stdin held open; :meth:`Prestarted.run` sends the stdin and waits.
+
+        For a command whose start-up is costly and independent of what it is later told (the judge's
+        launcher imports pytest before it reads its job): the start-up then overlaps other work. The
+        process is an ordinary command of this sandbox: ``reset``, ``restore`` and ``close`` kill it."""
+        return Prestarted(self, self._start_job(cmd, env, cwd, None, None, stdin_later=True))
+
+    async def _finish(self, job: Job, timeout: float, oom_before: int, t0: float) -> ExecResult:
+        ch = self._live()
         timed_out = False
         try:
             await asyncio.wait_for(asyncio.shield(job.done), timeout)
@@ -726,3 +752,36 @@ class LocalSandbox(HostFiles):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class Prestarted:
+    """A command of a :class:`LocalSandbox` already running, waiting for its stdin (see ``prestart``)."""
+
+    def __init__(self, sandbox: LocalSandbox, job: Job) -> None:
+        self.sandbox = sandbox
+        self.job = job
+        self.used = False
+        # An unused one dies with its sandbox: that failure is expected, not an error to report.
+        job.done.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+    @property
+    def alive(self) -> bool:
+        """Still waiting: not used, not exited (a reset or restore kills it), its sandbox open."""
+        return not self.used and not self.job.done.done() and self.sandbox.healthy
+
+    async def run(self, stdin: bytes, timeout: float = 30.0) -> ExecResult:
+        """Send ``stdin`` and wait, as ``exec`` would; ``timeout`` and ``duration_ms`` count from now."""
+        if self.used:
+            raise SandboxError("a prestarted command runs once")
+        self.used = True
+        oom_before = self.sandbox.cg.oom_kills()
+        t0 = time.perf_counter()
+        self.sandbox._live().feed(self.job.id, stdin)
+        return await self.sandbox._finish(self.job, timeout, oom_before, t0)
+
+    def cancel(self) -> None:
+        """Kill it unused (its whole process tree), e.g. when it is no longer wanted."""
+        if not self.used and not self.job.done.done():
+            self.used = True
+            with contextlib.suppress(SandboxError):
+                self.sandbox._live().kill_job(self.job.id)

@@ -11,6 +11,9 @@
 * **Maximum size and back-pressure**: at most ``max_size`` sandboxes exist
   (live + idle). An acquire beyond that first evicts an idle sandbox of
   another spec, otherwise waits until one is released.
+* **Ready hook**: ``on_ready`` sees every sandbox the pool made or reset
+  before anyone gets it, so a user can have it do work in advance (the judge
+  prestarts its launcher there, importing pytest while no judgement waits).
 * **Specs, not tasks**: the pool takes resolved specs; a task's spec (its
   workspace pinned by digest, limits, environment layer) is resolved above
   the sandbox room, by :class:`sparring.tasks.sandbox_spec.TaskSpecs`.
@@ -20,9 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import defaultdict
+from collections.abc import Callable
 
 from sparring.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
+
+log = logging.getLogger(__name__)
 
 
 def _healthy(sb: Sandbox) -> bool:
@@ -43,13 +50,17 @@ class SandboxPool:
         max_idle: int = 4,
         limits: bool = True,
         max_size: int | None = None,
+        on_ready: Callable[[Sandbox], None] | None = None,
     ) -> None:
+        """``on_ready(sb)`` runs on every sandbox made or reset by the pool, before anyone gets it (for
+        instance to prestart a command the next user will want); what it raises is ignored."""
         if max_size is not None and max_size < 1:
             raise ValueError("max_size must be at least 1")
         self.backend = backend
         self.max_idle = max_idle
         self.max_size = max_size
         self.limits = limits
+        self.on_ready = on_ready
         self._idle: dict[str, list[Sandbox]] = defaultdict(list)  # keyed by the spec's JSON
         self._spec_of: dict[str, str] = {}
         self._live: set[str] = set()
@@ -106,14 +117,40 @@ class SandboxPool:
                     self._cond.notify()
                 raise
             self._creating -= 1
+            self._ready(sb)
         self._spec_of[sb.id] = key
         self._live.add(sb.id)
         self.max_alive = max(self.max_alive, self.size)
         return sb
 
+    async def acquire_idle(self, spec: SandboxSpec) -> Sandbox | None:
+        """A warm sandbox for ``spec`` if one is idle now, else None: never creates, never waits."""
+        spec = self.shape(spec)
+        key = spec.model_dump_json()
+        stale: list[Sandbox] = []
+        sb = None
+        async with self._cond:
+            idle = self._idle.get(key)
+            while idle and sb is None:
+                cand = idle.pop()
+                if _healthy(cand):
+                    sb = cand
+                else:
+                    stale.append(cand)
+                    self.replaced_unhealthy += 1
+            if sb is not None:
+                self._spec_of[sb.id] = key
+                self._live.add(sb.id)
+        for s in stale:
+            with contextlib.suppress(Exception):
+                await s.close()
+        return sb
+
     async def warm_spec(self, spec: SandboxSpec, n: int) -> None:
         spec = self.shape(spec)
         made = await asyncio.gather(*(self.backend.create(spec) for _ in range(n)))
+        for sb in made:
+            self._ready(sb)
         async with self._cond:
             self._idle[spec.model_dump_json()].extend(made)
             self.max_alive = max(self.max_alive, self.size)
@@ -127,6 +164,8 @@ class SandboxPool:
                 keep = _healthy(sb)
             except Exception:
                 keep = False
+            if keep:
+                self._ready(sb)
         if keep and key is not None:
             async with self._cond:
                 if len(self._idle[key]) < self.max_idle:
@@ -139,6 +178,13 @@ class SandboxPool:
         async with self._cond:  # only now is there room: the closed one no longer counts
             self._live.discard(sb.id)
             self._cond.notify()
+
+    def _ready(self, sb: Sandbox) -> None:
+        if self.on_ready is not None:
+            try:
+                self.on_ready(sb)
+            except Exception:  # an optimisation only: the sandbox is as usable without it
+                log.debug("on_ready failed for sandbox %s", sb.id, exc_info=True)
 
     async def close(self) -> None:
         async with self._cond:

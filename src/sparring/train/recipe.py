@@ -22,6 +22,7 @@ from sparring.distributed.executor import LocalExecutor, RayExecutor, RayOptions
 from sparring.env.tools import tool_schemas
 from sparring.errors import ConfigError, JudgeError
 from sparring.judge.pytest_judge import PytestJudge
+from sparring.judge.sandbox_runner import judge_pool_for
 from sparring.monitor.alerts import AlertRules
 from sparring.monitor.drift import DriftMonitor
 from sparring.monitor.metrics import iteration_metrics, make_sinks, with_aliases
@@ -289,7 +290,9 @@ async def run_rl(
     sink = make_sinks(cfg.monitor.exporters, cfg.workdir, run_id, cfg.model_dump(mode="json"))
     backend = make_backend(cfg.backend)  # each task's spec names its layer: agent and judge run it
     pool = SandboxPool(backend, max_idle=cfg.concurrency, limits=cfg.sandbox_limits)
-    judge = PytestJudge(backend, limits=cfg.sandbox_limits)
+    # Warm judge sandboxes, launcher prestarted (judge_pool_for): bounded, so idle ones of many tasks stay few.
+    judge_pool = judge_pool_for(backend, cfg.concurrency)
+    judge = PytestJudge(backend, limits=cfg.sandbox_limits, pool=judge_pool)
     sched = RolloutScheduler(
         pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps, on_done=tick
     )
@@ -515,5 +518,6 @@ async def run_rl(
     finally:
         await executor.aclose()
         await pool.close()
+        await judge_pool.close()
         sink.close()
         store.close()
