@@ -70,7 +70,7 @@ def trl_normalised(tool: dict[str, Any]) -> dict[str, Any]:
     required = [n for n in props if n in set(params.get("required") or [])]
     if required:
         out_params["required"] = required
-    out = {"name": fn["name"], "description": inspect.cleandoc(str(fn.get("description") or "")),
+    out = {"name": fn["name"], "description": inspect.cleandoc(str(fn.get("description") or "")).strip(),
            "parameters": out_params, "return": dict(_RETURN)}  # fmt: skip
     return {"type": "function", "function": out}
 

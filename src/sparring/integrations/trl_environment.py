@@ -133,7 +133,9 @@ class SparringToolEnv:
         return float(env.reward) if env.reward is not None else 0.0
 
 
-RESERVED = frozenset(n for n in dir(SparringToolEnv) if not n.startswith("_")) | {"tool_calls"}
+RESERVED = frozenset(
+    n for n in {*dir(SparringToolEnv), *SparringToolEnv.__annotations__, "tool_calls"} if not n.startswith("_")
+)
 """SparringToolEnv's own public names: a tool may not take one of them."""
 
 
