@@ -32,6 +32,7 @@ from sparring.errors import TaskError
 from sparring.integrations.tasks import TaskSet
 from sparring.integrations.tool_methods import tool_method
 from sparring.tasks.loader import Task
+from sparring.trajectory import ToolStep
 
 
 def offered_tools(task: Task) -> list[dict[str, Any]]:
@@ -80,8 +81,9 @@ class SparringToolEnv:
         # closing a runner starts one; in __del__ at interpreter shutdown that start hangs forever)
         weakref.finalize(self, self._loop.close)
         self._calls = 0
-        self.tool_calls: list[tuple[str, dict[str, Any]]] = []
-        """The tool calls this instance ran, over all its episodes (name, arguments)."""
+        self.tool_steps: list[ToolStep] = []
+        """The Environment's record of every tool call this instance ran, over all its episodes (TRL reuses
+        instances; the current episode's are also ``environment.steps``): what a trainer's calls reached."""
 
     def _run(self, coro: Any) -> Any:
         return self._loop.runner.run(coro)
@@ -108,10 +110,11 @@ class SparringToolEnv:
         if env.done:
             return f"error: the episode is over (status {env.status}); nothing more runs"
         self._calls += 1
-        self.tool_calls.append((tool, dict(args)))
+        n = len(env.steps)
         call = {"id": f"t{self._calls}", "type": "function",
                 "function": {"name": tool, "arguments": json.dumps(args)}}  # fmt: skip
         res = self._run(env.astep({"role": "assistant", "content": "", "tool_calls": [call]}))
+        self.tool_steps += env.steps[n:]
         tool_msgs = [m["content"] for m in res.messages if m.get("role") == "tool"]
         return "\n".join(tool_msgs) if tool_msgs else "\n".join(m["content"] for m in res.messages)
 
@@ -134,7 +137,9 @@ class SparringToolEnv:
 
 
 RESERVED = frozenset(
-    n for n in {*dir(SparringToolEnv), *SparringToolEnv.__annotations__, "tool_calls"} if not n.startswith("_")
+    n
+    for n in {*dir(SparringToolEnv), *SparringToolEnv.__annotations__, "tool_steps"}
+    if not n.startswith("_")
 )
 """SparringToolEnv's own public names: a tool may not take one of them."""
 
