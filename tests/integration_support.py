@@ -119,10 +119,12 @@ TOOL_REPLIES = [
 ]
 
 
-def warm_up_tool_model(src: Path, out: Path, task: Task, steps: int = 100, seed: int = 0) -> Path:
-    """The tiny model taught, for a few SGD steps, to answer the task's prompt with one of TOOL_REPLIES:
-    its samples then make real (and different) tool calls, so episodes run tools in sandboxes and their
-    rewards differ. Nothing is downloaded; seconds on a CPU."""
+def warm_up_tool_model(src: Path, out: Path, task: Task, steps: int = 100, seed: int = 0,
+                       lessons: list[tuple[Task, list[str], list[Any] | None]] | None = None) -> Path:  # fmt: skip
+    """The tiny model taught, for a few SGD steps, to answer the task's prompt with one of TOOL_REPLIES
+    (or each task of ``lessons`` with one of its replies, its prompt rendered with the tools given, else
+    the Environment's): its samples then make real (and different) tool calls, so episodes run tools in
+    sandboxes and their rewards differ. Nothing is downloaded; seconds on a CPU."""
     import shutil
 
     import torch
@@ -133,23 +135,33 @@ def warm_up_tool_model(src: Path, out: Path, task: Task, steps: int = 100, seed:
     torch.manual_seed(seed)
     tok = AutoTokenizer.from_pretrained(str(src))
     model = AutoModelForCausalLM.from_pretrained(str(src))
-    env = Environment(task)
-    prompt = tok.apply_chat_template(
-        env.messages, tools=env.tools, add_generation_prompt=True, tokenize=False
-    )
+    batches = []  # one batch per lesson: its prompts are of one length, so little padding
+    for lesson_task, replies, tools in lessons or [(task, TOOL_REPLIES, None)]:
+        env = Environment(lesson_task)
+        prompt = tok.apply_chat_template(
+            env.messages, tools=tools or env.tools, add_generation_prompt=True, tokenize=False
+        )
+        p = tok(prompt, add_special_tokens=False)["input_ids"]
+        rows = [p + tok(r + "<|end|>", add_special_tokens=False)["input_ids"] for r in replies]
+        width = max(map(len, rows))
+        pad = tok.pad_token_id
+        ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
+        labels = torch.tensor([[-100] * len(p) + r[len(p) :] + [-100] * (width - len(r)) for r in rows])
+        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+        batches.append((ids, labels, mask))
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     model.train()
-    p = tok(prompt, add_special_tokens=False)["input_ids"]
-    rows = [p + tok(r + "<|end|>", add_special_tokens=False)["input_ids"] for r in TOOL_REPLIES]
-    width = max(map(len, rows))
-    pad = tok.pad_token_id
-    ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
-    labels = torch.tensor([[-100] * len(p) + r[len(p) :] + [-100] * (width - len(r)) for r in rows])
-    mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
-    for _ in range(steps):  # one batch of the replies per step
-        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+    for _ in range(steps):  # one batch of each lesson's replies per step
+        for ids, labels, mask in batches:
+            model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
         opt.step()
         opt.zero_grad()
     shutil.copytree(src, out)
     model.save_pretrained(str(out))
     return out
+
+
+def custom_tool_replies(task: Task, n: int = 3) -> list[str]:
+    """The first ``n`` calls of a task's reference (its own tools, e.g. the tool-use store's), as replies."""
+    calls = task.solution_calls()[:n]
+    return [f"<tool_call>{json.dumps({'name': name, 'arguments': args})}</tool_call>" for name, args in calls]

@@ -21,3 +21,11 @@ def repair_tasks(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tasks_list(repair_tasks) -> list[Task]:
     return find_tasks(repair_tasks)
+
+
+@pytest.fixture(scope="session")
+def tool_use_tasks(tmp_path_factory) -> Path:
+    """A directory of two generated tool-use tasks: a store service as [[custom_tools]], no built-in tools."""
+    out = tmp_path_factory.mktemp("integrations") / "tool-use"
+    generate("tool-use", 2, 0, out)
+    return out

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import torch
 
-from integration_support import make_scribble_task, warm_up_tool_model
+from integration_support import TOOL_REPLIES, custom_tool_replies, make_scribble_task, warm_up_tool_model
 from readme_snippets import snippet
 
 pytestmark = pytest.mark.slow
@@ -38,6 +38,46 @@ def tool_model_dir(tiny_qwen2_model_dir, scribble_dir, tmp_path_factory) -> Path
     return warm_up_tool_model(tiny_qwen2_model_dir, tmp_path_factory.mktemp("trl-model") / "m", task)
 
 
+@pytest.fixture(scope="module")
+def mixed_dir(tmp_path_factory, tool_use_tasks) -> Path:
+    """The scribble task (built-in tools) and a tool-use task (the store's own tools): two tool sets."""
+    import shutil
+
+    from sparring.tasks.loader import find_tasks
+
+    out = tmp_path_factory.mktemp("trl-mixed") / "tasks"
+    make_scribble_task(out / "scribble")
+    task = find_tasks(tool_use_tasks)[0]
+    shutil.copytree(task.path, out / task.id)
+    return out
+
+
+@pytest.fixture(scope="module")
+def custom_tool_model_dir(tiny_qwen2_model_dir, mixed_dir, tmp_path_factory) -> Path:
+    """The tiny model taught both prompts, rendered with the tools TRL renders (the generated methods):
+    scribble's write_file replies and the store's first reference calls (find_customer, list_orders...),
+    so in training it calls the task's own tools."""
+    import inspect
+
+    from sparring.integrations import trl as st
+    from sparring.tasks.loader import find_tasks
+
+    envs = st.environment_factory(mixed_dir)
+    assert isinstance(envs, dict)
+    tasks = {t.id: t for t in find_tasks(mixed_dir)}
+
+    def trl_tools(task_id: str) -> list[Any]:  # what GRPOTrainer collects off the task's class
+        env = next(cls for cls in envs.values() if task_id in cls.task_ids)()
+        names = [n for n, _ in inspect.getmembers(type(env), inspect.isfunction) if not n.startswith("_")]
+        return [getattr(env, n) for n in names if n not in ("reset", "get_reward")]
+
+    store = next(t for i, t in tasks.items() if i != "scribble")
+    lessons = [(tasks["scribble"], TOOL_REPLIES, trl_tools("scribble")),
+               (store, custom_tool_replies(store), trl_tools(store.id))]  # fmt: skip
+    out = tmp_path_factory.mktemp("trl-custom-model") / "m"
+    return warm_up_tool_model(tiny_qwen2_model_dir, out, tasks["scribble"], lessons=lessons)
+
+
 def run_snippet(name: str, workdir: Path, tasks: Path, model_dir: Path, **config: Any) -> tuple[Any, dict]:
     """Execute README's snippet ``name`` in ``workdir`` (its ``tasks/`` is ``tasks``) with ``model``,
     ``tokenizer`` and ``args`` given; returns the trainer and the parameters before training."""
@@ -49,11 +89,12 @@ def run_snippet(name: str, workdir: Path, tasks: Path, model_dir: Path, **config
     model = AutoModelForCausalLM.from_pretrained(str(model_dir))
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     before = {k: v.detach().clone() for k, v in model.named_parameters()}
-    args = GRPOConfig(
+    defaults = dict(
         output_dir=str(workdir / "out"), use_cpu=True, max_steps=2, per_device_train_batch_size=4,
         num_generations=4, learning_rate=1e-2, logging_steps=1, report_to="none", save_strategy="no",
-        seed=0, temperature=1.0, **config,
+        seed=0, temperature=1.0,
     )  # fmt: skip
+    args = GRPOConfig(**{**defaults, **config})
     ns: dict[str, Any] = {"model": model, "tokenizer": tokenizer, "args": args}
     cwd = os.getcwd()
     os.chdir(workdir)
@@ -93,6 +134,28 @@ def test_environment_factory_mode(scribble_dir, tool_model_dir, tmp_path):
                                   max_completion_length=96, max_tool_calling_iterations=2)  # fmt: skip
     assert trainer.state.global_step == 2 and moved(trainer, before)
     assert any(s > 0 for s in rewards_logged(trainer, "reward_std")), trainer.state.log_history
+
+
+def test_environment_factory_mode_with_custom_tools(mixed_dir, custom_tool_model_dir, tmp_path):
+    """README's environment_factory glue, unchanged, over tasks with two tool sets (built-in; the store's
+    [[custom_tools]]): TRL gets one class per tool set, renders each prompt with exactly its task's tools,
+    and the model's calls of the store's tools run its tool server in the sandbox."""
+    from sparring.env import Environment
+    from sparring.tasks.loader import find_tasks
+    from sparring.tasks.spec import BUILTIN_TOOLS
+
+    trainer, before = run_snippet("trl-environment", tmp_path / "w", mixed_dir, custom_tool_model_dir,
+                                  max_completion_length=96, max_tool_calling_iterations=2,
+                                  per_device_train_batch_size=8)  # fmt: skip
+    assert trainer.state.global_step == 2 and moved(trainer, before)
+    assert isinstance(trainer.environment_factories, dict) and len(trainer.environment_factories) == 2
+    offered = {cls.tool_set: {s["function"]["name"] for s in Environment(t).tools}
+               for t in find_tasks(mixed_dir) for cls in trainer.environment_factories.values()
+               if t.id in cls.task_ids}  # fmt: skip
+    assert {name: {m.__name__ for m in tools} for name, tools in trainer._env_tools.items()} == offered
+    steps = [s for pool in trainer._environment_pool.values() for env in pool for s in env.tool_steps]
+    custom = [s for s in steps if s.name not in BUILTIN_TOOLS and s.name != "submit"]
+    assert custom and any(s.exit_code == 0 for s in custom), [(s.name, s.error) for s in steps]
 
 
 def test_rollout_sequences_are_token_exact(scribble_dir, tool_model_dir):

@@ -14,9 +14,12 @@
   (``env_mask`` 0), cut at TRL's ``max_completion_length``; the judge's reward
   is the ``sparring_reward`` field, which :func:`rollout_reward` hands to TRL.
 - **environment_factory**: :func:`environment_factory` makes a class whose typed,
-  documented methods are the task's tools (TRL reads their signatures and
-  docstrings into tool schemas); ``reset`` starts a sandbox for the row's task
-  and ``get_reward`` is the judge's verdict on what the episode left.
+  documented methods are exactly the tools the Environment offers (built-in and
+  the tasks' own ``[[custom_tools]]``, generated from their schemas; TRL reads
+  their signatures and docstrings back into the same schemas); ``reset`` starts
+  a sandbox for the row's task and ``get_reward`` is the judge's verdict on what
+  the episode left. Tasks with different tool sets get one class each, routed by
+  the dataset's ``environment`` column (:mod:`sparring.integrations.trl_environment`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from sparring.env import Environment, SampledTurn
 from sparring.env.judging import judge_diff
 from sparring.env.prompts import initial_messages
 from sparring.integrations.tasks import TaskSet
+from sparring.integrations.trl_environment import SparringToolEnv, environment_factory, tool_set_name
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.loader import Task
 
@@ -73,8 +77,9 @@ def single_turn_prompt(task: Task) -> list[dict[str, Any]]:
 def tasks_to_dataset(tasks: str | Path | TaskSet, *, mode: str = "multi_turn", repeat: int = 1) -> Any:
     """A ``datasets.Dataset`` with ``prompt`` (chat messages) and the task reference (``task_id``,
     ``task_path``, ``seed``), ``repeat`` rows per task. ``mode="multi_turn"``: the Environment's own
-    first messages (for ``rollout_func`` and ``environment_factory``); ``"single_turn"``: the prompt
-    :func:`judge_reward` expects (the task and its target files' content)."""
+    first messages (for ``rollout_func`` and ``environment_factory``) and ``environment``, the task's
+    tool set (how TRL routes a row when :func:`environment_factory` gives one class per tool set);
+    ``"single_turn"``: the prompt :func:`judge_reward` expects (the task and its target files' content)."""
     from datasets import Dataset
 
     if mode not in ("multi_turn", "single_turn"):
@@ -83,8 +88,12 @@ def tasks_to_dataset(tasks: str | Path | TaskSet, *, mode: str = "multi_turn", r
     rows = []
     for r in range(repeat):
         for t in ts.tasks:
-            prompt = initial_messages(t) if mode == "multi_turn" else single_turn_prompt(t)
-            rows.append({"prompt": prompt, "task_id": t.id, "task_path": str(t.path), "seed": r})
+            row: dict[str, Any] = {"task_id": t.id, "task_path": str(t.path), "seed": r}
+            if mode == "multi_turn":
+                row |= {"prompt": initial_messages(t), "environment": tool_set_name(t)}
+            else:
+                row["prompt"] = single_turn_prompt(t)
+            rows.append(row)
     return Dataset.from_list(rows)
 
 
@@ -390,136 +399,9 @@ def make_rollout_func(tasks: str | Path | TaskSet, **kwargs: Any) -> SparringRol
     return SparringRollout(tasks, **kwargs)
 
 
-# -- environment_factory ----------------------------------------------------------------------------
+# -- environment_factory: see trl_environment (re-exported here, the one module users import) -----------
 
-
-class SparringToolEnv:
-    """One episode for TRL's ``environment_factory``: its public methods are the task's tools.
-
-    TRL builds one instance per rollout, calls :meth:`reset` with the dataset row
-    (``task_id``, ``seed``), lets the model call the methods as tools, then asks
-    :meth:`get_reward` for the judge's reward. Subclassed by :func:`environment_factory`,
-    which binds the task set.
-    """
-
-    tasks: TaskSet
-
-    def __init__(self) -> None:
-        self._runner = asyncio.Runner()
-        self._env: Environment | None = None
-        self._calls = 0
-
-    def _run(self, coro: Any) -> Any:
-        return self._runner.run(coro)
-
-    def reset(self, task_id: str | None = None, seed: int = 0, **row: Any) -> str | None:
-        """Start the row's task in a fresh sandbox (the prompt already holds the task)."""
-        if self._env is not None:
-            self._run(self._env.aclose())
-        self._env = self.tasks.environment(task_id, int(seed or 0))
-        self._run(self._env.areset(int(seed or 0)))
-        self._calls = 0
-        return None
-
-    def _tool(self, name: str, **args: Any) -> str:
-        env = self._env
-        if env is None:
-            return "error: the environment was not reset"
-        if env.done:
-            return f"error: the episode is over (status {env.status}); nothing more runs"
-        args = {k: v for k, v in args.items() if v is not None}
-        self._calls += 1
-        call = {
-            "id": f"t{self._calls}",
-            "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args)},
-        }
-        res = self._run(env.astep({"role": "assistant", "content": "", "tool_calls": [call]}))
-        tool_msgs = [m["content"] for m in res.messages if m.get("role") == "tool"]
-        return "\n".join(tool_msgs) if tool_msgs else "\n".join(m["content"] for m in res.messages)
-
-    def get_reward(self) -> float:
-        """The judge's reward for what the episode left in the workspace (judged now if not yet)."""
-        env = self._env
-        if env is None:
-            return 0.0
-        if env.judgement is None:
-            if not env.done:
-                env.end("truncated")
-            self._run(env.ajudge())
-        self._run(env.aclose())
-        return float(env.reward) if env.reward is not None else 0.0
-
-    def bash(self, command: str, timeout: float | None = None) -> str:
-        """Run a shell command in /workspace and return its exit code and output.
-
-        Args:
-            command: The shell command to run.
-            timeout: Seconds before the command is stopped.
-        """
-        return self._tool("bash", command=command, timeout=timeout)
-
-    def read_file(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
-        """Read a file, optionally a range of lines (1-based, inclusive).
-
-        Args:
-            path: The file to read, relative to /workspace.
-            start_line: First line to read.
-            end_line: Last line to read.
-        """
-        return self._tool("read_file", path=path, start_line=start_line, end_line=end_line)
-
-    def write_file(self, path: str, content: str) -> str:
-        """Create or overwrite a file with the given content.
-
-        Args:
-            path: The file to write, relative to /workspace.
-            content: The file's whole new content.
-        """
-        return self._tool("write_file", path=path, content=content)
-
-    def str_replace(self, path: str, old: str, new: str) -> str:
-        """Replace the one occurrence of `old` in a file with `new`.
-
-        Args:
-            path: The file to edit, relative to /workspace.
-            old: The text to replace (must occur exactly once).
-            new: The replacement text.
-        """
-        return self._tool("str_replace", path=path, old=old, new=new)
-
-    def list_dir(self, path: str = ".") -> str:
-        """List a directory.
-
-        Args:
-            path: The directory to list, relative to /workspace.
-        """
-        return self._tool("list_dir", path=path)
-
-    def run_tests(self, args: str = "") -> str:
-        """Run the visible tests (pytest) and return the report.
-
-        Args:
-            args: Extra pytest arguments.
-        """
-        return self._tool("run_tests", args=args)
-
-    def submit(self) -> str:
-        """Finish: the current workspace is your answer."""
-        return self._tool("submit")
-
-    def __del__(self) -> None:
-        try:
-            if self._env is not None and self._env.sandbox is not None:
-                self._run(self._env.aclose())
-            self._runner.close()
-        except Exception:
-            pass
-
-
-def environment_factory(tasks: str | Path | TaskSet, **budget_overrides: Any) -> type[SparringToolEnv]:
-    """A class for ``GRPOTrainer(environment_factory=...)``: one Sparring episode per instance, the
-    built-in tools as typed methods, the judge as ``get_reward`` (pair it with a dataset from
-    :func:`tasks_to_dataset`)."""
-    ts = tasks if isinstance(tasks, TaskSet) else TaskSet(tasks, **budget_overrides)
-    return type("SparringEnv", (SparringToolEnv,), {"tasks": ts, "__doc__": SparringToolEnv.__doc__})
+__all__ = [
+    "SINGLE_TURN_SYSTEM", "SparringRollout", "SparringToolEnv", "completion_files", "environment_factory",
+    "judge_reward", "make_rollout_func", "rollout_reward", "single_turn_prompt", "target_files", "tasks_to_dataset",
+]  # fmt: skip
