@@ -20,7 +20,7 @@ ACT = ("bash", {"command": "sort notes.txt > out.txt"})
 def _traj(calls: list[tuple[str, dict[str, Any]]], passed: bool, status: str = "ok") -> Trajectory:
     judged = status in ("ok", "truncated", "timeout")
     return Trajectory(
-        task_id="t", task_digest="d", policy="p", status=status,  # type: ignore[arg-type]
+        task_id="t", task_digest="d", policy="p", status=status,
         reward=(1.0 if passed else 0.0) if judged else None,
         components={"all_pass": 1.0 if passed else 0.0} if judged else {},
         steps=[ToolStep(index=i, tool_call_id=f"c{i}", name=n, arguments=a) for i, (n, a) in enumerate(calls)],
@@ -62,7 +62,9 @@ EPISODE = st.tuples(
 def test_shares_count_episodes_and_recompose_the_pass_rate(episodes: list[Any]) -> None:
     trajs = [_traj(calls, passed, status) for calls, passed, status in episodes]
     s = look_skill(trajs, is_inspection)
-    judged = [(calls, passed) for calls, passed, status in episodes if status in ("ok", "truncated", "timeout")]
+    judged = [
+        (calls, passed) for calls, passed, status in episodes if status in ("ok", "truncated", "timeout")
+    ]
     looks = [p for calls, p in judged if calls and calls[0][0] in ("bash", "list_dir") and calls[0] != ACT]
     assert s["episodes"] == len(judged)
     assert [looked_first(t, is_inspection) for t in trajs if t.trainable] == [

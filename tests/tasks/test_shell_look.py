@@ -61,7 +61,9 @@ def test_generated_tasks_are_admitted(tmp_path: Path) -> None:
 
 def test_inspection_is_ls_or_list_dir_and_nothing_that_acts() -> None:
     assert INSPECTIONS["shell-look"] is is_inspection
-    assert is_inspection("bash", {"command": "ls"}) and is_inspection("bash", {"command": "ls -la /workspace"})
+    assert is_inspection("bash", {"command": "ls"}) and is_inspection(
+        "bash", {"command": "ls -la /workspace"}
+    )
     assert is_inspection("list_dir", {}) and is_inspection("list_dir", None)
     for tool, args in (("bash", {"command": "sort notes.txt > out.txt"}), ("bash", {"command": "lsof"}),
                        ("bash", {"command": ""}), ("bash", {}), ("bash", None), ("submit", {})):  # fmt: skip
@@ -113,7 +115,11 @@ def demo_rollouts(tmp_path_factory: pytest.TempPathFactory) -> RolloutSummary:
 
 
 def test_demonstrator_looks_then_acts_on_what_ls_showed_in_three_turns(demo_rollouts: RolloutSummary) -> None:
-    looked = [t for t in demo_rollouts.trajectories if t.steps and is_inspection(t.steps[0].name, t.steps[0].arguments)]
+    looked = [
+        t
+        for t in demo_rollouts.trajectories
+        if t.steps and is_inspection(t.steps[0].name, t.steps[0].arguments)
+    ]
     guessed = [t for t in demo_rollouts.trajectories if t not in looked]
     assert looked and guessed and all(t.status == "ok" for t in demo_rollouts.trajectories)
     for t in looked:

@@ -25,8 +25,8 @@ from sparring.judge.pytest_judge import PytestJudge
 from sparring.monitor.alerts import AlertRules
 from sparring.monitor.drift import DriftMonitor
 from sparring.monitor.metrics import iteration_metrics, make_sinks, with_aliases
-from sparring.monitor.skill import skill_metrics
 from sparring.monitor.progress import NoProgress, Progress
+from sparring.monitor.skill import skill_metrics
 from sparring.policy.scripted import OraclePolicy
 from sparring.rollout.buffer import BatchLag
 from sparring.rollout.scheduler import RolloutScheduler, RolloutSummary

@@ -72,7 +72,10 @@ def _data(rng: random.Random) -> list[str]:
     """5-7 distinct random words, not in sorted order, so every operation gives a different result."""
     while True:
         lines = list(
-            {"".join(rng.choice(_LETTERS) for _ in range(rng.randint(3, 6))) for _ in range(rng.randint(5, 7))}
+            {
+                "".join(rng.choice(_LETTERS) for _ in range(rng.randint(3, 6)))
+                for _ in range(rng.randint(5, 7))
+            }
         )
         rng.shuffle(lines)
         outs = {tuple(apply_op(o, lines)) for o in OPS}
