@@ -22,6 +22,7 @@ def test_demo_quick_runs_the_whole_loop(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     d = json.loads(r.stdout)
     assert set(d) >= {"iterations", "heldout", "seconds"}
+    assert "skill" not in d and not any("inspect_first" in it for it in d["iterations"])  # shell-look's only
     assert len(d["iterations"]) == 3
     for i, it in enumerate(d["iterations"]):
         assert it["iteration"] == i and set(it) >= {"reward_mean", "pass_rate", "statuses"}
@@ -62,3 +63,35 @@ def test_demo_control_has_no_rl_updates(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     d = json.loads(r.stdout)
     assert d["iterations"] == [] and set(d["heldout"]) >= {"before_rl", "after_rl"}
+
+
+@pytest.mark.slow
+def test_demo_look_quick_measures_the_skill(tmp_path):
+    """`--family shell-look`: the three-turn demonstrator's warm start, GRPO, and the per-episode
+    look-before-acting measure in the JSON, the metrics log, the terminal table and the report."""
+    work = tmp_path / "look"
+    r = subprocess.run([str(EXE), "demo", "--quick", "--family", "shell-look", "--json", "--workdir", str(work)],
+                       capture_output=True, text=True, timeout=1800)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads(r.stdout)
+    assert d["sft"]["teacher"].startswith("shell-look-demonstrator") and 0 < d["sft"]["teacher_pass_rate"] < 1
+    assert len(d["iterations"]) == 2 and all(0 <= it["inspect_first"] <= 1 for it in d["iterations"])
+    for phase in ("before_rl", "after_rl"):
+        s = d["skill"][phase]
+        assert 0 < s["episodes"] <= 6 * 2 and 0 <= s["inspect_first"] <= 1
+        # the pass rate recomposes from the two branches of the measure (over judged episodes: all, unless
+        # an infrastructure fault left one unjudged)
+        parts = [(s["inspect_first"], s["pass_if_inspect"]), (1 - s["inspect_first"], s["pass_if_not"])]
+        recomposed = sum(w * (p or 0.0) for w, p in parts) * s["episodes"] / 12
+        assert recomposed == pytest.approx(d["heldout"][phase])
+    assert "Look before acting" in r.stderr
+    (metrics,) = (work / "metrics").glob("*.jsonl")
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert sum(1 for r in rows if "eval/heldout/after_rl/skill/inspect_first" in r) == 1
+    rep = subprocess.run([str(EXE), "report", str(work), "--json", "--max-trajectories", "0"],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert rep.returncode == 0, rep.stderr
+    assert "inspect-first share" in Path(json.loads(rep.stdout)["html"]).read_text()
+    bad = subprocess.run([str(EXE), "demo", "--family", "sql", "--workdir", str(tmp_path / "x")],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert bad.returncode != 0 and "--family 'sql'" in bad.stderr and "shell-look" in bad.stderr

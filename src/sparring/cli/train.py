@@ -42,6 +42,20 @@ def print_iteration_table(rows: list[dict[str, Any]], heldout: dict[str, float] 
         err_console.print(h)
 
 
+def print_skill_table(skill: dict[str, dict[str, float | None]]) -> None:
+    """The look-before-acting measure per held-out phase (families that teach it)."""
+    from rich.table import Table
+
+    f = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    t = Table("held-out", "inspect first", "pass | inspected", "pass | not", "episodes", title="Look before acting")
+    for phase, label in (("before_rl", "before RL"), ("after_rl", "after RL")):
+        if phase in skill:
+            s = skill[phase]
+            t.add_row(label, f(s["inspect_first"]), f(s["pass_if_inspect"]), f(s["pass_if_not"]),
+                      f"{s['episodes'] or 0:.0f}")  # fmt: skip
+    err_console.print(t)
+
+
 def run_recipe(cfg: Any, json_out: bool, resume: bool = False) -> dict[str, Any]:
     from sparring.cli.progress import Bars
     from sparring.train.recipe import run_rl
@@ -61,6 +75,8 @@ def run_recipe(cfg: Any, json_out: bool, resume: bool = False) -> dict[str, Any]
         res = run_async(run_rl(cfg, log=bars.log, on_iteration=on_it, resume=resume, progress=bars))
     d = res.to_json()
     print_iteration_table(res.iterations, res.heldout)
+    if res.skill:
+        print_skill_table(res.skill)
     err_console.print(f"store: {res.store}   model: {res.model}   {res.seconds:.1f}s", soft_wrap=True)
     if json_out:
         emit_json(d)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring.monitor.charts import Chart, draw_all
-from sparring.monitor.report_data import RunData, find_metrics, load_rows, load_run
+from sparring.monitor.report_data import RunData, find_metrics, load_rows, load_run, skill_from_evals
 from sparring.monitor.site import esc, fmt, kv, page
 
 __all__ = ["find_metrics", "load_rows", "write_report"]
@@ -48,6 +48,12 @@ def _summary(d: RunData, alerts: list[dict[str, Any]], traj_link: str | None) ->
         ("held-out pass rate", esc(f"{fmt(h.get('before_rl'))} before RL, {fmt(h.get('after_rl'))} after")
          if h else "<span class='muted'>not logged</span>"),
     ]  # fmt: skip
+    skill = skill_from_evals(d.evals)
+    for key, label in (("inspect_first", "inspect-first share"), ("pass_if_inspect", "pass rate | inspected first"),
+                       ("pass_if_not", "pass rate | acted first")):  # fmt: skip
+        if skill:  # look before acting (shell-look): what RL changed, per episode
+            before, after = (fmt(skill.get(p, {}).get(key)) for p in ("before_rl", "after_rl"))
+            pairs.append((label, esc(f"{before} before RL, {after} after")))
     if d.control:
         pairs.append(("control (no RL)", esc(f"{fmt(d.control.get('before_rl'))} → {fmt(d.control.get('after_rl'))}")))
     pairs.append(("alerts", esc(len(alerts) if alerts else sum(int(r.get("monitor/alerts", 0) or 0) for r in d.iterations))))

@@ -153,6 +153,20 @@ def heldout_from_evals(evals: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
+def skill_from_evals(evals: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """``{before_rl: {inspect_first, pass_if_inspect, ...}, after_rl: ...}`` from the log's held-out rows
+    (families that teach looking before acting log ``eval/heldout/PHASE/skill/KEY``; others: empty)."""
+    out: dict[str, dict[str, float]] = {}
+    for r in evals:
+        for phase in ("before_rl", "after_rl"):
+            prefix = f"eval/heldout/{phase}/skill/"
+            got = {k.removeprefix(prefix): float(v) for k, v in r.items() if k.startswith(prefix)
+                   and isinstance(v, int | float)}  # fmt: skip
+            if got:
+                out[phase] = got
+    return out
+
+
 def load_run(metrics: Path, control: Path | None = None) -> RunData:
     """A run's report data; ``control`` is the metrics log of its --no-rl control run, if any."""
     rows = load_rows(metrics)

@@ -60,7 +60,7 @@ class WarmStartConfig(BaseModel):
     teacher: Literal["oracle", "noisy"] = Field(
         "oracle",
         description="oracle: the reference solution through the tools; noisy: the family's demonstrator "
-        "with systematic mistakes (shell-ops), so the warm-started model has a partial pass rate.",
+        "with systematic mistakes (shell-ops, shell-look), so the warm-started model has a partial pass rate.",
     )
     epsilon: float = Field(
         0.5, ge=0, le=1, description="noisy teacher: probability it runs the confusable partner operation."
@@ -70,6 +70,12 @@ class WarmStartConfig(BaseModel):
         ge=0,
         le=1,
         description="noisy teacher: probability it prints the result instead of writing out.txt.",
+    )
+    guess: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="noisy teacher (shell-look): probability it acts on a guessed file name without looking.",
     )
     samples: int = Field(1, ge=1, description="Teacher rollouts per training task.")
     passed_only: bool = Field(True, description="Train only on teacher trajectories the judge passed.")

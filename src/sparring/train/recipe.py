@@ -27,6 +27,7 @@ from sparring.monitor.alerts import AlertRules
 from sparring.monitor.drift import DriftMonitor
 from sparring.monitor.metrics import iteration_metrics, make_sinks, with_aliases
 from sparring.monitor.progress import NoProgress, Progress
+from sparring.monitor.skill import skill_metrics
 from sparring.policy.scripted import OraclePolicy
 from sparring.rollout.buffer import BatchLag
 from sparring.rollout.scheduler import RolloutScheduler, RolloutSummary
@@ -51,8 +52,11 @@ class RunResult:
     model: str = ""
     alerts: list[dict[str, Any]] = field(default_factory=list)
     weight_syncs: int = 0  # pushes of weights to the configured inference server (this process)
+    # per held-out phase, the look-before-acting measure (sparring.monitor.skill) of families that teach it
+    skill: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
+        skill = {"skill": self.skill} if self.skill else {}  # only families with a skill measure have the key
         return {
             "run_id": self.run_id,
             "iterations": self.iterations,
@@ -63,6 +67,7 @@ class RunResult:
             "model": self.model,
             "alerts": self.alerts,
             "weight_syncs": self.weight_syncs,
+            **skill,
         }
 
 
@@ -134,9 +139,15 @@ def make_weight_sync(cfg: RLConfig) -> Any:
 def make_teacher(cfg: RLConfig) -> Any:
     """The scripted policy whose trajectories the warm start imitates."""
     ws = cfg.warm_start
+    if ws.teacher == "noisy" and cfg.family == "shell-look":
+        from sparring.policy.look_demonstrator import LookDemonstrator
+
+        return LookDemonstrator(ws.guess, seed=cfg.seed)
     if ws.teacher == "noisy":
         if cfg.family != "shell-ops":
-            raise ConfigError(f"warm_start.teacher=noisy needs family shell-ops, not {cfg.family!r}")
+            raise ConfigError(
+                f"warm_start.teacher=noisy needs family shell-ops or shell-look, not {cfg.family!r}"
+            )
         from sparring.policy.demonstrator import NoisyDemonstrator
 
         return NoisyDemonstrator(ws.epsilon, seed=cfg.seed, forget_output=ws.forget_output)
@@ -217,6 +228,15 @@ def heldout_metrics(phase: str, summary: RolloutSummary) -> dict[str, Any]:
         "eval/heldout/reward_mean": summary.reward_mean,
         "eval/heldout/n": summary.requested,
     }
+
+
+def skill_of(cfg: RLConfig, trajs: list[Trajectory]) -> dict[str, float | None] | None:
+    """The look-before-acting measure of ``trajs`` if the run's family teaches it, else None."""
+    from sparring.monitor.skill import look_skill
+    from sparring.tasks.families import INSPECTIONS  # lazily, like prepare_tasks: generators import much
+
+    inspection = INSPECTIONS.get(cfg.family)
+    return look_skill(trajs, inspection) if inspection is not None else None
 
 
 def make_rollout_executor(cfg: RLConfig, sched: RolloutScheduler) -> LocalExecutor | RayExecutor:
@@ -376,7 +396,11 @@ async def run_rl(
             )  # fmt: skip
             res.heldout["before_rl"] = before.pass_rate
             res.heldout["before_rl_reward"] = before.reward_mean
-            sink.log(0, heldout_metrics("before_rl", before))
+            row0 = heldout_metrics("before_rl", before)
+            if (sk := skill_of(cfg, before.trajectories)) is not None:
+                res.skill["before_rl"] = sk
+                row0.update(skill_metrics("eval/heldout/before_rl/skill", sk))
+            sink.log(0, row0)
         else:
             assert ckpt is not None
             log(f"resuming from {ckpt}")
@@ -392,6 +416,7 @@ async def run_rl(
             drift.load_state_dict(saved["drift"])
             rules.load_state_dict(saved["alerts"])
             await lag.restore([[Trajectory.model_validate(t) for t in b] for b in saved["pending"]])
+            res.skill = saved.get("skill", {})
             res.iterations, res.heldout, res.sft, res.alerts = (
                 saved["iterations"],
                 saved["heldout"],
@@ -439,6 +464,8 @@ async def run_rl(
                 update = await asyncio.to_thread(trainer.step, ready) if ready is not None else {}
                 update_s = time.perf_counter() - t_up if ready is not None else 0.0
             metrics["rollout/replaced_groups"] = replaced
+            if (sk := skill_of(cfg, trajs)) is not None:
+                metrics.update(skill_metrics("rollout/skill", sk))
             metrics["rollout/rewards"] = [round(t.reward, 4) for t in trajs if t.trainable]
             metrics.update(update)
             if ready is not None:
@@ -477,6 +504,8 @@ async def run_rl(
                 "update_s": metrics["train/update_s"],
                 "trainer_idle_s": metrics["train/idle_s"],
             }
+            if "rollout/skill/inspect_first" in metrics:
+                row["inspect_first"] = metrics["rollout/skill/inspect_first"]
             if "sync/seconds" in metrics:  # pushed during sampling (asynchronous)
                 row["weight_sync_s"] = metrics["sync/seconds"]
             elif sync is not None and metrics.get("train/skipped") == 0.0:
@@ -498,6 +527,7 @@ async def run_rl(
                     "policy_version": policy.version, "curriculum": curriculum.state_dict(), "drift": drift.state_dict(),
                     "alerts": rules.state_dict(), "pending": [[t.model_dump(mode="json") for t in b] for b in lag.pending()],
                     "iterations": res.iterations, "heldout": res.heldout, "sft": res.sft, "alerts_raised": res.alerts,
+                    **({"skill": res.skill} if res.skill else {}),
                 }  # fmt: skip
                 await asyncio.to_thread(save_checkpoint, cfg.workdir, it, policy, trainer.optimizer, state)
 
@@ -511,7 +541,11 @@ async def run_rl(
         )  # fmt: skip
         res.heldout["after_rl"] = after.pass_rate
         res.heldout["after_rl_reward"] = after.reward_mean
-        sink.log(cfg.iterations if cfg.rl else 0, heldout_metrics("after_rl", after))
+        row1 = heldout_metrics("after_rl", after)
+        if (sk := skill_of(cfg, after.trajectories)) is not None:
+            res.skill["after_rl"] = sk
+            row1.update(skill_metrics("eval/heldout/after_rl/skill", sk))
+        sink.log(cfg.iterations if cfg.rl else 0, row1)
         res.seconds = time.perf_counter() - t0
         store.finish_run(run_id, res.to_json())
         return res

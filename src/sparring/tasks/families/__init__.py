@@ -8,14 +8,16 @@ changes. Generators are stateless: the same (n, seed) writes the same bytes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from sparring.errors import ConfigError
 from sparring.tasks.families.code_repair import CodeRepairGenerator, check_n
 from sparring.tasks.families.data_analysis import DataAnalysisGenerator
 from sparring.tasks.families.function_impl import FunctionImplGenerator
 from sparring.tasks.families.service_recovery import ServiceRecoveryGenerator
+from sparring.tasks.families.shell_look import ShellLookGenerator, is_inspection
 from sparring.tasks.families.shell_ops import ShellOpsGenerator
 from sparring.tasks.families.spreadsheet import SpreadsheetGenerator
 from sparring.tasks.families.sql import SqlGenerator
@@ -47,10 +49,17 @@ FAMILIES: dict[str, FamilyGenerator] = {
     FunctionImplGenerator.name: FunctionImplGenerator(),
     DataAnalysisGenerator.name: DataAnalysisGenerator(),
     ShellOpsGenerator.name: ShellOpsGenerator(),
+    ShellLookGenerator.name: ShellLookGenerator(),
     SpreadsheetGenerator.name: SpreadsheetGenerator(),
     ServiceRecoveryGenerator.name: ServiceRecoveryGenerator(),
     SqlGenerator.name: SqlGenerator(),
     ToolUseGenerator.name: ToolUseGenerator(),
+}
+
+# Families that teach looking before acting, and which tool calls count as a look there: the
+# recipe reports the per-episode skill measure (sparring.monitor.skill) for these.
+INSPECTIONS: dict[str, Callable[[str, dict[str, Any] | None], bool]] = {
+    ShellLookGenerator.name: is_inspection,
 }
 
 
@@ -70,4 +79,4 @@ def generate(family: str, n: int, seed: int, out: Path) -> list[Task]:
     return generator.generate(n, seed, Path(out))
 
 
-__all__ = ["FAMILIES", "FamilyGenerator", "generate", "get_family"]
+__all__ = ["FAMILIES", "INSPECTIONS", "FamilyGenerator", "generate", "get_family"]
