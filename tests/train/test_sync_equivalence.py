@@ -1,0 +1,154 @@
+"""k = 0 is the synchronous recipe: the same trajectories, rewards and weights as sampling and updating by hand.
+
+One real run (tiny transformer built here, real sandboxes, real judge, shell-ops tasks, real GRPO
+updates) with ``grpo.staleness = 0`` and ``async_rollouts`` on, against a reference driven through
+the public pieces one step after the other: sample a batch with policy version v, update, repeat.
+Spies only record (the trainer's construction and each update); nothing is replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparring.train.config import RLConfig, load_config
+from sparring.train.grpo import GRPOTrainer
+from sparring.trajectory import Trajectory
+
+pytestmark = pytest.mark.slow
+
+# test_resume's shell-ops run, with groups of 4 so the batches carry reward variance (real updates)
+CONFIG: dict[str, Any] = dict(
+    family="shell-ops", n_train=4, n_heldout=1, heldout_samples=1, seed=3, sft_steps=3, sft_batch=2,
+    iterations=2, tasks_per_iteration=2, group_size=4, max_steps=2, heldout_max_steps=2, resample_rounds=1,
+    checkpoint_every=0, monitor={"exporters": []}, async_rollouts=True,
+    model={"hidden": 32, "layers": 1, "heads": 4, "vocab_size": 600, "max_new_tokens": 12},
+    warm_start={"teacher": "noisy", "epsilon": 0.5, "samples": 1, "passed_only": False},
+    grpo={"lr": 1.0e-2, "minibatches": 2, "kl_coef": 0.05, "staleness": 0},
+)  # fmt: skip
+
+
+def _key(t: Trajectory) -> tuple[Any, ...]:
+    """What a sampled trajectory is, token for token: ids, logprobs, status, reward, version."""
+    traces = tuple(
+        (tuple(x["prompt_ids"]), tuple(x["completion_ids"]), tuple(x.get("logprobs") or ())) for x in t.traces
+    )
+    return (t.id, t.task_id, t.status, t.reward, t.policy_version, traces)
+
+
+def _batch(trajs: list[Trajectory]) -> list[tuple[Any, ...]]:
+    return sorted(_key(t) for t in trajs)
+
+
+async def _reference(cfg: RLConfig, run_id: str, model_dir: str, start: dict[str, Any], root: Path) -> Any:
+    """The synchronous recipe by hand: for each iteration sample with version v, then update to v + 1."""
+    from sparring.curriculum.sampler import BetaCurriculum
+    from sparring.judge.pytest_judge import PytestJudge
+    from sparring.policy.hf import HFPolicy
+    from sparring.rollout.scheduler import RolloutScheduler
+    from sparring.sandbox.config import make_backend
+    from sparring.sandbox.pool import SandboxPool
+    from sparring.store.sqlite import SQLiteStore
+    from sparring.train.recipe import prepare_tasks, sample_batch
+
+    m = cfg.model
+    policy = HFPolicy(
+        Path(model_dir), max_new_tokens=m.max_new_tokens, max_prompt_tokens=m.max_prompt_tokens,
+        temperature=m.temperature, seed=cfg.seed,
+    )  # fmt: skip
+    policy.model.load_state_dict(start)  # the warm-started weights the run's trainer began from
+    trainer = GRPOTrainer(policy, cfg.grpo)
+    train_tasks, _ = prepare_tasks(cfg, lambda s: None)
+    curriculum = BetaCurriculum(train_tasks, seed=cfg.seed, **cfg.curriculum.model_dump())
+    backend = make_backend(cfg.backend)
+    pool = SandboxPool(backend, max_idle=cfg.concurrency, limits=cfg.sandbox_limits)
+    judge = PytestJudge(backend, limits=cfg.sandbox_limits)
+    store = SQLiteStore(root / "reference.db")  # its own store: the run's would make the scheduler skip samples
+    sched = RolloutScheduler(pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps)
+    batches, updates = [], []
+    try:
+        for it in range(cfg.iterations):
+            version = policy.version
+            trajs, _, _ = await sample_batch(cfg, curriculum, sched, policy, run_id, it)
+            assert all(t.policy_version == version for t in trajs)
+            batches.append(_batch(trajs))
+            updates.append(await asyncio.to_thread(trainer.step, trajs))
+    finally:
+        await pool.close()
+        store.close()
+    return batches, updates, policy
+
+
+# the module's fixture runs the recipe and the reference (two short runs) on a loaded machine
+TIMEOUT = pytest.mark.timeout(1500)
+
+
+@pytest.fixture(scope="module")
+def k0_and_reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    import copy
+
+    from sparring.train import recipe
+
+    root = tmp_path_factory.mktemp("k0")
+    cfg = load_config(None, base={**CONFIG, "workdir": str(root / "w")})
+    seen: dict[str, Any] = {"batches": [], "updates": [], "trainer": None, "start": None}
+    real_init, real_step, real_sample = GRPOTrainer.__init__, GRPOTrainer.step, recipe.sample_batch
+
+    def init(self: GRPOTrainer, policy: Any, cfg_: Any = None) -> None:
+        seen["start"] = copy.deepcopy(policy.model.state_dict())
+        real_init(self, policy, cfg_)
+        seen["trainer"] = self
+
+    def step(self: GRPOTrainer, trajectories: list[Trajectory]) -> dict[str, float]:
+        seen["updates"].append(
+            {"version": self.policy.version, "sampled": [t.policy_version for t in trajectories]}
+        )
+        return real_step(self, trajectories)
+
+    async def sample_batch(*args: Any, **kwargs: Any) -> Any:
+        out = await real_sample(*args, **kwargs)
+        seen["batches"].append(_batch(out[0]))
+        return out
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(GRPOTrainer, "__init__", init)
+        mp.setattr(GRPOTrainer, "step", step)
+        mp.setattr(recipe, "sample_batch", sample_batch)
+        res = asyncio.run(recipe.run_rl(cfg))
+    batches, updates, policy = asyncio.run(_reference(cfg, res.run_id, res.model, seen["start"], root))
+    return {"cfg": cfg, "res": res, "seen": seen, "ref_batches": batches, "ref_updates": updates, "ref_policy": policy}
+
+
+@TIMEOUT
+def test_k0_updates_for_real_on_the_batch_it_just_sampled(k0_and_reference):
+    res, seen = k0_and_reference["res"], k0_and_reference["seen"]
+    assert len(seen["updates"]) == 2
+    # the positive control: weights did move (a batch without reward variance would skip its update)
+    assert any(row["grpo_skipped"] is False for row in res.iterations), res.iterations
+    assert seen["trainer"].policy.version >= 1
+    for u in seen["updates"]:  # synchronous: every trained sample comes from the trainer's own version
+        assert u["sampled"] and set(u["sampled"]) == {u["version"]}, u
+
+
+@TIMEOUT
+def test_k0_is_the_synchronous_recipe_token_for_token_and_weight_for_weight(k0_and_reference):
+    import torch
+
+    d = k0_and_reference
+    run_batches, ref_batches = d["seen"]["batches"], d["ref_batches"]
+    assert len(run_batches) == len(ref_batches) == 2
+    for it, (a, b) in enumerate(zip(run_batches, ref_batches, strict=True)):
+        assert a == b, f"iteration {it}: the sampled trajectories differ"
+    # (each batch's key holds every trajectory's status and reward: equal batches are equal rewards)
+    for it, row in enumerate(d["res"].iterations):
+        assert row["loss"] == d["ref_updates"][it].get("train/loss"), it
+    assert d["seen"]["trainer"].policy.version == d["ref_policy"].version
+    ran = d["seen"]["trainer"].policy.model.state_dict()
+    ref = d["ref_policy"].model.state_dict()
+    assert ran.keys() == ref.keys()
+    moved = [k for k in ran if not torch.equal(ran[k], d["seen"]["start"][k])]
+    assert moved, "no weight moved: the comparison would prove nothing"
+    assert all(torch.equal(ran[k], ref[k]) for k in ran), [k for k in ran if not torch.equal(ran[k], ref[k])]
