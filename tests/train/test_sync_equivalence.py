@@ -20,14 +20,13 @@ from sparring.trajectory import Trajectory
 
 pytestmark = pytest.mark.slow
 
-# test_resume's shell-ops run, with groups of 4 so the batches carry reward variance (real updates)
+# `sparring demo --quick`'s shell-ops recipe, smaller: the warm start makes rewards vary (real updates)
 CONFIG: dict[str, Any] = dict(
-    family="shell-ops", n_train=4, n_heldout=1, heldout_samples=1, seed=3, sft_steps=3, sft_batch=2,
-    iterations=2, tasks_per_iteration=2, group_size=4, max_steps=2, heldout_max_steps=2, resample_rounds=1,
-    checkpoint_every=0, monitor={"exporters": []}, async_rollouts=True,
-    model={"hidden": 32, "layers": 1, "heads": 4, "vocab_size": 600, "max_new_tokens": 12},
-    warm_start={"teacher": "noisy", "epsilon": 0.5, "samples": 1, "passed_only": False},
-    grpo={"lr": 1.0e-2, "minibatches": 2, "kl_coef": 0.05, "staleness": 0},
+    family="shell-ops", n_train=4, n_heldout=1, heldout_samples=1, seed=3, sft_steps=80, sft_batch=16,
+    sft_lr=3e-3, iterations=2, tasks_per_iteration=2, group_size=4, max_steps=3, heldout_max_steps=3, resample_rounds=1,
+    checkpoint_every=0, monitor={"exporters": []}, async_rollouts=True, model={"max_new_tokens": 40},
+    warm_start={"teacher": "noisy", "epsilon": 0.15, "forget_output": 0.5, "samples": 2, "passed_only": False},
+    grpo={"lr": 5e-4, "minibatches": 2, "kl_coef": 0.05, "staleness": 0},
 )  # fmt: skip
 
 
@@ -66,7 +65,8 @@ async def _reference(cfg: RLConfig, run_id: str, model_dir: str, start: dict[str
     backend = make_backend(cfg.backend)
     pool = SandboxPool(backend, max_idle=cfg.concurrency, limits=cfg.sandbox_limits)
     judge = PytestJudge(backend, limits=cfg.sandbox_limits)
-    store = SQLiteStore(root / "reference.db")  # its own store: the run's would make the scheduler skip samples
+    # its own store: with the run's, the scheduler would skip the samples it already holds
+    store = SQLiteStore(root / "reference.db")
     sched = RolloutScheduler(pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps)
     batches, updates = [], []
     try:
@@ -119,7 +119,7 @@ def k0_and_reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
         mp.setattr(recipe, "sample_batch", sample_batch)
         res = asyncio.run(recipe.run_rl(cfg))
     batches, updates, policy = asyncio.run(_reference(cfg, res.run_id, res.model, seen["start"], root))
-    return {"cfg": cfg, "res": res, "seen": seen, "ref_batches": batches, "ref_updates": updates, "ref_policy": policy}
+    return {"res": res, "seen": seen, "ref_batches": batches, "ref_updates": updates, "ref_policy": policy}
 
 
 @TIMEOUT
