@@ -59,7 +59,9 @@ async def _reference(cfg: RLConfig, run_id: str, model_dir: str, start: dict[str
         Path(model_dir), max_new_tokens=m.max_new_tokens, max_prompt_tokens=m.max_prompt_tokens,
         temperature=m.temperature, seed=cfg.seed,
     )  # fmt: skip
-    policy.model.load_state_dict(start)  # the warm-started weights the run's trainer began from
+    policy.model.load_state_dict(start["weights"])  # the warm-started weights the run's trainer began from
+    while policy.version < start["version"]:  # and its version (the warm start's SFT steps bumped it)
+        policy.bump_version()
     trainer = GRPOTrainer(policy, cfg.grpo)
     train_tasks, _ = prepare_tasks(cfg, lambda s: None)
     curriculum = BetaCurriculum(train_tasks, seed=cfg.seed, **cfg.curriculum.model_dump())
@@ -99,7 +101,7 @@ def k0_and_reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
     real_init, real_step, real_sample = GRPOTrainer.__init__, GRPOTrainer.step, recipe.sample_batch
 
     def init(self: GRPOTrainer, policy: Any, cfg_: Any = None) -> None:
-        seen["start"] = copy.deepcopy(policy.model.state_dict())
+        seen["start"] = {"weights": copy.deepcopy(policy.model.state_dict()), "version": policy.version}
         real_init(self, policy, cfg_)
         seen["trainer"] = self
 
@@ -141,8 +143,12 @@ def test_k0_is_the_synchronous_recipe_token_for_token_and_weight_for_weight(k0_a
     d = k0_and_reference
     run_batches, ref_batches = d["seen"]["batches"], d["ref_batches"]
     assert len(run_batches) == len(ref_batches) == 2
+    fields = ("task", "sample index", "status", "reward", "policy version", "tokens and logprobs")
     for it, (a, b) in enumerate(zip(run_batches, ref_batches, strict=True)):
-        assert a == b, f"iteration {it}: the sampled trajectories differ"
+        assert len(a) == len(b), f"iteration {it}: {len(a)} trajectories, the reference {len(b)}"
+        for x, y in zip(a, b, strict=True):
+            diff = [f for f, u, v in zip(fields, x, y, strict=True) if u != v]
+            assert not diff, f"iteration {it}, {x[0]} #{x[1]}: {diff} differ"
     # (each batch's key holds every trajectory's status and reward: equal batches are equal rewards)
     for it, row in enumerate(d["res"].iterations):
         assert row["loss"] == d["ref_updates"][it].get("train/loss"), it
@@ -150,6 +156,6 @@ def test_k0_is_the_synchronous_recipe_token_for_token_and_weight_for_weight(k0_a
     ran = d["seen"]["trainer"].policy.model.state_dict()
     ref = d["ref_policy"].model.state_dict()
     assert ran.keys() == ref.keys()
-    moved = [k for k in ran if not torch.equal(ran[k], d["seen"]["start"][k])]
+    moved = [k for k in ran if not torch.equal(ran[k], d["seen"]["start"]["weights"][k])]
     assert moved, "no weight moved: the comparison would prove nothing"
     assert all(torch.equal(ran[k], ref[k]) for k in ran), [k for k in ran if not torch.equal(ran[k], ref[k])]
