@@ -20,11 +20,13 @@ from sparring.trajectory import Trajectory
 
 pytestmark = pytest.mark.slow
 
-# `sparring demo --quick`'s shell-ops recipe, smaller: the warm start makes rewards vary (real updates)
+# `sparring demo --quick`'s shell-ops recipe, smaller: the warm start makes rewards vary (real updates).
+# One turn per generate call: with batched sampling, which turns share a call (hence its seed and its
+# padding, hence the tokens) depends on sandbox timing, and no two runs of a seed sample the same.
 CONFIG: dict[str, Any] = dict(
     family="shell-ops", n_train=4, n_heldout=1, heldout_samples=1, seed=3, sft_steps=80, sft_batch=16,
     sft_lr=3e-3, iterations=2, tasks_per_iteration=2, group_size=4, max_steps=3, heldout_max_steps=3, resample_rounds=1,
-    checkpoint_every=0, monitor={"exporters": []}, async_rollouts=True, model={"max_new_tokens": 40},
+    checkpoint_every=0, monitor={"exporters": []}, async_rollouts=True, model={"max_new_tokens": 40, "max_batch": 1},
     warm_start={"teacher": "noisy", "epsilon": 0.15, "forget_output": 0.5, "samples": 2, "passed_only": False},
     grpo={"lr": 5e-4, "minibatches": 2, "kl_coef": 0.05, "staleness": 0},
 )  # fmt: skip
@@ -57,7 +59,7 @@ async def _reference(cfg: RLConfig, run_id: str, model_dir: str, start: dict[str
     m = cfg.model
     policy = HFPolicy(
         Path(model_dir), max_new_tokens=m.max_new_tokens, max_prompt_tokens=m.max_prompt_tokens,
-        temperature=m.temperature, seed=cfg.seed,
+        temperature=m.temperature, seed=cfg.seed, max_batch=m.max_batch,
     )  # fmt: skip
     policy.model.load_state_dict(start["weights"])  # the warm-started weights the run's trainer began from
     while policy.version < start["version"]:  # and its version (the warm start's SFT steps bumped it)
