@@ -32,6 +32,12 @@ class ModelConfig(BaseModel):
     max_new_tokens: int = Field(64, description="Tokens the policy may generate per turn.")
     max_prompt_tokens: int = Field(1536, description="Prompt tokens kept (oldest turns dropped first).")
     temperature: float = Field(1.0, description="Sampling temperature of rollouts.")
+    max_batch: int = Field(
+        64,
+        ge=1,
+        description="Turns sampled in one generate call. Which turns share a call depends on sandbox timing, "
+        "and the call's seed and padding on its members: 1 makes a seed pin the sampled tokens.",
+    )
     lora: LoRASettings | None = Field(
         None, description="Train LoRA adapters in the RL stage instead of all weights (the warm start stays full)."
     )

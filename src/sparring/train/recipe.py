@@ -355,7 +355,7 @@ async def run_rl(
         res.model = str(model_dir)
         policy = HFPolicy(
             model_dir, max_new_tokens=m.max_new_tokens, max_prompt_tokens=m.max_prompt_tokens,
-            temperature=m.temperature, seed=cfg.seed,
+            temperature=m.temperature, seed=cfg.seed, max_batch=m.max_batch,
         )  # fmt: skip
         if examples:
             # in the model's own chat template (a hub model's, or Sparring's: the same text as above)
