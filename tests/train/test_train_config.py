@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sparring.errors import ConfigError
-from sparring.train.config import load_config
+from sparring.train.config import RLConfig, load_config
 
 EXE = Path(sys.executable).parent / "sparring"
 
@@ -70,3 +70,16 @@ def test_resume_without_checkpoint_is_an_error(tmp_path):
         [str(EXE), "train", "--config", str(cfg), "--resume"], capture_output=True, text=True, timeout=120
     )
     assert r.returncode == 2 and "no checkpoint" in r.stderr
+
+
+def test_a_checkpoint_from_before_a_new_setting_still_resumes():
+    """A setting added since a checkpoint was written compares at its default; a changed one does not."""
+    from sparring.train.recipe import _learning_config
+
+    cfg = RLConfig()
+    old = cfg.model_dump(mode="json")
+    del old["model"]["max_batch"]  # written before the setting existed
+    assert _learning_config(old) == _learning_config(cfg.model_dump(mode="json"))
+    changed = cfg.model_dump(mode="json")
+    changed["model"]["max_batch"] = 1
+    assert _learning_config(changed) != _learning_config(cfg.model_dump(mode="json"))

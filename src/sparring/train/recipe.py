@@ -251,9 +251,17 @@ def make_rollout_executor(cfg: RLConfig, sched: RolloutScheduler) -> LocalExecut
 
 
 def _learning_config(dump: Any) -> Any:
-    """A config dump without the settings that do not change what is learned (where sandboxes run)."""
+    """A config dump without the settings that do not change what is learned (where sandboxes run),
+    read through :class:`RLConfig` so that a setting added since the checkpoint was written compares at
+    its default (a checkpoint from before ``model.max_batch`` existed still resumes)."""
+    from pydantic import ValidationError
+
+    if not isinstance(dump, dict):
+        return dump
+    with contextlib.suppress(ValidationError):
+        dump = RLConfig.model_validate(dump).model_dump(mode="json")
     where = ("backend", "executor", "ray_address")
-    return {k: v for k, v in dump.items() if k not in where} if isinstance(dump, dict) else dump
+    return {k: v for k, v in dump.items() if k not in where}
 
 
 async def run_rl(
