@@ -178,3 +178,30 @@ def test_parquet_tasks_are_admitted_and_their_reference_runs_in_the_pinned_layer
 
     r = asyncio.run(judges.score(bare, WorkspaceDiff()))
     assert r.per_test[ref_test] == "failed"
+
+
+GEN_DIGESTS = """\
+import sys, tempfile
+from pathlib import Path
+from sparring.tasks.families import generate
+print(" ".join(t.digest for t in generate(sys.argv[1], 3, 7, Path(tempfile.mkdtemp()) / "o")))
+"""
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_same_seed_same_bytes_in_another_process(family: str) -> None:
+    """Determinism across processes, not only within one: a generator that iterates a set of strings
+    (its order follows the process's string-hash seed) passes the in-process check and fails this one."""
+    import os
+    import subprocess
+    import sys
+
+    def digests(hash_seed: str) -> list[str]:
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        r = subprocess.run([sys.executable, "-c", GEN_DIGESTS, family], capture_output=True, text=True, env=env,
+                           timeout=300, check=True)  # fmt: skip
+        return r.stdout.split()
+
+    a, b = digests("1"), digests("2")
+    assert len(a) == 3 and all(d.startswith("sha256:") for d in a), a
+    assert a == b

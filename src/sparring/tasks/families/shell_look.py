@@ -26,7 +26,6 @@ skill measure (:mod:`sparring.monitor.skill`).
 
 from __future__ import annotations
 
-import json
 import random
 import zlib
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring.tasks.environment import pinned_requirements
-from sparring.tasks.families.shell_ops import apply_op
+from sparring.tasks.families.shell_ops import apply_op, hidden_test
 from sparring.tasks.loader import Task, write_task
 from sparring.tasks.spec import Environment, JudgeSpec, Limits, Provenance, TaskSpec
 
@@ -71,7 +70,7 @@ _LETTERS = "abcdefghijklmnoprstuw"
 def _data(rng: random.Random) -> list[str]:
     """5-7 distinct random words, not in sorted order, so every operation gives a different result."""
     while True:
-        lines = list(
+        lines = sorted(  # sorted, not list(): a set's order depends on the process's string hash seed
             {
                 "".join(rng.choice(_LETTERS) for _ in range(rng.randint(3, 6)))
                 for _ in range(rng.randint(5, 7))
@@ -90,19 +89,6 @@ def _orders(seed: int) -> tuple[list[str], list[str]]:
     rng.shuffle(ops)
     rng.shuffle(names)
     return ops, names
-
-
-def _hidden_test(expected: list[str]) -> str:
-    return (
-        '"""Hidden test of a shell-look task: out.txt holds exactly the expected lines."""\n'
-        "from pathlib import Path\n\n"
-        f"EXPECTED = {json.dumps(expected)}\n\n\n"
-        "def test_out_matches():\n"
-        '    out = Path("/workspace/out.txt")\n'
-        '    assert out.is_file(), "out.txt was not written"\n'
-        "    got = [line.strip() for line in out.read_text().strip().splitlines()]\n"
-        "    assert got == EXPECTED\n"
-    )
 
 
 def shell_look_task(
@@ -134,7 +120,7 @@ def shell_look_task(
         }
     )
     workspace: dict[str, str | bytes] = {filename: "\n".join(lines) + "\n"}
-    hidden: dict[str, str | bytes] = {"test_out.py": _hidden_test(expected)}
+    hidden: dict[str, str | bytes] = {"test_out.py": hidden_test(expected, "shell-look")}
     solution: dict[str, str | bytes] = {"out.txt": "\n".join(expected) + "\n"}
     return spec, workspace, hidden, solution
 

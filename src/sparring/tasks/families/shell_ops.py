@@ -128,9 +128,10 @@ def op_order(seed: int) -> list[str]:
     return order
 
 
-def _hidden_test(expected: list[str]) -> str:
+def hidden_test(expected: list[str], family: str = "shell-ops") -> str:
+    """The hidden test of a task whose answer is ``out.txt`` holding exactly ``expected`` (shell-ops, shell-look)."""
     return (
-        '"""Hidden test of a shell-ops task: out.txt holds exactly the expected lines."""\n'
+        f'"""Hidden test of a {family} task: out.txt holds exactly the expected lines."""\n'
         "from pathlib import Path\n\n"
         f"EXPECTED = {json.dumps(expected)}\n\n\n"
         "def test_out_matches():\n"
@@ -168,7 +169,7 @@ def shell_ops_task(
         }
     )
     workspace: dict[str, str | bytes] = {"data.txt": "\n".join(lines) + "\n"}
-    hidden: dict[str, str | bytes] = {"test_out.py": _hidden_test(expected), COMMAND_FILE: op.command + "\n"}
+    hidden: dict[str, str | bytes] = {"test_out.py": hidden_test(expected), COMMAND_FILE: op.command + "\n"}
     solution: dict[str, str | bytes] = {"out.txt": "\n".join(expected) + "\n"}
     return spec, workspace, hidden, solution
 
