@@ -42,14 +42,14 @@ import contextlib
 import logging
 import os
 import stat
-import time
 from pathlib import Path
 
 from sparring.errors import SandboxError, WorkspaceFault
 from sparring.sandbox import execserver, features, hosttree, ipcns, mounts, reaper, seccomp
-from sparring.sandbox.base import WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
+from sparring.sandbox.base import WORKSPACE, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.cgroups import CgroupSet
-from sparring.sandbox.channel import ExecChannel, Job, OutputCallback
+from sparring.sandbox.channel import ExecChannel
+from sparring.sandbox.commands import Commands
 from sparring.sandbox.crashpoint import crash_point
 from sparring.sandbox.environment import AGENT_GID, AGENT_HOST_UID, AGENT_UID, HOSTNAME, SandboxEnvironment
 from sparring.sandbox.hostfiles import HostFiles
@@ -62,19 +62,12 @@ from sparring.sandbox.workspace import diff_caps, tree_diff
 
 log = logging.getLogger("sparring.sandbox")
 
-OUTPUT_CAP = 1 << 20  # bytes kept per stream; the rest is counted and dropped
-TRUNC_MARKER = "\n[... output truncated by sparring: {n} more bytes ...]\n"
 UNFROZEN_SNAPSHOT_TRIES = 8  # without a freezer a snapshot copies a running tree: retries on a vanished entry
 KILL_GRACE_S = 5.0  # how long a killed command may take to be reported before the sandbox counts as broken
 _JOIN_CGROUPS = (  # $1: ':'-separated cgroup.procs files; the rest: the command (the C server's --launch does both)
     'IFS=:; for f in $1; do echo $$ > "$f" 2>/dev/null || '
     '{ echo "sparring: cannot join cgroup $f" >&2; exit 125; }; done; shift; unset IFS; exec "$@"'
 )
-
-
-def _decode(data: bytes | bytearray, dropped: int) -> str:
-    text = bytes(data).decode("utf-8", errors="replace")
-    return text + TRUNC_MARKER.format(n=dropped) if dropped else text
 
 
 class LocalBackend:
@@ -231,7 +224,7 @@ class LocalBackend:
         return reaper.reap(self.root)
 
 
-class LocalSandbox(HostFiles):
+class LocalSandbox(Commands, HostFiles):
     """One sandbox of the local backend. Use ``await backend.create(spec)``."""
 
     def __init__(
@@ -533,102 +526,6 @@ class LocalSandbox(HostFiles):
     async def ping(self, timeout: float = 5.0) -> None:
         await self._live().call(execserver.T_PING, timeout)
 
-    # ---------- exec ----------
-    def _limits(self) -> dict[str, int]:
-        lim = {"nofile": self.spec.nofile, "core": 0}
-        lim.update(self.cg.rlimits)
-        return lim
-
-    def _full_env(self, env: dict[str, str] | None) -> dict[str, str]:
-        full_env = self.environment.base_env(self.spec.seed)
-        if self.proxy is not None:
-            url = f"http://127.0.0.1:{PROXY_PORT}"
-            for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"):
-                full_env[k] = url
-            full_env["NO_PROXY"] = full_env["no_proxy"] = "localhost,127.0.0.1"
-        full_env.update(self.spec.env)
-        full_env.update(env or {})
-        return full_env
-
-    def _start_job(
-        self,
-        cmd: list[str] | str,
-        env: dict[str, str] | None,
-        cwd: str,
-        stdin: bytes | None,
-        on_output: OutputCallback | None,
-        stdin_later: bool = False,
-    ) -> Job:
-        ch = self._live()
-        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-        if not argv:
-            raise SandboxError("empty command")
-        return ch.start(argv, self._full_env(env), cwd, stdin, OUTPUT_CAP, self._limits(), on_output, stdin_later)
-
-    async def exec(
-        self,
-        cmd: list[str] | str,
-        timeout: float = 30.0,
-        env: dict[str, str] | None = None,
-        cwd: str = WORKSPACE,
-        stdin: bytes | None = None,
-        on_output: OutputCallback | None = None,
-    ) -> ExecResult:
-        """Run ``cmd`` (a shell string or argv); ``on_output(stream, chunk)`` streams output as it comes."""
-        oom_before = self.cg.oom_kills()
-        t0 = time.perf_counter()
-        job = self._start_job(cmd, env, cwd, stdin, on_output)
-        return await self._finish(job, timeout, oom_before, t0)
-
-    def prestart(self, cmd: list[str], env: dict[str, str] | None = None, cwd: str = WORKSPACE) -> Prestarted:
-        """Start ``cmd`` now with its stdin held open; :meth:`Prestarted.run` sends the stdin and waits.
-
-        For a command whose start-up is costly and independent of what it is later told (the judge's
-        launcher imports pytest before it reads its job): the start-up then overlaps other work. The
-        process is an ordinary command of this sandbox: ``reset``, ``restore`` and ``close`` kill it."""
-        return Prestarted(self, self._start_job(cmd, env, cwd, None, None, stdin_later=True))
-
-    async def _finish(self, job: Job, timeout: float, oom_before: int, t0: float) -> ExecResult:
-        ch = self._live()
-        timed_out = False
-        try:
-            await asyncio.wait_for(asyncio.shield(job.done), timeout)
-        except TimeoutError:
-            timed_out = True
-            ch.kill_job(job.id)
-            try:
-                await asyncio.wait_for(job.done, self.kill_grace_s)
-            except TimeoutError:
-                await self._break(
-                    f"the exec server did not stop a timed-out command within {self.kill_grace_s:g}s"
-                )
-        except asyncio.CancelledError:
-            with contextlib.suppress(SandboxError):
-                ch.kill_job(job.id)
-            raise
-        except SandboxError as e:
-            if self.cg.oom_kills() > oom_before:
-                raise SandboxError(
-                    f"sandbox {self.id} died: the out-of-memory killer took its exec server"
-                ) from None
-            raise SandboxError(f"sandbox {self.id}: {e}") from None
-        code, d_out, d_err, _killed = job.done.result()
-        duration = (time.perf_counter() - t0) * 1000
-        oom = self.cg.oom_kills() > oom_before
-        if timed_out:
-            code = 124
-        elif oom and code == 0:
-            code = 137
-        return ExecResult(
-            exit_code=code,
-            stdout=_decode(job.out, d_out),
-            stderr=_decode(job.err, d_err),
-            timed_out=timed_out,
-            oom_killed=oom,
-            duration_ms=duration,
-            truncated=bool(d_out or d_err),
-        )
-
     async def _break(self, why: str) -> None:
         if self.channel is not None:
             self.channel.kill()
@@ -753,35 +650,3 @@ class LocalSandbox(HostFiles):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-
-class Prestarted:
-    """A command of a :class:`LocalSandbox` already running, waiting for its stdin (see ``prestart``)."""
-
-    def __init__(self, sandbox: LocalSandbox, job: Job) -> None:
-        self.sandbox = sandbox
-        self.job = job
-        self.used = False
-        # An unused one dies with its sandbox: that failure is expected, not an error to report.
-        job.done.add_done_callback(lambda f: f.cancelled() or f.exception())
-
-    @property
-    def alive(self) -> bool:
-        """Still waiting: not used, not exited (a reset or restore kills it), its sandbox open."""
-        return not self.used and not self.job.done.done() and self.sandbox.healthy
-
-    async def run(self, stdin: bytes, timeout: float = 30.0) -> ExecResult:
-        """Send ``stdin`` and wait, as ``exec`` would; ``timeout`` and ``duration_ms`` count from now."""
-        if self.used:
-            raise SandboxError("a prestarted command runs once")
-        self.used = True
-        oom_before = self.sandbox.cg.oom_kills()
-        t0 = time.perf_counter()
-        self.sandbox._live().feed(self.job.id, stdin)
-        return await self.sandbox._finish(self.job, timeout, oom_before, t0)
-
-    def cancel(self) -> None:
-        """Kill it unused (its whole process tree), e.g. when it is no longer wanted."""
-        if not self.used and not self.job.done.done():
-            self.used = True
-            with contextlib.suppress(SandboxError):
-                self.sandbox._live().kill_job(self.job.id)

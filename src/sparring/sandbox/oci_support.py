@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sparring.sandbox.base import TRUNC_MARKER
+
 OUTPUT_CAP = 1 << 20  # bytes kept per stream; the rest is counted and dropped
-TRUNC_MARKER = "\n[... output truncated by sparring: {n} more bytes ...]\n"
 HOSTNAME = "sandbox"
 NOBODY = 65534
 CGROUP_ROOT = Path("/sys/fs/cgroup")
