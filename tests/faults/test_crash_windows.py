@@ -73,7 +73,9 @@ def _crash_creating(root: Path, point: str, stop_watchdog: bool) -> Path:
     try:
         assert child.stdout.readline().strip() == "ready"
         if stop_watchdog:
-            os.kill(int((root / f"watchdog-{child.pid}").read_text()), signal.SIGSTOP)
+            watchdog = int((root / f"watchdog-{child.pid}").read_text())
+            os.kill(watchdog, signal.SIGSTOP)
+            (root.parent / "stopped-watchdogs").open("a").write(f"{watchdog}\n")  # outside root: reaps keep it
         child.stdin.write("go\n")
         child.stdin.flush()
         assert child.wait(timeout=120) == -signal.SIGKILL, f"the child was not killed at {point}"
@@ -89,9 +91,12 @@ def _crash_creating(root: Path, point: str, stop_watchdog: bool) -> Path:
 
 
 def _resume_watchdog(root: Path) -> None:
-    for mark in root.glob("watchdog-*"):
+    """End the watchdogs this test stopped: resumed, their owner long dead, they would only reap what the
+    test already reaped; stopped, they would outlive the test (the reap deletes their marks in ``root``)."""
+    stopped = root.parent / "stopped-watchdogs"
+    for line in stopped.read_text().split() if stopped.exists() else []:
         with contextlib.suppress(OSError, ValueError):
-            os.kill(int(mark.read_text()), signal.SIGCONT)
+            os.kill(int(line), signal.SIGKILL)
 
 
 @pytest.mark.parametrize("point", ["sandbox-dir", "sandbox-mounted", "sandbox-cgroups"])
