@@ -26,19 +26,23 @@ n_train: 4
 n_heldout: 1
 heldout_samples: 1
 seed: 3
-sft_steps: 3
-sft_batch: 2
+sft_steps: 100
+sft_batch: 16
+sft_lr: 3.0e-3
 iterations: 3
 tasks_per_iteration: 2
-group_size: 2
-max_steps: 2
-heldout_max_steps: 2
+group_size: 4
+max_steps: 3
+heldout_max_steps: 3
 resample_rounds: 1
 checkpoint_every: 1
-model: {hidden: 32, layers: 1, heads: 4, vocab_size: 600, max_new_tokens: 12}
-warm_start: {teacher: noisy, epsilon: 0.5, samples: 1, passed_only: false}
-grpo: {lr: 1.0e-2, minibatches: 2, kl_coef: 0.05}
+model: {max_new_tokens: 40, max_batch: 1}
+warm_start: {teacher: noisy, epsilon: 0.15, forget_output: 0.5, samples: 2, passed_only: false}
+grpo: {lr: 5.0e-4, minibatches: 2, kl_coef: 0.05}
 """
+# Enough warm start for rewards that differ within a group, so every iteration runs a real GRPO update
+# (asserted below: a run whose updates are all skipped would resume to equal weights trivially);
+# model.max_batch 1 samples each turn alone, so the seed pins the tokens whatever the sandbox timing.
 
 
 def _cfg(tmp_path: Path, name: str) -> Path:
@@ -82,6 +86,7 @@ def test_kill_and_resume_reaches_the_uninterrupted_state(tmp_path):
     assert b.returncode == 0, b.stderr[-2000:]
     ra, rb = json.loads(a.stdout), json.loads(b.stdout)
     assert [r["iteration"] for r in rb["iterations"]] == [0, 1, 2]
+    assert sum(not r["grpo_skipped"] for r in ra["iterations"]) >= 2, ra["iterations"]  # real updates ran
 
     sa, wa = _final(tmp_path / "a")
     sb, wb = _final(tmp_path / "b")
