@@ -154,3 +154,28 @@ def test_reference_outputs_beside_the_candidate_agree_with_the_sequential_path(b
     if getattr(backend, "mode", "") == "overlay":
         assert alive == 2  # the candidate's sandbox and the reference's beside it
         assert beside >= len(cases) - 1  # (the exit-at-import hack's judgement may end before it is needed)
+
+
+def test_launchers_of_sandboxes_the_pool_evicted_are_not_kept(backend, family_tasks):
+    """A bounded pool evicts idle sandboxes of other tasks; their unused launchers go with them, so a long
+    run over many tasks holds at most one prestarted launcher per live sandbox."""
+    if getattr(backend, "mode", "") != "overlay":
+        pytest.skip("the pool is used only where reset discards everything (overlay mode)")
+    cfg = JudgeConfig(dynamic_seed=6, shuffle_seed=6)
+    tasks = [family_tasks["clamp"], family_tasks["code-repair"], family_tasks["clamp"]]
+
+    async def go():
+        pool = JudgePool(backend, max_idle=1, max_size=1)
+        try:
+            judge = PytestJudge(backend, config=cfg, pool=pool)
+            rewards, held = [], []
+            for t in tasks:
+                rewards.append((await judge.score(t, solution_diff(t))).reward)
+                held.append(len(pool._warm))
+            return rewards, held
+        finally:
+            await pool.close()
+
+    rewards, held = asyncio.run(go())
+    assert rewards == [1.0, 1.0, 1.0]
+    assert max(held) <= 1, held

@@ -195,6 +195,9 @@ class JudgePool:
         stale = self._warm.pop(sb.id, None)
         if stale is not None:
             stale.cancel()
+        # Sandboxes the pool closed on its own (evicted, surplus) take their unused launchers with them.
+        for sid in [k for k, w in self._warm.items() if not w.alive]:
+            del self._warm[sid]
         start = getattr(sb, "prestart", None)
         if self.prestart and start is not None:
             self._warm[sb.id] = start(launcher_argv())
