@@ -85,15 +85,7 @@ class SandboxPool:
         stale: list[Sandbox] = []
         async with self._cond:
             while True:
-                idle = self._idle.get(key)
-                sb = None
-                while idle:
-                    cand = idle.pop()
-                    if _healthy(cand):
-                        sb = cand
-                        break
-                    stale.append(cand)
-                    self.replaced_unhealthy += 1
+                sb = self._pop_idle(key, stale)
                 if sb is not None:
                     break
                 if self.max_size is None or self.size < self.max_size:
@@ -123,21 +115,24 @@ class SandboxPool:
         self.max_alive = max(self.max_alive, self.size)
         return sb
 
+    def _pop_idle(self, key: str, stale: list[Sandbox]) -> Sandbox | None:
+        """A healthy idle sandbox of ``key`` (under the lock); unhealthy ones met on the way go to ``stale``."""
+        idle = self._idle.get(key)
+        while idle:
+            cand = idle.pop()
+            if _healthy(cand):
+                return cand
+            stale.append(cand)
+            self.replaced_unhealthy += 1
+        return None
+
     async def acquire_idle(self, spec: SandboxSpec) -> Sandbox | None:
         """A warm sandbox for ``spec`` if one is idle now, else None: never creates, never waits."""
         spec = self.shape(spec)
         key = spec.model_dump_json()
         stale: list[Sandbox] = []
-        sb = None
         async with self._cond:
-            idle = self._idle.get(key)
-            while idle and sb is None:
-                cand = idle.pop()
-                if _healthy(cand):
-                    sb = cand
-                else:
-                    stale.append(cand)
-                    self.replaced_unhealthy += 1
+            sb = self._pop_idle(key, stale)
             if sb is not None:
                 self._spec_of[sb.id] = key
                 self._live.add(sb.id)
