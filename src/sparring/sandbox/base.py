@@ -15,6 +15,8 @@ from typing import Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 WORKSPACE = "/workspace"
+OUTPUT_CAP = 1 << 20
+"""Bytes kept per stream of one command (every backend); the rest is counted and dropped."""
 TRUNC_MARKER = "\n[... output truncated by sparring: {n} more bytes ...]\n"
 """Appended to a command's output where its cap dropped bytes (every backend says it the same way)."""
 

@@ -14,17 +14,13 @@ import time
 from typing import TYPE_CHECKING
 
 from sparring.errors import SandboxError
-from sparring.sandbox.base import TRUNC_MARKER, WORKSPACE, ExecResult, SandboxSpec
+from sparring.sandbox.base import OUTPUT_CAP, TRUNC_MARKER, WORKSPACE, ExecResult, SandboxSpec
 from sparring.sandbox.channel import ExecChannel, Job, OutputCallback
 from sparring.sandbox.proxy import PROXY_PORT, AllowlistProxy
 
 if TYPE_CHECKING:
     from sparring.sandbox.cgroups import CgroupSet
     from sparring.sandbox.environment import SandboxEnvironment
-
-OUTPUT_CAP = 1 << 20
-"""Bytes kept per stream of one command; the rest is counted and dropped."""
-
 
 def _decode(data: bytes | bytearray, dropped: int) -> str:
     text = bytes(data).decode("utf-8", errors="replace")

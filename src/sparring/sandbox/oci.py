@@ -46,7 +46,14 @@ from pathlib import Path
 
 from sparring.errors import SandboxError, SandboxUnavailableError
 from sparring.sandbox import features, mounts
-from sparring.sandbox.base import WORKSPACE, EnvironmentRef, ExecResult, SandboxSpec, WorkspaceDiff
+from sparring.sandbox.base import (
+    OUTPUT_CAP,
+    WORKSPACE,
+    EnvironmentRef,
+    ExecResult,
+    SandboxSpec,
+    WorkspaceDiff,
+)
 from sparring.sandbox.environment import SandboxEnvironment
 from sparring.sandbox.hostfiles import HostFiles
 from sparring.sandbox.layers import copy_tree, discard
@@ -57,7 +64,6 @@ from sparring.sandbox.oci_support import (
     CGROUP_ROOT,
     HOSTNAME,
     NOBODY,
-    OUTPUT_CAP,
     SERVER_SH,
     Sink,
     cg_procs,

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from sparring.sandbox.base import TRUNC_MARKER
 
-OUTPUT_CAP = 1 << 20  # bytes kept per stream; the rest is counted and dropped
 HOSTNAME = "sandbox"
 NOBODY = 65534
 CGROUP_ROOT = Path("/sys/fs/cgroup")
