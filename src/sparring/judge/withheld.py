@@ -23,8 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparring.judge.probe import HOST_CALLS, LEAF, Site
+from sparring.judge.probe import Site
 from sparring.judge.sandbox_observe import MAX_VALUE_CHARS, canonical, plain
+from sparring.judge.skeleton import HOST_CALLS, LEAF
 
 SKIPPED = "asserts skipped"
 Trace = dict[str, dict[int, int]]
