@@ -36,7 +36,8 @@ from typing import Any
 
 from sparring.sandbox import tuning
 from sparring.sandbox.base import SandboxSpec
-from sparring.sandbox.local import LocalBackend, LocalSandbox
+from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local_sandbox import LocalSandbox
 from sparring.sandbox.pool import SandboxPool
 
 OPS = ("acquire", "create", "exec", "reset", "snapshot", "restore", "close", "cycle")

@@ -1,6 +1,6 @@
 """Running commands in a local sandbox: the host side of ``exec`` and ``prestart`` over its exec server.
 
-A mixin of :class:`~sparring.sandbox.local.LocalSandbox` (which owns the channel, the cgroups and
+A mixin of :class:`~sparring.sandbox.local_sandbox.LocalSandbox` (which owns the channel, the cgroups and
 the spec): one command is started on the channel with the sandbox's environment and rlimits, then
 waited for with its timeout, its kill on timeout and its out-of-memory report. A prestarted command
 is started now with its stdin held open and told what to do later (:class:`Prestarted`).
