@@ -112,3 +112,18 @@ async def await_until(check: Callable[[], T], timeout_s: float = HANG_S, interva
     while not (value := check()) and time.monotonic() < deadline:
         await asyncio.sleep(interval_s)
     return value
+
+
+def oracle_rollout(tasks_dir: Path, store: Path) -> dict:
+    """``sparring rollout --policy oracle`` over ``tasks_dir``, as training runs it (the task's tools in the
+    agent's sandbox, then the judge): its JSON summary, after asserting the command succeeded."""
+    import json
+    import subprocess
+    import sys
+
+    exe = Path(sys.executable).parent / "sparring"
+    r = subprocess.run([str(exe), "rollout", "--tasks", str(tasks_dir), "--policy", "oracle", "--group-size", "1",
+                        "--concurrency", "2", "--store", str(store), "--json"],
+                       capture_output=True, text=True, timeout=600, env=os.environ.copy())  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)

@@ -21,6 +21,7 @@ from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.importers import import_tasks
 from sparring.tasks.importers.batch import RecordErrors
 from sparring.tasks.loader import Task, find_tasks, solution_diff
+from tests_support import oracle_rollout
 
 SPARRING = Path(sys.executable).parent / "sparring"
 FIX_LINE = "    return a + b  # carry-fix-4b1e"
@@ -226,10 +227,5 @@ def test_repository_as_an_archive_or_a_single_repo_imports_the_same(repo, tmp_pa
 @pytest.mark.slow
 def test_the_oracle_policy_scores_one_in_a_rollout(imported, tmp_path) -> None:
     """The oracle as training runs it: through the task's tools in the agent's sandbox, then the judge."""
-    out = next(iter(imported.values())).path.parent
-    r = subprocess.run([str(SPARRING), "rollout", "--tasks", str(out), "--policy", "oracle", "--group-size", "1",
-                        "--concurrency", "2", "--store", str(tmp_path / "s.db"), "--json"],
-                       capture_output=True, text=True, timeout=600, env=os.environ.copy())  # fmt: skip
-    assert r.returncode == 0, r.stderr[-2000:]
-    data = json.loads(r.stdout)
+    data = oracle_rollout(next(iter(imported.values())).path.parent, tmp_path / "s.db")
     assert data["statuses"] == {"ok": len(imported)} and data["reward_mean"] == 1.0, data

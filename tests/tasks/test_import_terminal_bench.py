@@ -19,6 +19,7 @@ from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.importers import import_tasks
 from sparring.tasks.importers.batch import RecordErrors
 from sparring.tasks.loader import SOLUTION_CALLS, Task, solution_diff
+from tests_support import oracle_rollout
 
 SPARRING = Path(sys.executable).parent / "sparring"
 YAML_PIN = f"pyyaml=={md.version('pyyaml')}"
@@ -191,10 +192,5 @@ def test_what_cannot_map_is_one_line_naming_it_and_nothing_is_written(backend, t
 @pytest.mark.slow
 def test_the_oracle_policy_scores_one_in_a_rollout(imported, tmp_path) -> None:
     """The oracle as training runs it: through the task's tools in the agent's sandbox, then the judge."""
-    out = next(iter(imported.values())).path.parent
-    r = subprocess.run([str(SPARRING), "rollout", "--tasks", str(out), "--policy", "oracle", "--group-size", "1",
-                        "--concurrency", "2", "--store", str(tmp_path / "s.db"), "--json"],
-                       capture_output=True, text=True, timeout=600, env=os.environ.copy())  # fmt: skip
-    assert r.returncode == 0, r.stderr[-2000:]
-    data = json.loads(r.stdout)
+    data = oracle_rollout(next(iter(imported.values())).path.parent, tmp_path / "s.db")
     assert data["statuses"] == {"ok": len(imported)} and data["reward_mean"] == 1.0, data
