@@ -11,16 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from demo_support import DemoRun, copy_run
+
 EXE = Path(sys.executable).parent / "sparring"
 
 
 @pytest.mark.slow
-def test_demo_quick_runs_the_whole_loop(tmp_path):
-    work = tmp_path / "demo"
-    r = subprocess.run([str(EXE), "demo", "--quick", "--json", "--workdir", str(work)],
-                       capture_output=True, text=True, timeout=1800)  # fmt: skip
-    assert r.returncode == 0, r.stderr[-2000:]
-    d = json.loads(r.stdout)
+def test_demo_quick_runs_the_whole_loop(demo_quick: DemoRun, tmp_path):
+    """The README's `sparring demo --quick --json` (run once per session, tests/demo_support.py)."""
+    d, work = demo_quick.out, demo_quick.workdir
     assert set(d) >= {"iterations", "heldout", "seconds"}
     assert "skill" not in d and not any("inspect_first" in it for it in d["iterations"])  # shell-look's only
     assert len(d["iterations"]) == 3
@@ -34,10 +33,10 @@ def test_demo_quick_runs_the_whole_loop(tmp_path):
     assert d["sft"]["teacher"].startswith("shell-ops-demonstrator") and 0 < d["sft"]["teacher_pass_rate"] < 1
     assert d["sft"]["loss_last"] < d["sft"]["loss_first"]
     # Every sample landed in the real SQLite store; the table went to stderr.
-    con = sqlite3.connect(d["store"])
+    con = sqlite3.connect(demo_quick.root / d["store"])  # a path relative to where the demo ran
     n = con.execute("select count(*) from trajectories").fetchone()[0]
     assert n == 16 * 4 + 2 * 8 * 2 + sum(it["rollouts"] for it in d["iterations"])
-    assert "RL iterations" in r.stderr and "Held-out" in r.stderr
+    assert "RL iterations" in demo_quick.stderr and "Held-out" in demo_quick.stderr
     metrics = list((work / "metrics").glob("*.jsonl"))
     rows = [json.loads(line) for line in metrics[0].read_text().splitlines()] if len(metrics) == 1 else []
     # one row per RL iteration, and one per held-out evaluation (before and after RL)
@@ -45,7 +44,8 @@ def test_demo_quick_runs_the_whole_loop(tmp_path):
     assert sum(1 for r in rows if "eval/heldout/pass_rate" in r and "rollout/pass_rate" not in r) == 2, rows
     assert list((work / "tensorboard").rglob("events.out.tfevents.*"))
     assert (work / "checkpoints" / "latest").read_text().strip() == "iter-00002"
-    # `sparring report` draws the run.
+    # `sparring report` draws the run (a copy: the shared run stays as the demo left it).
+    work = copy_run(demo_quick, tmp_path / "demo")
     rep = subprocess.run(
         [str(EXE), "report", str(work), "--json"], capture_output=True, text=True, timeout=300
     )
@@ -57,11 +57,9 @@ def test_demo_quick_runs_the_whole_loop(tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_control_has_no_rl_updates(tmp_path):
-    r = subprocess.run([str(EXE), "demo", "--quick", "--no-rl", "--json", "--workdir", str(tmp_path / "c")],
-                       capture_output=True, text=True, timeout=1800)  # fmt: skip
-    assert r.returncode == 0, r.stderr[-2000:]
-    d = json.loads(r.stdout)
+def test_demo_control_has_no_rl_updates(demo_control: DemoRun):
+    """The README's control (`--no-rl`, run once per session): held-out evaluations, no GRPO update."""
+    d = demo_control.out
     assert d["iterations"] == [] and set(d["heldout"]) >= {"before_rl", "after_rl"}
 
 

@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,9 +21,11 @@ from pathlib import Path
 
 import pytest
 
+from demo_support import CONTROL_ARGS, DEMO_ARGS, DemoRun
+
 ROOT = Path(__file__).resolve().parent.parent
 SHELL_FENCES = {"", "bash", "sh", "shell", "console"}
-TIMEOUT_S = 3600  # the README runs two short trainings, the quick demo twice and the judge's golden set
+TIMEOUT_S = 3600  # the README runs short trainings, benchmarks and the judge's golden set
 
 # Commands that are not run, each with why. Keep this short: a README command that cannot run
 # here belongs in prose, not in a shell block.
@@ -30,6 +33,20 @@ SKIP = {
     "make demo": "it is `sparring demo` after `make setup`, the full 20-iteration run (tests/test_demo.py runs --quick)",
     "make test": "it would run this test suite from inside itself",
 }
+
+
+def shared_run(cmd: str) -> tuple[str, ...] | None:
+    """The arguments of the session's shared demo run ``cmd`` is (tests/demo_support.py), or None.
+
+    `sparring demo --quick` and its control run once per session for the demo, report and README
+    tests alike; their workdirs are copied into the README's directory before its commands run, so
+    the commands after them (`sparring report ... --control ...`) read the same runs."""
+    try:
+        argv = shlex.split(cmd, comments=True)
+    except ValueError:
+        return None
+    args = tuple(argv[1:])
+    return args if argv and Path(argv[0]).name == "sparring" and args in (DEMO_ARGS, CONTROL_ARGS) else None
 
 
 def readme_commands(text: str) -> list[str]:
@@ -59,6 +76,9 @@ def readme_commands(text: str) -> list[str]:
 
 def test_readme_commands_are_found():
     cmds = readme_commands((ROOT / "README.md").read_text())
+    # the README's two demo commands are the session's shared runs, matched by their arguments
+    assert sorted(a for a in map(shared_run, cmds) if a) == sorted([DEMO_ARGS, CONTROL_ARGS])
+    assert shared_run("sparring demo --quick --json --seed 1") is None and shared_run("echo 'x") is None
     assert "make demo" in cmds and any(c.startswith(".venv/bin/sparring demo") for c in cmds)
     assert not any(c.startswith(("tasks  =", "from sparring")) for c in cmds)  # text and python blocks
 
@@ -72,11 +92,13 @@ def _scratch(tmp: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(TIMEOUT_S)
-def test_every_readme_command_runs(tmp_path):
-    cmds = [c for c in readme_commands((ROOT / "README.md").read_text()) if c not in SKIP]
+def test_every_readme_command_runs(tmp_path, demo_quick: DemoRun, demo_control: DemoRun):
+    cmds = [c for c in readme_commands((ROOT / "README.md").read_text()) if c not in SKIP and not shared_run(c)]
     work = tmp_path / "repo"
     work.mkdir()
     _scratch(work)
+    # the shared runs, as the README's demo commands leave them (both ran from demo_quick.root)
+    shutil.copytree(demo_quick.root / ".sparring", work / ".sparring", symlinks=True)
     rc_file = tmp_path / "rc"
     lines = ["set +e", f"cd {work}"]
     for i, c in enumerate(cmds):

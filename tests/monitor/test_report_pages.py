@@ -1,6 +1,6 @@
 """`sparring report` and `sparring traj view` on a real short run, opened in headless Chromium.
 
-One short run (tiny model, real sandboxes, real judge, real store) is shared by the module; its
+The session's quick demo (tiny model, real sandboxes, real judge, real store) is copied for the module; its
 report and a stored multi-turn rollout's page are opened as a person would open them: every
 chart is there with data, the reward and pass-rate curves are told apart, nothing is fetched
 from the network, the console stays silent, and screenshots land under the run dir. The
@@ -17,14 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from demo_support import DemoRun, copy_run
 from headless import visit
 from sparring.store.sqlite import SQLiteStore
 from sparring.trajectory import ToolStep, Trajectory
 
 EXE = Path(sys.executable).parent / "sparring"
-# Small enough for 2 shared cores; the settings of the quick demo otherwise (shell-ops, noisy teacher).
-SHORT = ["--set", "iterations=2", "--set", "sft_steps=60", "--set", "n_train=4", "--set", "n_heldout=2",
-         "--set", "tasks_per_iteration=2", "--set", "group_size=4"]  # fmt: skip
 SIZES = {"desktop": (1400, 3000), "phone": (390, 3000)}
 
 
@@ -35,25 +33,26 @@ def _cli(*args: str, timeout: int = 600) -> dict:
 
 
 @pytest.fixture(scope="module")
-def short_run(tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("short-run") / "run"
-    d = _cli("demo", "--quick", "--workdir", str(work), *SHORT, timeout=1200)
-    (work / "demo-stderr.log").write_text(d["_stderr"])
+def short_run(demo_quick: DemoRun, tmp_path_factory) -> Path:
+    """A copy of the session's quick demo (the README's `sparring demo --quick`, tests/demo_support.py),
+    with its stderr beside it; the tests here write reports, pages and screenshots into the copy."""
+    work = copy_run(demo_quick, tmp_path_factory.mktemp("short-run") / "run")
+    (work / "demo-stderr.log").write_text(demo_quick.stderr)
     return work
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1500)  # the first one runs the short run (the module's fixture) under a loaded CI
+@pytest.mark.timeout(1500)  # the first one may run the session's quick demo under a loaded CI
 def test_the_run_logs_progress_as_whole_lines(short_run):
     """stderr is a file here: every long stage logs plain start/end lines with counts, and each
     iteration is one line (its statuses are not split over lines at 80 columns)."""
     log = (short_run / "demo-stderr.log").read_text().splitlines()
-    for prefix in ("warm start: teacher rollouts: ", "warm start: SFT steps: 60/60 done",
-                   "held-out evaluation before RL: 4/4 done", "iteration 0 rollouts: ", "RL iterations: 2/2 done",
-                   "held-out evaluation after RL: 4/4 done"):  # fmt: skip
-        assert any(ln.startswith(prefix) for ln in log), prefix
+    for pattern in (r"warm start: teacher rollouts: (\d+)/\1 done", r"warm start: SFT steps: (\d+)/\1 done",
+                    r"held-out evaluation before RL: (\d+)/\1 done", r"iteration 0 rollouts: ",
+                    r"RL iterations: 3/3 done", r"held-out evaluation after RL: (\d+)/\1 done"):  # fmt: skip
+        assert any(re.match(pattern, ln) for ln in log), pattern
     its = [ln for ln in log if ln.startswith("iteration ") and "statuses" in ln]
-    assert len(its) == 2 and all(re.search(r"statuses( \w+:\d+)+$", ln) for ln in its), its
+    assert len(its) == 3 and all(re.search(r"statuses( \w+:\d+)+$", ln) for ln in its), its
 
 
 def _figures(dom: str) -> dict[str, str]:
@@ -76,10 +75,10 @@ def _series_style(fig: str, gid: str) -> tuple[str, str, int]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1500)  # the first one runs the short run (the module's fixture) under a loaded CI
+@pytest.mark.timeout(1500)  # the first one may run the session's quick demo under a loaded CI
 def test_report_of_a_real_run_opens_offline_with_every_chart(short_run):
     j = _cli("report", str(short_run), "--out", str(short_run / "report"))
-    assert Path(j["html"]).name == "index.html" and j["iterations"] == 2
+    assert Path(j["html"]).name == "index.html" and j["iterations"] == 3
     assert set(j["charts"]) >= {"reward_pass", "heldout", "loss", "kl", "entropy", "grad_norm", "clip_frac",
                                 "learning_rate", "response_length", "statuses", "throughput", "stage_time",
                                 "pass_rate_tier", "pass_rate_family", "reward_histograms", "curriculum",
@@ -97,7 +96,7 @@ def test_report_of_a_real_run_opens_offline_with_every_chart(short_run):
     # reward and pass rate: both drawn over every iteration, in different colours and dash patterns
     pr = _series_style(figs["reward_pass"], "series-pass_rate")
     rw = _series_style(figs["reward_pass"], "series-reward_mean")
-    assert pr[2] == rw[2] == 2
+    assert pr[2] == rw[2] == 3
     assert pr[0] != rw[0] and pr[1] != rw[1]
     # axes carry ticks and units; the trajectory pages are linked
     assert "pass rate / reward (0-1)" in figs["reward_pass"] and "iteration" in figs["loss"]
@@ -119,7 +118,7 @@ def _multi_turn(store: Path) -> Trajectory:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1500)  # the first one runs the short run (the module's fixture) under a loaded CI
+@pytest.mark.timeout(1500)  # the first one may run the session's quick demo under a loaded CI
 def test_trajectory_page_of_a_stored_multi_turn_rollout(short_run):
     store = short_run / "store.db"
     t = _multi_turn(store)
