@@ -145,6 +145,7 @@ class NodeWorker:
     async def close(self) -> None:
         await self.pool.close()
         await self.judge_pool.close()
+        await self.backend.aclose()  # pre-forked sandboxes (SPARRING_SANDBOX_PREFORK) end with the node
         for p in self._policies.values():
             close = getattr(p, "close", None)
             if close is not None:

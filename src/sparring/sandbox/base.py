@@ -216,3 +216,7 @@ class SandboxBackend(Protocol):
     name: str
 
     async def create(self, spec: SandboxSpec) -> Sandbox: ...
+
+    async def aclose(self) -> None:
+        """Let go of what the backend holds between sandboxes (pre-started ones); its owner calls it once."""
+        ...

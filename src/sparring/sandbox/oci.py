@@ -130,6 +130,9 @@ class OCIBackend:
             raise
         return sb
 
+    async def aclose(self) -> None:
+        """Nothing held between containers (each is made on demand)."""
+
     def reap_stale(self) -> int:
         """Remove sandboxes (containers, mounts, cgroups, dirs) whose owning process is dead."""
         n = 0

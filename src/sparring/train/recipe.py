@@ -561,5 +561,6 @@ async def run_rl(
         await executor.aclose()
         await pool.close()
         await judge_pool.close()
+        await backend.aclose()
         sink.close()
         store.close()
