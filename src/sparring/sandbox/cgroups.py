@@ -45,6 +45,52 @@ def _keyed(p: Path) -> dict[str, int]:
     return out
 
 
+
+def cgroup_procs(d: Path) -> list[int]:
+    """The pids in cgroup ``d`` (none when it is gone or unreadable)."""
+    try:
+        return [int(x) for x in (d / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def thaw_dir(d: Path) -> None:
+    """Thaw cgroup ``d`` whichever freezer it has (v1 ``freezer.state``, v2 ``cgroup.freeze``): a frozen
+    process cannot die."""
+    for name, value in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):
+        with contextlib.suppress(OSError):
+            if (d / name).exists():
+                (d / name).write_text(value)
+
+
+def kill_members(dirs: list[Path], rounds: int = 500, pause_s: float = 0.001) -> None:
+    """SIGKILL every process in the cgroups ``dirs`` until they are empty, at most ``rounds`` passes
+    (a fork race ends within the pids limit). The one kill loop of every cgroup teardown: a sandbox's
+    close, the reaper's and the OCI backend's."""
+    import signal
+
+    for _ in range(rounds):
+        left = sorted({p for d in dirs for p in cgroup_procs(d)})
+        if not left:
+            return
+        for p in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, signal.SIGKILL)
+        time.sleep(pause_s)
+
+
+def empty_and_remove(dirs: list[Path]) -> None:
+    """Thaw, empty and remove the cgroup directories ``dirs``; a missing one is fine."""
+    dirs = [d for d in dirs if d.is_dir()]
+    for d in dirs:
+        thaw_dir(d)
+    kill_members(dirs)
+    for d in dirs:
+        try:
+            d.rmdir()
+        except OSError:
+            shutil.rmtree(d, ignore_errors=True)
+
 @dataclass
 class CgroupSet:
     """The cgroup directories of one sandbox; ``dirs`` maps controller -> directory.
@@ -256,29 +302,9 @@ class CgroupSet:
         return 0
 
     def pids(self) -> list[int]:
-        out: set[int] = set()
-        for d in self.dirs.values():
-            with contextlib.suppress(OSError):
-                out.update(int(x) for x in (d / "cgroup.procs").read_text().split())
-        return sorted(out)
+        return sorted({p for d in self.dirs.values() for p in cgroup_procs(d)})
 
     def destroy(self) -> None:
         """Kill whatever is left in the groups and remove them."""
-        import signal
-
-        with contextlib.suppress(OSError):
-            self.thaw()  # frozen processes cannot die
-        for _ in range(500):
-            left = self.pids()
-            if not left:
-                break
-            for p in left:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p, signal.SIGKILL)
-            time.sleep(0.001)
-        for d in self.dirs.values():
-            try:
-                d.rmdir()
-            except OSError:
-                shutil.rmtree(d, ignore_errors=True)
+        empty_and_remove(list(self.dirs.values()))
         self.dirs.clear()

@@ -66,7 +66,7 @@ from sparring.sandbox.oci_support import (
     NOBODY,
     SERVER_SH,
     Sink,
-    cg_procs,
+    cgroup_procs,
     kill_tree,
     pids_root,
     remove_cgroups,
@@ -329,7 +329,7 @@ class OCISandbox(HostFiles):
         _teardown_dir(self.backend.podman, self.dir)
 
     def _alive(self) -> bool:
-        return bool(self.cid) and bool(cg_procs(self._ctrl_dir("pids")))
+        return bool(self.cid) and bool(cgroup_procs(self._ctrl_dir("pids")))
 
     # ---------- exec ----------
     def _script(self, n: int, argv: list[str], env: dict[str, str], cwd: str) -> str:

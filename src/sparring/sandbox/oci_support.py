@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from sparring.sandbox.base import TRUNC_MARKER
+from sparring.sandbox.cgroups import cgroup_procs, kill_members
 
 HOSTNAME = "sandbox"
 NOBODY = 65534
@@ -64,23 +64,9 @@ def cg_dirs(name: str) -> list[Path]:
     return [p for p in out if p.is_dir()]
 
 
-def cg_procs(d: Path) -> list[int]:
-    try:
-        return [int(x) for x in (d / "cgroup.procs").read_text().split()]
-    except (OSError, ValueError):
-        return []
-
-
 def kill_cgroup(d: Path, rounds: int = 50) -> None:
     """SIGKILL every process in cgroup ``d`` until it is empty (a fork race ends within the pids limit)."""
-    for _ in range(rounds):
-        pids = cg_procs(d)
-        if not pids:
-            return
-        for p in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(p, signal.SIGKILL)
-        time.sleep(0.002)
+    kill_members([d], rounds=rounds, pause_s=0.002)
 
 
 def kill_tree(d: Path) -> None:
@@ -90,7 +76,7 @@ def kill_tree(d: Path) -> None:
 
 
 def tree_empty(d: Path) -> bool:
-    return all(not cg_procs(Path(dirpath)) for dirpath, _, _ in os.walk(d))
+    return all(not cgroup_procs(Path(dirpath)) for dirpath, _, _ in os.walk(d))
 
 
 def rmdir_tree(d: Path) -> None:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from sparring.errors import SandboxError
 from sparring.sandbox import mounts
-from sparring.sandbox.cgroups import CGROUP_ROOT, PARENT
+from sparring.sandbox.cgroups import CGROUP_ROOT, PARENT, empty_and_remove
 from sparring.sandbox.crashpoint import crash_point
 from sparring.sandbox.layers import LayerStore, discard
 
@@ -98,26 +98,7 @@ def _unowned_and_young(d: Path) -> bool:
 
 def remove_cgroup(cg: Path) -> None:
     """Thaw, empty (SIGKILL) and remove one cgroup directory; missing is fine."""
-    if not cg.is_dir():
-        return
-    with contextlib.suppress(OSError):
-        if (cg / "freezer.state").exists():
-            (cg / "freezer.state").write_text("THAWED")
-        if (cg / "cgroup.freeze").exists():
-            (cg / "cgroup.freeze").write_text("0")
-    for _ in range(50):
-        try:
-            pids = [int(x) for x in (cg / "cgroup.procs").read_text().split()]
-        except OSError:
-            break
-        if not pids:
-            break
-        for p in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p, signal.SIGKILL)
-        time.sleep(0.01)
-    with contextlib.suppress(OSError):
-        cg.rmdir()
+    empty_and_remove([cg])
 
 
 def reap_cgroups(owner: int | None = None, root: Path = CGROUP_ROOT) -> int:
