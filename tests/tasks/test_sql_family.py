@@ -14,7 +14,7 @@ from sparring.admission.check import check_tasks
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.families import generate
-from sparring.tasks.families.sql import HIDDEN_IDS, checker_namespace, draft
+from sparring.tasks.families.sql import HIDDEN_IDS, QUESTIONS, checker_namespace, draft
 from sparring.tasks.families.sql_questions import TEMPLATES
 from sparring.tasks.hacks import alternatives, hacks
 from sparring.tasks.loader import Task
@@ -49,7 +49,10 @@ def test_same_seed_same_tasks_other_seed_other_tasks(tmp_path: Path) -> None:
 def test_at_least_200_distinct_tasks_every_template_and_tier(tmp_path: Path) -> None:
     got = generate("sql", 200, 0, tmp_path)
     assert len({t.digest for t in got}) == 200
-    assert len({(t.workspace / "README.md").read_text() + t.spec.instruction for t in got}) == 200
+    # 200 different questions (each draw takes the next question of the seed's order of the space)
+    assert len({t.spec.instruction for t in got}) == 200
+    assert len(QUESTIONS) >= 3 * 200 - 10 and len(set(QUESTIONS)) == len(QUESTIONS)
+    assert {t.spec.instruction for t in got} != {t.spec.instruction for t in generate("sql", 200, 1, tmp_path / "s1")}
     assert {t.spec.tags[2] for t in got} == {name for name, _ in TEMPLATES}
     assert len(Counter(t.spec.difficulty for t in got)) >= 5
 

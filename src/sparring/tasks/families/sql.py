@@ -47,12 +47,19 @@ from sparring.tasks.families.sql_data import (
     schema_text,
 )
 from sparring.tasks.families.sql_data import connect as connect_db
-from sparring.tasks.families.sql_questions import TEMPLATES, Question, Result, example_question, make_question
+from sparring.tasks.families.sql_questions import (
+    Question,
+    QuestionKey,
+    Result,
+    example_question,
+    make_question,
+    question_space,
+)
 from sparring.tasks.loader import Task
 from sparring.tasks.spec import Environment, JudgeSpec, Limits, Provenance, TaskSpec
 
 FAMILY = "sql"
-VERSION = "1"
+VERSION = "2"  # 2: questions drawn from the whole question space without repeats; 3 more domains, 3 templates
 GENERATOR = f"{FAMILY}/{VERSION}"
 MAX_N = 100_000
 MAX_RESULT_ROWS = 60
@@ -228,15 +235,27 @@ def _results(d: Domain, db: Database, q: Question, ns: dict[str, Any]) -> Result
     return via_py
 
 
+QUESTIONS = tuple(question_space(DOMAINS))
+
+
+def question_order(seed: int) -> list[QuestionKey]:
+    """The question space in ``seed``'s order: draw ``i`` asks question ``i`` of it, so the first
+    ``len(QUESTIONS)`` draws of a seed never ask the same question twice (independent random draws
+    repeated one in two among 200 tasks)."""
+    order = list(QUESTIONS)
+    random.Random(derive_seed(seed, "questions")).shuffle(order)
+    return order
+
+
 def draft(seed: int, index: int, requirements: list[str]) -> Drafted | None:
     """Task ``index`` of ``seed``, or None when the draw is degenerate (the caller draws again)."""
+    key = question_order(seed)[index % len(QUESTIONS)]  # a new question per draw until the space is used
     rng = random.Random(derive_seed(seed, "task", index))
-    d = rng.choice(DOMAINS)
-    template, tier = rng.choice(TEMPLATES)
+    d, template, tier = DOMAINS[key.domain], key.template, key.tier
     big = rng.random() < 0.3
     given = make_database(d, rng, big)
     other = perturb(d, given, rng)
-    q = make_question(template, tier, d, rng)
+    q = make_question(template, tier, d, dict(key.params))
     ns = checker_namespace()
     exp_given, exp_other = _results(d, given, q, ns), _results(d, other, q, ns)
     if exp_given is None or exp_other is None or exp_given == exp_other:

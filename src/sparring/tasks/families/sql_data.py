@@ -61,6 +61,17 @@ DOMAINS = (
            "insurer", ("medi", "sana", "vita"), "treatments", "treatment", "kind",
            ("dental", "physio", "lab", "imaging"), "cost", "visits", "visit", "patient_id",
            "treatment_id", "minutes", "outcome", ("done", "cancelled", "no_show")),
+    Domain("fleet", "drivers", "driver", "depot", ("alpha", "bravo", "delta", "echo"),
+           "licence", ("b", "c", "d"), "vehicles", "vehicle", "make",
+           ("volvo", "scania", "iveco", "daf"), "rate", "trips", "trip", "driver_id",
+           "vehicle_id", "stops", "result", ("done", "late", "aborted")),
+    Domain("school", "students", "student", "house", ("oak", "elm", "ash", "yew", "fir"),
+           "cohort", ("first", "second", "third"), "courses", "course", "subject",
+           ("maths", "art", "music", "biology", "french"), "credit", "enrolments", "enrolment", "student_id",
+           "course_id", "grade", "standing", ("active", "passed", "dropped")),
+    Domain("hotel", "guests", "guest", "country", ("fr", "de", "it", "es", "pt"),
+           "loyalty", ("none", "silver", "gold"), "rooms", "room", "aspect", ("sea", "garden", "city", "court"),
+           "rate", "stays", "stay", "guest_id", "room_id", "nights", "status", ("booked", "checked_out", "cancelled")),
 )  # fmt: skip
 
 FIRST_NAMES = ("ada", "bo", "cleo", "dan", "eve", "finn", "gus", "hana", "ivo", "jun", "kai", "lea",

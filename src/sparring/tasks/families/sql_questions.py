@@ -38,25 +38,85 @@ TEMPLATES: tuple[tuple[str, int], ...] = (
     ("join_list", 2),
     ("ordered_items", 2),
     ("group_count_sum", 2),
+    ("range_count", 2),
     ("revenue_by_group", 3),
     ("avg_by_group", 3),
     ("top_k", 3),
+    ("max_per_person", 3),
+    ("distinct_items", 3),
     ("having_count", 4),
     ("anti_join", 4),
     ("left_join_zero", 5),
 )
+
+# The parameters each template's question takes (see question_params): v a fact category, w an item
+# category, c1/c2 a person's first/second category, k a top-k size, t a count threshold, lo/hi a range.
+PARAMS: dict[str, tuple[str, ...]] = {
+    "filter_people": ("c2",),
+    "join_list": ("v", "w"),
+    "ordered_items": ("w",),
+    "group_count_sum": ("v",),
+    "range_count": ("lo", "hi"),
+    "revenue_by_group": ("v",),
+    "avg_by_group": (),
+    "top_k": ("v", "k"),
+    "max_per_person": ("c1", "v"),
+    "distinct_items": ("w",),
+    "having_count": ("v", "t"),
+    "anti_join": ("v",),
+    "left_join_zero": ("c1", "v"),
+}
+RANGES = tuple((lo, lo + width) for lo in range(1, 7) for width in (1, 2, 3))  # fact amounts are 1..9
+
+
+@dataclass(frozen=True)
+class QuestionKey:
+    """One point of the question space: a domain, a template and its parameters."""
+
+    domain: int
+    template: str
+    tier: int
+    params: tuple[tuple[str, Any], ...]
+
+
+def _values(name: str, d: Domain) -> list[Any]:
+    if name in ("v", "w", "c1", "c2"):
+        return list({"v": d.fcat_values, "w": d.ic_values, "c1": d.pc1_values, "c2": d.pc2_values}[name])
+    if name == "k":
+        return [3, 4, 5]
+    if name == "t":
+        return [2, 3, 4]
+    raise KeyError(name)
+
+
+def question_params(template: str, d: Domain) -> list[dict[str, Any]]:
+    """Every parameter choice of ``template`` over domain ``d``, in a fixed order."""
+    names = PARAMS[template]
+    if names == ("lo", "hi"):
+        return [{"lo": lo, "hi": hi} for lo, hi in RANGES]
+    out: list[dict[str, Any]] = [{}]
+    for name in names:
+        out = [{**o, name: x} for o in out for x in _values(name, d)]
+    return out
+
+
+def question_space(domains: tuple[Domain, ...]) -> list[QuestionKey]:
+    """Every distinct question the family can ask, in a fixed order (a seed picks a permutation)."""
+    return [
+        QuestionKey(i, template, tier, tuple(sorted(p.items())))
+        for i, d in enumerate(domains)
+        for template, tier in TEMPLATES
+        for p in question_params(template, d)
+    ]
 
 
 def _by_id(rows: list[Row]) -> dict[int, Row]:
     return {r["id"]: r for r in rows}
 
 
-def make_question(template: str, tier: int, d: Domain, rng: random.Random) -> Question:
-    """Question ``template`` over domain ``d`` with parameters drawn from ``rng``."""
-    v = rng.choice(d.fcat_values)
-    w = rng.choice(d.ic_values)
-    c1 = rng.choice(d.pc1_values)
-    c2 = rng.choice(d.pc2_values)
+def make_question(template: str, tier: int, d: Domain, params: dict[str, Any]) -> Question:
+    """Question ``template`` over domain ``d`` with ``params`` (one of :func:`question_params`)."""
+    v, w, c1, c2 = (params.get(x) for x in ("v", "w", "c1", "c2"))
     P, I, F = d.people, d.items, d.facts  # noqa: N806, E741 - table names
     joins = f"FROM {F} f JOIN {P} p ON p.id = f.{d.pfk} JOIN {I} i ON i.id = f.{d.ifk}"
 
@@ -144,7 +204,7 @@ def make_question(template: str, tier: int, d: Domain, rng: random.Random) -> Qu
                         f"SELECT p.{d.pc2}, AVG(f.{d.fint}) FROM {F} f JOIN {P} p ON p.id = f.{d.pfk} "
                         f"GROUP BY p.{d.pc2}", avg_by_group, False, (d.pc2, f"avg_{d.fint}"))  # fmt: skip
     if template == "top_k":
-        k = rng.randint(3, 5)
+        k = params["k"]
 
         def top_k(db: Database) -> Result:
             its = _by_id(db.items)
@@ -163,7 +223,7 @@ def make_question(template: str, tier: int, d: Domain, rng: random.Random) -> Qu
                         f"WHERE f.{d.fcat} = '{v}' GROUP BY i.id ORDER BY total DESC, i.id ASC LIMIT {k}",
                         top_k, True, ("name", "total"))  # fmt: skip
     if template == "having_count":
-        t = rng.randint(2, 4)
+        t = params["t"]
 
         def having_count(db: Database) -> Result:
             n: Counter[int] = Counter(f[d.pfk] for f in db.facts if f[d.fcat] == v)
@@ -198,6 +258,54 @@ def make_question(template: str, tier: int, d: Domain, rng: random.Random) -> Qu
                         f"SELECT p.id, COUNT(f.id) FROM {P} p LEFT JOIN {F} f ON f.{d.pfk} = p.id AND "
                         f"f.{d.fcat} = '{v}' WHERE p.{d.pc1} = '{c1}' GROUP BY p.id", left_join_zero, False,
                         ("id", "count"))  # fmt: skip
+    if template == "range_count":
+        lo, hi = params["lo"], params["hi"]
+
+        def range_count(db: Database) -> Result:
+            its = _by_id(db.items)
+            n: Counter[str] = Counter(its[f[d.ifk]][d.ic] for f in db.facts if lo <= f[d.fint] <= hi)
+            return list(n.items())
+
+        return Question(template, tier,
+                        f"For each {d.item} {d.ic}, give the {d.ic} and the number of {d.facts} of {d.items} "
+                        f"in it whose {d.fint} is between {lo} and {hi} (both included); leave out a {d.ic} "
+                        f"with no such {d.fact}.",
+                        f"SELECT i.{d.ic}, COUNT(*) FROM {F} f JOIN {I} i ON i.id = f.{d.ifk} WHERE f.{d.fint} "
+                        f"BETWEEN {lo} AND {hi} GROUP BY i.{d.ic}", range_count, False, (d.ic, "count"))  # fmt: skip
+    if template == "max_per_person":
+
+        def max_per_person(db: Database) -> Result:
+            ppl = _by_id(db.people)
+            best: dict[int, int] = {}
+            for f in db.facts:
+                if f[d.fcat] == v and ppl[f[d.pfk]][d.pc1] == c1:
+                    best[f[d.pfk]] = max(best.get(f[d.pfk], 0), f[d.fint])
+            return list(best.items())
+
+        return Question(template, tier,
+                        f"For every {d.person} whose {d.pc1} is '{c1}' and who has at least one {d.fact} whose "
+                        f"{d.fcat} is '{v}', give the {d.person}'s id and the largest {d.fint} among those "
+                        f"{d.facts}.",
+                        f"SELECT p.id, MAX(f.{d.fint}) FROM {F} f JOIN {P} p ON p.id = f.{d.pfk} WHERE "
+                        f"p.{d.pc1} = '{c1}' AND f.{d.fcat} = '{v}' GROUP BY p.id", max_per_person, False,
+                        ("id", f"max_{d.fint}"))  # fmt: skip
+    if template == "distinct_items":
+
+        def distinct_items(db: Database) -> Result:
+            ppl, its = _by_id(db.people), _by_id(db.items)
+            seen: dict[str, set[int]] = defaultdict(set)
+            for f in db.facts:
+                if its[f[d.ifk]][d.ic] == w:
+                    seen[ppl[f[d.pfk]][d.pc2]].add(f[d.ifk])
+            return [(k, len(ids)) for k, ids in seen.items()]
+
+        return Question(template, tier,
+                        f"For each {d.person} {d.pc2}, give the {d.pc2} and the number of different {d.items} "
+                        f"of {d.ic} '{w}' that {d.people} with that {d.pc2} have {d.facts} of (a {d.item} "
+                        f"counts once however many {d.facts} it has); leave out a {d.pc2} with none.",
+                        f"SELECT p.{d.pc2}, COUNT(DISTINCT f.{d.ifk}) FROM {F} f JOIN {P} p ON p.id = f.{d.pfk} "
+                        f"JOIN {I} i ON i.id = f.{d.ifk} WHERE i.{d.ic} = '{w}' GROUP BY p.{d.pc2}",
+                        distinct_items, False, (d.pc2, "count"))  # fmt: skip
     raise KeyError(template)
 
 
