@@ -322,11 +322,14 @@ async def run_in_sandbox(
         try:
             timeout = task.spec.judge.timeout_s
 
-            async def fresh(sb: Sandbox) -> Sandbox:
-                """``sb`` as new for the next phase: reset, or replaced where reset would leave /tmp behind."""
+            async def fresh(sb: Sandbox, launcher: bool = True) -> Sandbox:
+                """``sb`` as new for the next phase: reset, or replaced where reset would leave /tmp behind.
+
+                ``launcher``: the next phase runs the launcher, so a pool prestarts one; a phase that only
+                runs the driver gets none (it would compete with the driver for the CPU, then be killed)."""
                 if resets_completely(sb):
                     await sb.reset()
-                    if pooled is not None:
+                    if pooled is not None and launcher:
                         pooled.ready(sb)
                     return sb
                 await sb.close()  # reset would leave the last phase's /tmp (its bytecode, the probes)
@@ -376,7 +379,7 @@ async def run_in_sandbox(
                 if beside is not None:
                     await beside
                 elif reference_after:
-                    sb = await fresh(sb)
+                    sb = await fresh(sb, launcher=False)
                     await reference_dynamic(sb)
             finally:
                 if beside is not None and not beside.done():
