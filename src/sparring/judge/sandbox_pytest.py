@@ -21,7 +21,10 @@ What this launcher still does keeps honest runs clean and failures readable:
   plugins) and starts its session *before reading the job*: none of that depends on
   the job or reads /workspace, so a launcher prestarted in a warm sandbox
   (:class:`sparring.judge.sandbox_runner.JudgePool`) has done it while the sandbox
-  waited, and a cold one does the same in the same order;
+  waited, and a cold one does the same in the same order (then ``gc.freeze()``: the
+  run's garbage collections skip pytest's own objects, which live as long as the
+  process anyway; the first ``gc.get_objects``/``get_referrers``/``get_referents``
+  unfreezes them, so such a walk finds what it would have found unfrozen);
 * only then (:class:`JobGate`, the first ``pytest_collection`` hook) reads the job,
   writes the probes, *appends* /workspace to ``sys.path`` with a path hook that
   imports only Python *source* from it (no extension modules, no bytecode: a
@@ -77,6 +80,7 @@ AUDITED = {
 # For object.__getattr__/__setattr__ only these attribute names count: the ways to a frame (and from
 # there to the judge's locals and the tests' expected values) and to a function's code.
 ATTR_EVENTS = frozenset({"object.__getattr__", "object.__setattr__"})
+GC_WALKS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents"})
 WATCHED_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "__code__"})
 PATH_EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
 IGNORE = "--ignore="
@@ -89,6 +93,7 @@ class Reporter:
         self._fd = fd
         self.seed = 0  # the job's, set by the gate before collection
         self.started = False
+        self.frozen = False  # pytest's own objects frozen (JobGate), until something walks the collector
         self._rec = recorder
         self._state: dict[str, str] = {}
         self._dur: dict[str, float] = {}
@@ -100,7 +105,14 @@ class Reporter:
     def audit(self, event: str, args: tuple[Any, ...]) -> None:
         """An audit hook: flags what the candidate's code does at runtime (evidence for review only)."""
         rule = AUDITED.get(event)
-        if rule is None or self._in_hook:
+        if rule is None:
+            return
+        if self.frozen and event in GC_WALKS:
+            # Code that walks the collector's objects sees every one, as in a process that never froze any
+            # (the walk may be the candidate's search for this reporter: it must find what it always did).
+            self.frozen = False
+            gc.unfreeze()
+        if self._in_hook:
             return
         self._in_hook = True
         try:
@@ -197,7 +209,9 @@ class JobGate:
         # Everything made so far (pytest's modules, plugins, config, session) lives as long as this process:
         # the collector skips it from here on, so the run's collections (and pytest's at unconfigure) only
         # walk what the tests make. Half of a warm launcher's time after its job went into walking it.
+        # The audit hook unfreezes it all as soon as any code asks the collector for its objects.
         gc.freeze()
+        self._reporter.frozen = True
         with os.fdopen(self._fd, "rb") as f:
             job = json.loads(f.readline())
         root, workspace = self._root, self._workspace
