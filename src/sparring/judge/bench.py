@@ -8,7 +8,8 @@ diff, measured as ``full`` (regression tests, dynamic tests, static checks) and
 ``core`` (hidden tests only, still with every isolation measure), both on a fresh
 sandbox per judgement (the old path), and ``warm``: the full judgement on a
 :class:`JudgePool`, whose sandboxes are reset between judgements and whose
-launcher is prestarted (pytest imported) while the sandbox waits, the per-node
+launcher is prestarted (pytest imported, configured and its session started) while
+the sandbox waits, the per-node
 floor the judge runs at in training (its first judgement per task, which makes
 the pool's sandboxes and the reference's trace, is left out of the median).
 Runs are interleaved task by task in the same process, so load affects all

@@ -33,6 +33,7 @@ evaluation judge's tests never shape training rewards.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from typing import Literal
@@ -190,19 +191,23 @@ class PytestJudge:
             ref = WorkspaceDiff(files=sol_files, deleted=tuple(deleted))
         allowed = task.spec.judge.allow_binary_modules
         flags = static_flags(diff, task.workspace, allowed=allowed)
-        comps, metrics = static_components(diff, task.workspace)
+        # The static components read only the diff and the initial state; most of their time is ruff, a
+        # subprocess: they are computed in a thread while the sandbox runs, not before it.
+        static = asyncio.ensure_future(asyncio.to_thread(static_components, diff, task.workspace))
+        static.add_done_callback(lambda f: f.cancelled() or f.exception())  # a failed run outranks it
         # Only what the checks can read is written into the judge's sandbox: extension modules, bytecode,
         # archives and .pth files of the diff (flagged above) never reach it.
         diff, _, removed = split_importable(diff, allowed)
-        metrics["files_withheld"] = float(len(removed))
-        if usage is not None:
-            comps["usage"], more = self.usage_components(task, usage)
-            metrics.update(more)
         run = await run_in_sandbox(
             self.backend, task, diff, candidate_job,
             dynamic_job=job, reference=ref, limits=self.limits, pool=self.pool,
             reference_job=None if ref_plan is None else launcher_job(ref_plan.files, args, shuffle, allow_binary),
         )  # fmt: skip
+        comps, metrics = await static
+        metrics["files_withheld"] = float(len(removed))
+        if usage is not None:
+            comps["usage"], more = self.usage_components(task, usage)
+            metrics.update(more)
         assert trace is not None and made, "run_in_sandbox makes the candidate's job before running it"
         plan = made[0]
         metrics["unverifiable_sites"] = float(len(trace.unverifiable))

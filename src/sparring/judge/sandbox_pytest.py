@@ -1,28 +1,37 @@
 """The judge's pytest launcher. It runs INSIDE the judge's sandbox, never on the host.
 
 Copied into the judge's read-only config mount (``/judge/cfg``) and started as
-``python -s /judge/cfg/sandbox_pytest.py WORKSPACE`` with one JSON line on stdin:
-``root`` (a scratch directory to run in), ``files`` (probe test files, relative to
-``root``: the judge's tests rewritten on the host so that every assert only
-*observes*, see :mod:`sparring.judge.probe`), ``copy`` (read-only directories
-whose files the tests may need, copied under ``root`` first), ``args`` (what to
-collect, relative to ``root``) and ``seed`` (test order).
+``python -s /judge/cfg/sandbox_pytest.py WORKSPACE ROOT`` (``ROOT``: a scratch
+directory to run in) with one JSON line on stdin: ``files`` (probe test files,
+relative to ``ROOT``: the judge's tests rewritten on the host so that every
+assert only *observes*, see :mod:`sparring.judge.probe`), ``copy`` (read-only
+directories whose files the tests may need, copied under ``ROOT`` first),
+``args`` (what to collect, relative to ``ROOT``, and ``--ignore=`` paths) and
+``seed`` (test order).
 
 Nothing here is trusted. The candidate's code runs in this process and may
 rewrite anything in it, this module included; the host decides every outcome
 from observations compared with expected values that never enter the sandbox.
 What this launcher still does keeps honest runs clean and failures readable:
 
-* reads and closes stdin, keeps a private duplicate of the real stdout for the
-  report and points fd 1 at stderr, so a candidate's prints never mix with it;
-* imports pytest and its own modules while /workspace is not on ``sys.path``,
-  then *appends* /workspace, with a path hook that imports only Python *source*
-  from it (no extension modules, no bytecode: a workspace ``__pycache__`` is
-  never read, see :mod:`sparring.judge.sandbox_imports`);
-* runs pytest with the judge's pinned ini, no conftest files, no autoloaded
-  plugins and a shuffled test order (seeded by the judge);
-* emits ``start`` before any candidate code can run (the host reads a missing
-  ``start`` as the judge's own fault, anything later as the candidate's).
+* keeps private duplicates of stdin (the job) and of the real stdout (the report),
+  points fd 0 at /dev/null and fd 1 at stderr, so a candidate's prints never mix
+  with the report;
+* configures pytest (the judge's pinned ini, no conftest files, no autoloaded
+  plugins) and starts its session *before reading the job*: none of that depends on
+  the job or reads /workspace, so a launcher prestarted in a warm sandbox
+  (:class:`sparring.judge.sandbox_runner.JudgePool`) has done it while the sandbox
+  waited, and a cold one does the same in the same order (then ``gc.freeze()``: the
+  run's garbage collections skip pytest's own objects, which live as long as the
+  process anyway; the first ``gc.get_objects``/``get_referrers``/``get_referents``
+  unfreezes them, so such a walk finds what it would have found unfrozen);
+* only then (:class:`JobGate`, the first ``pytest_collection`` hook) reads the job,
+  writes the probes, *appends* /workspace to ``sys.path`` with a path hook that
+  imports only Python *source* from it (no extension modules, no bytecode: a
+  workspace ``__pycache__`` is never read, see :mod:`sparring.judge.sandbox_imports`),
+  installs the audit hook and emits ``start``, before any candidate code can run
+  (the host reads a missing ``start`` as the judge's own fault, anything later as the
+  candidate's); collection and the shuffled run (seeded by the judge) follow.
 
 The report is a stream of lines ``@@SPARRING-JUDGE@@ JSON``: ``start``,
 ``collected``, ``collect_error``, one ``test`` per test with its outcome and
@@ -33,6 +42,7 @@ Only the standard library and pytest may be imported here.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -41,6 +51,8 @@ import sys
 from typing import Any
 
 import pytest
+import sandbox_imports
+import sandbox_observe
 
 MARK = "@@SPARRING-JUDGE@@"
 # Audit events the candidate's code must not raise: event -> (flag, who counts as the caller).
@@ -68,16 +80,20 @@ AUDITED = {
 # For object.__getattr__/__setattr__ only these attribute names count: the ways to a frame (and from
 # there to the judge's locals and the tests' expected values) and to a function's code.
 ATTR_EVENTS = frozenset({"object.__getattr__", "object.__setattr__"})
+GC_WALKS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents"})
 WATCHED_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "__code__"})
 PATH_EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
+IGNORE = "--ignore="
 
 
 class Reporter:
     """A pytest plugin object: outcome and observations per test id, as report lines."""
 
-    def __init__(self, fd: int, seed: int, recorder: Any) -> None:
+    def __init__(self, fd: int, recorder: Any) -> None:
         self._fd = fd
-        self._seed = seed
+        self.seed = 0  # the job's, set by the gate before collection
+        self.started = False
+        self.frozen = False  # pytest's own objects frozen (JobGate), until something walks the collector
         self._rec = recorder
         self._state: dict[str, str] = {}
         self._dur: dict[str, float] = {}
@@ -89,7 +105,14 @@ class Reporter:
     def audit(self, event: str, args: tuple[Any, ...]) -> None:
         """An audit hook: flags what the candidate's code does at runtime (evidence for review only)."""
         rule = AUDITED.get(event)
-        if rule is None or self._in_hook:
+        if rule is None:
+            return
+        if self.frozen and event in GC_WALKS:
+            # Code that walks the collector's objects sees every one, as in a process that never froze any
+            # (the walk may be the candidate's search for this reporter: it must find what it always did).
+            self.frozen = False
+            gc.unfreeze()
+        if self._in_hook:
             return
         self._in_hook = True
         try:
@@ -125,11 +148,13 @@ class Reporter:
             n = os.write(self._fd, data)
             data = data[n:]
 
-    def pytest_sessionstart(self, session: Any) -> None:
+    def start(self, seed: int) -> None:
+        self.seed = seed
+        self.started = True
         self.emit({"kind": "start"})
 
     def pytest_collection_modifyitems(self, session: Any, config: Any, items: list[Any]) -> None:
-        random.Random(self._seed).shuffle(items)
+        random.Random(self.seed).shuffle(items)
         self.emit({"kind": "collected", "ids": [it.nodeid for it in items]})
 
     def pytest_collectreport(self, report: Any) -> None:
@@ -163,7 +188,53 @@ class Reporter:
                        "obs": self._rec.take()})  # fmt: skip
 
     def pytest_sessionfinish(self, session: Any, exitstatus: int) -> None:
+        if not self.started:  # the job never ran: the host reads the missing start as the judge's fault
+            return
         self.emit({"kind": "done", "exitstatus": int(exitstatus), "collected": int(session.testscollected)})
+
+
+class JobGate:
+    """A pytest plugin object: the job arrives at the start of collection, once pytest is configured and its
+    session started (plugins imported and registered, fixtures of the plugins parsed), none of which reads
+    the job or the workspace."""
+
+    def __init__(self, fd: int, workspace: str, root: str, reporter: Reporter) -> None:
+        self._fd = fd
+        self._workspace = workspace
+        self._root = root
+        self._reporter = reporter
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: Any) -> None:
+        # Everything made so far (pytest's modules, plugins, config, session) lives as long as this process:
+        # the collector skips it from here on, so the run's collections (and pytest's at unconfigure) only
+        # walk what the tests make. Half of a warm launcher's time after its job went into walking it.
+        # The audit hook unfreezes it all as soon as any code asks the collector for its objects.
+        gc.freeze()
+        self._reporter.frozen = True
+        with os.fdopen(self._fd, "rb") as f:
+            job = json.loads(f.readline())
+        root, workspace = self._root, self._workspace
+        _stage(root, dict(job.get("files", {})), dict(job.get("copy", {})))
+        paths: list[str] = []
+        ignore: list[str] = []
+        for arg in job["args"]:
+            if arg.startswith(IGNORE):
+                ignore.append(os.path.join(root, arg.removeprefix(IGNORE)))
+            elif arg.startswith("-"):
+                raise pytest.UsageError(f"the launcher's job may hold no option but {IGNORE}PATH: {arg!r}")
+            else:
+                paths.append(os.path.join(root, arg))
+        if not paths:
+            raise pytest.UsageError("the launcher's job names nothing to collect")
+        config = session.config
+        config.args = paths
+        config.option.ignore = ignore or None
+        sys.addaudithook(self._reporter.audit)
+        sandbox_imports.source_only(workspace, bool(job.get("allow_binary")))
+        sys.path.append(workspace)
+        os.environ["PYTHONPATH"] = workspace  # for test subprocesses; this interpreter is already up
+        self._reporter.start(int(job["seed"]))
 
 
 def _stage(root: str, files: dict[str, str], copy: dict[str, str]) -> None:
@@ -178,7 +249,9 @@ def _stage(root: str, files: dict[str, str], copy: dict[str, str]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    job = json.loads(sys.stdin.readline())
+    workspace, root = os.path.abspath(argv[0]), os.path.abspath(argv[1])
+    job_fd = os.dup(0)  # the job is read from here once pytest is up (JobGate)
+    os.set_inheritable(job_fd, False)
     sys.stdin.close()
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -186,31 +259,16 @@ def main(argv: list[str]) -> int:
     report_fd = os.dup(1)
     os.set_inheritable(report_fd, False)
     os.dup2(2, 1)
-    import sandbox_imports
-    import sandbox_observe
-
-    workspace = os.path.abspath(argv[0])
-    root = str(job["root"])
-    _stage(root, dict(job.get("files", {})), dict(job.get("copy", {})))
-    reporter = Reporter(report_fd, int(job["seed"]), sandbox_observe.RECORDER)
-    sys.addaudithook(reporter.audit)
-    sandbox_imports.source_only(workspace, bool(job.get("allow_binary")))
+    os.makedirs(root, exist_ok=True)  # pytest's --rootdir must exist; the probes land here later
     os.chdir(workspace)
-    sys.path.append(workspace)
-    os.environ["PYTHONPATH"] = workspace  # for test subprocesses; this interpreter is already up
+    reporter = Reporter(report_fd, sandbox_observe.RECORDER)
+    gate = JobGate(job_fd, workspace, root, reporter)
     args = [
         "-c", os.path.join(os.path.dirname(os.path.abspath(__file__)), "pytest.ini"),
         "--rootdir", root, "--noconftest", "-p", "no:cacheprovider", "-p", "no:stepwise",
-        "-q", "-o", "addopts=", "-o", "python_files=test_*.py *_test.py",
-        *[a if a.startswith("-") and not a.startswith("--ignore=") else _under(root, a) for a in job["args"]],
+        "-q", "-o", "addopts=", "-o", "python_files=test_*.py *_test.py", root,
     ]  # fmt: skip
-    return int(pytest.main(args, plugins=[reporter]))
-
-
-def _under(root: str, arg: str) -> str:
-    if arg.startswith("--ignore="):
-        return "--ignore=" + os.path.join(root, arg[len("--ignore="):])
-    return os.path.join(root, arg)
+    return int(pytest.main(args, plugins=[reporter, gate]))
 
 
 if __name__ == "__main__":

@@ -69,7 +69,8 @@ PYTHON = "python"
 
 
 def launcher_argv() -> list[str]:
-    return [PYTHON, "-s", "/judge/cfg/sandbox_pytest.py", "/workspace"]
+    """The launcher's command line: everything it needs before its job (it configures pytest first)."""
+    return [PYTHON, "-s", "/judge/cfg/sandbox_pytest.py", "/workspace", PROBE_ROOT]
 
 
 @dataclass
@@ -146,10 +147,11 @@ class JudgePool:
     """Warm judge sandboxes per task, reset between judgements; at most ``max_idle`` idle per task.
 
     With ``prestart`` (the default), every sandbox the pool makes or resets gets its launcher started
-    at once: the interpreter comes up and imports pytest while the sandbox waits for its next judgement,
-    then blocks reading its job. The launcher is started before any of the candidate's files exist and
-    reads nothing of /workspace until its job arrives, so the run is the one a cold start would make;
-    it is used once, and the reset after the judgement kills it with everything else.
+    at once: the interpreter comes up, imports pytest, configures it and starts its session while the
+    sandbox waits for its next judgement, then blocks reading its job (:mod:`sparring.judge.sandbox_pytest`).
+    The launcher is started before any of the candidate's files exist and reads nothing of /workspace
+    until its job arrives, so the run is the one a cold start would make; it is used once, and the reset
+    after the judgement kills it with everything else.
 
     Close it when done (``await pool.close()``); judges sharing one pool share its sandboxes.
     """
@@ -251,7 +253,7 @@ async def run_driver(sb: Sandbox, job: dict[str, Any], timeout: float) -> list[d
 
 def launcher_job(probe_files: dict[str, str], args: list[str], seed: int, allow_binary: bool) -> bytes:
     """The launcher's stdin: probes, what to collect, the order seed; no secret (there is none to keep)."""
-    job = {"root": PROBE_ROOT, "files": probe_files, "copy": {"hidden": "/judge/hidden"}, "args": args,
+    job = {"files": probe_files, "copy": {"hidden": "/judge/hidden"}, "args": args,
            "seed": seed, "allow_binary": allow_binary}  # fmt: skip
     return (json.dumps(job) + "\n").encode()
 
@@ -320,11 +322,14 @@ async def run_in_sandbox(
         try:
             timeout = task.spec.judge.timeout_s
 
-            async def fresh(sb: Sandbox) -> Sandbox:
-                """``sb`` as new for the next phase: reset, or replaced where reset would leave /tmp behind."""
+            async def fresh(sb: Sandbox, launcher: bool = True) -> Sandbox:
+                """``sb`` as new for the next phase: reset, or replaced where reset would leave /tmp behind.
+
+                ``launcher``: the next phase runs the launcher, so a pool prestarts one; a phase that only
+                runs the driver gets none (it would compete with the driver for the CPU, then be killed)."""
                 if resets_completely(sb):
                     await sb.reset()
-                    if pooled is not None:
+                    if pooled is not None and launcher:
                         pooled.ready(sb)
                     return sb
                 await sb.close()  # reset would leave the last phase's /tmp (its bytecode, the probes)
@@ -374,7 +379,7 @@ async def run_in_sandbox(
                 if beside is not None:
                     await beside
                 elif reference_after:
-                    sb = await fresh(sb)
+                    sb = await fresh(sb, launcher=False)
                     await reference_dynamic(sb)
             finally:
                 if beside is not None and not beside.done():
