@@ -93,3 +93,19 @@ def test_demo_look_quick_measures_the_skill(tmp_path):
     bad = subprocess.run([str(EXE), "demo", "--family", "sql", "--workdir", str(tmp_path / "x")],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert bad.returncode != 0 and "--family 'sql'" in bad.stderr and "shell-look" in bad.stderr
+
+
+def test_demo_look_training_set_does_not_let_the_ticket_predict_the_file():
+    """shell-look's train and held-out sets hold every (operation, file name) pair equally often: with
+    16 training tasks each operation's tickets had one name twice in four, so a guess conditioned on
+    the ticket passed 1 time in 2 on the training set (as often as a look did after SFT) and GRPO
+    learnt that guess instead of looking first."""
+    import collections
+
+    from sparring.cli.demo import LOOK_FULL, LOOK_QUICK
+    from sparring.tasks.families.shell_look import shell_look_task
+
+    sets = [(LOOK_FULL["n_train"], 0), (LOOK_QUICK["n_train"], 0), (LOOK_FULL["n_heldout"], 100_003)]
+    for n, seed in sets:  # the quick run's 6 held-out tasks are a smoke test's, not a measurement's
+        pairs = collections.Counter(tuple(shell_look_task(i, seed)[0].tags[1:]) for i in range(n))
+        assert len(pairs) == 12 and len(set(pairs.values())) == 1, (n, pairs)
