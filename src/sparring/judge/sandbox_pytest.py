@@ -51,8 +51,6 @@ import sys
 from typing import Any
 
 import pytest
-import sandbox_imports
-import sandbox_observe
 
 MARK = "@@SPARRING-JUDGE@@"
 # Audit events the candidate's code must not raise: event -> (flag, who counts as the caller).
@@ -231,6 +229,8 @@ class JobGate:
         config.args = paths
         config.option.ignore = ignore or None
         sys.addaudithook(self._reporter.audit)
+        import sandbox_imports  # imported by main() before the job: a lookup here
+
         sandbox_imports.source_only(workspace, bool(job.get("allow_binary")))
         sys.path.append(workspace)
         os.environ["PYTHONPATH"] = workspace  # for test subprocesses; this interpreter is already up
@@ -261,6 +261,11 @@ def main(argv: list[str]) -> int:
     os.dup2(2, 1)
     os.makedirs(root, exist_ok=True)  # pytest's --rootdir must exist; the probes land here later
     os.chdir(workspace)
+    # The launcher's siblings in the judge's directory (not importable outside the sandbox: the
+    # package's import-all check imports this module on the host), imported while the launcher waits.
+    import sandbox_imports  # noqa: F401
+    import sandbox_observe
+
     reporter = Reporter(report_fd, sandbox_observe.RECORDER)
     gate = JobGate(job_fd, workspace, root, reporter)
     args = [
