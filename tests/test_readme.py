@@ -32,6 +32,11 @@ TIMEOUT_S = 3600  # the README runs short trainings, benchmarks and the judge's 
 SKIP = {
     "make demo": "it is `sparring demo` after `make setup`, the full 20-iteration run (tests/test_demo.py runs --quick)",
     "make test": "it would run this test suite from inside itself",
+    # the shell-look figures' full runs (10-15 min each on 2 cores); test_demo.py runs --family shell-look --quick
+    "sparring demo --family shell-look --json --seed $S --workdir .sparring/look/s$S          # RL run":
+        "a full shell-look run (tests/test_demo.py runs it with --quick)",
+    "sparring demo --family shell-look --json --seed $S --no-rl --workdir .sparring/look/c$S  # control":
+        "a full shell-look control run (tests/test_demo.py runs the shell-look demo with --quick)",
 }
 
 
@@ -76,6 +81,7 @@ def readme_commands(text: str) -> list[str]:
 
 def test_readme_commands_are_found():
     cmds = readme_commands((ROOT / "README.md").read_text())
+    assert set(SKIP) <= set(cmds), set(SKIP) - set(cmds)  # a skip names a command the README still has
     # the README's two demo commands are the session's shared runs, matched by their arguments
     assert sorted(a for a in map(shared_run, cmds) if a) == sorted([DEMO_ARGS, CONTROL_ARGS])
     assert shared_run("sparring demo --quick --json --seed 1") is None and shared_run("echo 'x") is None
