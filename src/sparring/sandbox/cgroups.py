@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +46,6 @@ def _keyed(p: Path) -> dict[str, int]:
     return out
 
 
-
 def cgroup_procs(d: Path) -> list[int]:
     """The pids in cgroup ``d`` (none when it is gone or unreadable)."""
     try:
@@ -67,8 +67,6 @@ def kill_members(dirs: list[Path], rounds: int = 500, pause_s: float = 0.001) ->
     """SIGKILL every process in the cgroups ``dirs`` until they are empty, at most ``rounds`` passes
     (a fork race ends within the pids limit). The one kill loop of every cgroup teardown: a sandbox's
     close, the reaper's and the OCI backend's."""
-    import signal
-
     for _ in range(rounds):
         left = sorted({p for d in dirs for p in cgroup_procs(d)})
         if not left:
@@ -90,6 +88,7 @@ def empty_and_remove(dirs: list[Path]) -> None:
             d.rmdir()
         except OSError:
             shutil.rmtree(d, ignore_errors=True)
+
 
 @dataclass
 class CgroupSet:
