@@ -27,6 +27,7 @@ large fact table.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import random
@@ -238,13 +239,14 @@ def _results(d: Domain, db: Database, q: Question, ns: dict[str, Any]) -> Result
 QUESTIONS = tuple(question_space(DOMAINS))
 
 
-def question_order(seed: int) -> list[QuestionKey]:
+@functools.lru_cache(maxsize=8)
+def question_order(seed: int) -> tuple[QuestionKey, ...]:
     """The question space in ``seed``'s order: draw ``i`` asks question ``i`` of it, so the first
     ``len(QUESTIONS)`` draws of a seed never ask the same question twice (independent random draws
-    repeated one in two among 200 tasks)."""
+    repeated one in two among 200 tasks). Cached: every draw of a seed asks for the same order."""
     order = list(QUESTIONS)
     random.Random(derive_seed(seed, "questions")).shuffle(order)
-    return order
+    return tuple(order)
 
 
 def draft(seed: int, index: int, requirements: list[str]) -> Drafted | None:
