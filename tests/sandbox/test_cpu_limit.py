@@ -24,8 +24,11 @@ from tests_support import ROOT_ONLY
 
 # Two processes, each busy until it has used 1 s of CPU (bounded by 60 s of wall time).
 BUSY = (
-    "import time\nt = time.monotonic()\n"
-    "while time.process_time() < 1.0 and time.monotonic() - t < 60:\n    pass\nprint('done')"
+    "import os, time\nt = time.monotonic()\n"
+    "while time.process_time() < 1.0 and time.monotonic() - t < 60:\n    pass\n"
+    # one write of at most PIPE_BUF bytes is atomic: print() may write 'done' and '\n' apart (unbuffered
+    # stdout), and under load the two children's pieces interleaved ('donedone\n\n', issue 14's CI run)
+    "os.write(1, b'done\\n')"
 )
 WORK_S = 2.0
 
