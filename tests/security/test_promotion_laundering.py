@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import pytest
 
-from sparring.errors import ConfigError
+from sparring.errors import ConfigError, TaskError
 from sparring.judge.hacks import static_flags
 from sparring.rollout.trajectory import Trajectory
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.store.failures import promote_tasks
-from sparring.tasks.loader import load_task
+from sparring.tasks.loader import load_task, write_task
 
 HOOK = {"sitecustomize.py": b"import os\nif os.path.exists('/workspace/ON'):\n    os.environ['PASS'] = '1'\n"}
 
@@ -40,3 +40,17 @@ def test_a_flagged_workspace_is_refused_as_a_task(clamp_task, tmp_path):
     with pytest.raises(ConfigError, match=r"flagged .*--as regression"):
         promote_tasks([_t(clamp_task, flags)], tasks, tmp_path / "flagged", "c1", 1)
     assert not (tmp_path / "flagged").exists()
+
+
+@pytest.mark.parametrize("bad", ["../escape.txt", "ws/../../escape.txt", "ABS", "", "a//b", "./a"])
+def test_task_files_are_written_only_inside_the_task(clamp_task, tmp_path, bad):
+    """Names from data (an agent's diff, an imported dataset) cannot steer a task write onto the host.
+    Positive control: joined as a path, the traversing and absolute names land outside the task dir."""
+    canary = tmp_path / "escape.txt"
+    name = str(canary) if bad == "ABS" else bad
+    if bad in ("ABS", "../escape.txt"):
+        assert (tmp_path / "out" / "workspace" / name).resolve().parent != (tmp_path / "out" / "workspace")
+    with pytest.raises(TaskError, match="refusing to write task file"):
+        write_task(tmp_path / "out" / "t", clamp_task.spec, workspace={name: "x"}, hidden={}, solution={})
+    assert not canary.exists() and not (tmp_path / "out" / "t").exists()
+    assert [p.name for p in (tmp_path / "out").iterdir()] == []  # the temp build dir is gone too
