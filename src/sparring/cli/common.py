@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from sparring.cli.inert import InertConsole
 from sparring.errors import NotBuiltError, SparringError
 
 T = TypeVar("T")
@@ -23,9 +24,9 @@ T = TypeVar("T")
 def _console(stderr: bool) -> Console:
     """A console; when it does not write to a terminal (a log file, a pipe) and COLUMNS is unset, lines
     are never wrapped at rich's default 80 columns (a status dict split over lines is unreadable)."""
-    c = Console(stderr=stderr)
+    c = InertConsole(stderr=stderr)
     if not c.is_terminal and not os.environ.get("COLUMNS"):
-        c = Console(stderr=stderr, width=1000, soft_wrap=True)
+        c = InertConsole(stderr=stderr, width=1000, soft_wrap=True)
     return c
 
 

@@ -152,6 +152,13 @@ def promote_tasks(trajs: list[Trajectory], tasks: dict[tuple[str, str], Task], o
     if trajs and trajs[0].status in ("infra_error", "policy_error", "judge_error"):
         raise ConfigError(f"cluster {cid} holds {trajs[0].status} samples: their workspace is not the policy's "
                           "work; promote it --as regression instead")  # fmt: skip
+    flagged = sorted({f for t in trajs for f in t.flags})
+    if flagged:
+        # The judge's static checks read only what an agent *added* to the initial workspace. A flagged
+        # workspace promoted into a task makes the flagged code the task's own: invisible to those checks
+        # in every later rollout (a hack switched on by a one-byte file would then score unflagged).
+        raise ConfigError(f"cluster {cid} is flagged ({', '.join(flagged)}): its workspaces hold what the judge "
+                          "flagged and must not become a task's initial state; promote it --as regression instead")  # fmt: skip
     made: list[dict[str, Any]] = []
     seen: set[str] = set()
     for t in trajs:

@@ -131,6 +131,20 @@ def find_tasks(path: str | Path) -> list[Task]:
     return sorted(tasks, key=lambda t: (t.id, t.spec.version))
 
 
+def _inside(rel: str) -> str:
+    """``rel`` if it names a file below its directory; a TaskError otherwise.
+
+    File names come from data (an agent's diff, an imported dataset): ``../x`` or an absolute name
+    joined onto the task directory would be written anywhere on the host.
+    """
+    parts = rel.split("/")
+    if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\x00" in rel:
+        raise TaskError(
+            f"refusing to write task file {rel!r}: names must be relative, without '..' or empty parts"
+        )
+    return rel
+
+
 def write_task(
     out: Path,
     spec: TaskSpec,
@@ -147,7 +161,7 @@ def write_task(
         for sub, files in (("workspace", workspace), ("hidden", hidden), ("solution", solution)):
             (tmp / sub).mkdir()
             for rel, content in files.items():
-                p = tmp / sub / rel
+                p = tmp / sub / _inside(rel)
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.write_bytes(content.encode() if isinstance(content, str) else content)
         if deleted:
