@@ -42,7 +42,9 @@ def test_a_flagged_workspace_is_refused_as_a_task(clamp_task, tmp_path):
     assert not (tmp_path / "flagged").exists()
 
 
-@pytest.mark.parametrize("bad", ["../escape.txt", "ws/../../escape.txt", "ABS", "", "a//b", "./a"])
+@pytest.mark.parametrize(
+    "bad", ["../escape.txt", "ws/../../escape.txt", "a/./../../escape.txt", "ABS", "", ".", "a\x00b"]
+)
 def test_task_files_are_written_only_inside_the_task(clamp_task, tmp_path, bad):
     """Names from data (an agent's diff, an imported dataset) cannot steer a task write onto the host.
     Positive control: joined as a path, the traversing and absolute names land outside the task dir."""
@@ -54,3 +56,11 @@ def test_task_files_are_written_only_inside_the_task(clamp_task, tmp_path, bad):
         write_task(tmp_path / "out" / "t", clamp_task.spec, workspace={name: "x"}, hidden={}, solution={})
     assert not canary.exists() and not (tmp_path / "out" / "t").exists()
     assert [p.name for p in (tmp_path / "out").iterdir()] == []  # the temp build dir is gone too
+
+
+def test_harmless_spellings_of_a_name_inside_are_written_normalised(clamp_task, tmp_path):
+    """``./data.txt`` (as importers write it) and ``a//b`` name files inside the task: written as ``data.txt``, ``a/b``."""
+    t = write_task(
+        tmp_path / "t", clamp_task.spec, workspace={"./data.txt": "x", "a//b": "y"}, hidden={}, solution={}
+    )
+    assert (t.workspace / "data.txt").read_text() == "x" and (t.workspace / "a" / "b").read_text() == "y"

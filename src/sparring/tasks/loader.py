@@ -132,17 +132,18 @@ def find_tasks(path: str | Path) -> list[Task]:
 
 
 def _inside(rel: str) -> str:
-    """``rel`` if it names a file below its directory; a TaskError otherwise.
+    """``rel`` normalised (``.`` parts and repeated slashes dropped, as importers write ``./data.txt``)
+    if it names a file below its directory; a TaskError otherwise.
 
     File names come from data (an agent's diff, an imported dataset): ``../x`` or an absolute name
     joined onto the task directory would be written anywhere on the host.
     """
-    parts = rel.split("/")
-    if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\x00" in rel:
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if rel.startswith("/") or not parts or ".." in parts or "\x00" in rel:
         raise TaskError(
-            f"refusing to write task file {rel!r}: names must be relative, without '..' or empty parts"
+            f"refusing to write task file {rel!r}: names must be relative, below the task, without '..'"
         )
-    return rel
+    return "/".join(parts)
 
 
 def write_task(
@@ -175,7 +176,6 @@ def write_task(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return load_task(out)
-
 
 
 def write_task_record(task: Task, name: str, record: dict[str, Any]) -> Path:
