@@ -25,15 +25,15 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
-from sparring.errors import ConfigError
+from sparring.errors import ConfigError, TaskError
 from sparring.judge.base import JudgeRunError
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
 from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
 from sparring.tasks.hacks import HACKS
-from sparring.tasks.loader import Task, load_task, solution_diff
+from sparring.tasks.loader import Task, load_task, relative_name, solution_diff
 
 FORMAT = 2
 GOLDEN_TASKS: tuple[tuple[str, int, int], ...] = (("code-repair", 2, 1), ("function-impl", 1, 1))
@@ -102,10 +102,10 @@ def task_files(task: Task) -> dict[str, Any]:
 
 
 def _safe(rel: str) -> str:
-    pp = PurePosixPath(rel)
-    if pp.is_absolute() or ".." in pp.parts or not pp.parts:
-        raise ConfigError(f"golden set: unsafe path {rel!r} in a frozen task")
-    return rel
+    try:
+        return relative_name(rel)
+    except TaskError:
+        raise ConfigError(f"golden set: unsafe path {rel!r} in a frozen task") from None
 
 
 def materialize(golden: dict[str, Any], out: Path) -> dict[str, Task]:

@@ -131,12 +131,13 @@ def find_tasks(path: str | Path) -> list[Task]:
     return sorted(tasks, key=lambda t: (t.id, t.spec.version))
 
 
-def _inside(rel: str) -> str:
+def relative_name(rel: str) -> str:
     """``rel`` normalised (``.`` parts and repeated slashes dropped, as importers write ``./data.txt``)
     if it names a file below its directory; a TaskError otherwise.
 
-    File names come from data (an agent's diff, an imported dataset): ``../x`` or an absolute name
-    joined onto the task directory would be written anywhere on the host.
+    File names come from data (an agent's diff, an imported dataset, a golden file): ``../x`` or an
+    absolute name joined onto the task directory would be written anywhere on the host. The one check
+    of every write of a task's files (:func:`write_task`, the judge's golden set).
     """
     parts = [p for p in rel.split("/") if p not in ("", ".")]
     if rel.startswith("/") or not parts or ".." in parts or "\x00" in rel:
@@ -162,7 +163,7 @@ def write_task(
         for sub, files in (("workspace", workspace), ("hidden", hidden), ("solution", solution)):
             (tmp / sub).mkdir()
             for rel, content in files.items():
-                p = tmp / sub / _inside(rel)
+                p = tmp / sub / relative_name(rel)
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.write_bytes(content.encode() if isinstance(content, str) else content)
         if deleted:
