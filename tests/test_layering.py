@@ -27,8 +27,9 @@ PACKAGE = "sparring"
 
 # Modules directly under sparring/ that are shared records or helpers, each its own "room":
 # errors (the exception tree), trajectory (the record rollout builds, store keeps, train reads),
-# chat_format (the text format policies render and the Environment parses).
-ROOT_ROOMS = ("errors", "trajectory", "chat_format")
+# chat_format (the text format policies render and the Environment parses), textsafe (candidate
+# text made inert for a reader: the terminal and the HTML pages).
+ROOT_ROOMS = ("errors", "trajectory", "chat_format", "textsafe")
 
 # room -> the rooms (or single modules, "judge.records") it may import. A room may always import
 # itself. Read bottom-up: errors; sandbox; tasks; judge; admission; policy; env; rollout; store; ...; cli.
@@ -38,6 +39,7 @@ ROLLOUT_ROOMS = frozenset(
 ALLOWED: dict[str, frozenset[str]] = {
     "errors": frozenset(),
     "chat_format": frozenset(),
+    "textsafe": frozenset(),
     "sandbox": frozenset({"errors"}),
     "tasks": frozenset({"errors", "sandbox"}),  # protocols only: see CONCRETE_BACKENDS
     "judge": frozenset({"errors", "sandbox", "tasks"}),  # never rollout, policy, train, env, store
@@ -48,7 +50,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "env": frozenset({"errors", "sandbox", "tasks", "judge", "trajectory", "chat_format"}),  # never policy
     "store": frozenset({"errors", "trajectory", "tasks", "sandbox"}),  # never rollout
     "curriculum": frozenset({"errors", "tasks", "trajectory"}),
-    "monitor": frozenset({"errors", "trajectory"}),
+    "monitor": frozenset({"errors", "trajectory", "textsafe"}),
     "rollout": ROLLOUT_ROOMS,  # drives env with a policy
     "distributed": (ROLLOUT_ROOMS - {"chat_format"}) | {"rollout"},
     # consumes trajectories: everything rollout may use, and the rooms that shape training

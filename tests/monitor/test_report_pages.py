@@ -182,6 +182,40 @@ def test_candidate_markup_is_shown_never_run(tmp_path):
     assert [i["page"] for i in items] == [Path(j["pages"][0]).resolve().as_uri()]
 
 
+# "Trojan Source" (CVE-2021-42574): the override and isolates make the line *read* `if access != "user"`
+# with the admin check hidden; on the page it must show its control characters, not obey them.
+TROJAN = 'if access != "user\u202e \u2066// Check if admin\u2069 \u2066" {'
+BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
+def test_candidate_bidi_controls_are_written_out_on_the_pages(tmp_path):
+    """Positive control: HTML escaping alone keeps the bidi controls (so the page would reorder the text).
+    Then a tool output, message, file name and failing test id with them: the trajectory page and the index
+    carry none, in the file and in Chromium's DOM, and show each as its escape (\\u202e)."""
+    import html
+
+    assert BIDI.search(html.escape(TROJAN)), "positive control: plain escaping keeps the controls"
+    t = Trajectory(
+        task_id="task-bidi", task_digest="d", policy="p", status="ok", reward=0.0,
+        failing_tests=[f"test_x{TROJAN}"],
+        messages=[{"role": "user", "content": "fix it"}, {"role": "assistant", "content": TROJAN}],
+        steps=[ToolStep(index=0, tool_call_id="c1", name="bash", output=TROJAN, exit_code=0)],
+        diff={"files": {f"f{TROJAN}.py": {"text": TROJAN}}, "deleted": []},
+    )  # fmt: skip
+    store = tmp_path / "s.db"
+    s = SQLiteStore(store)
+    s.put(t)
+    s.close()
+    j = _cli("traj", "view", "--store", str(store), "--out", str(tmp_path / "pages"))
+    page_path = Path(j["pages"][0])
+    for p in (page_path, Path(j["html"])):
+        text = p.read_text(encoding="utf-8")
+        assert not BIDI.search(text), f"a bidi control reached {p.name}"
+    assert "\\u202e" in page_path.read_text(encoding="utf-8")
+    dom = visit(page_path).dom
+    assert not BIDI.search(dom) and "\\u2066// Check if admin\\u2069" in dom
+
+
 def test_a_remote_resource_is_counted(tmp_path):
     """Positive control of the network check: a page that loads a remote image is seen fetching."""
     p = tmp_path / "remote.html"

@@ -11,25 +11,14 @@ cursor moves are control segments or style attributes, never segment text, and a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
 
-# C0 but newline and tab, DEL, C1 (0x9b is an 8-bit CSI), and the bidi embeddings, overrides and
-# isolates that reorder what a reviewer reads ("Trojan Source").
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+from sparring.textsafe import CONTROL, inert
 
-
-def _shown(m: re.Match[str]) -> str:
-    c = ord(m.group())
-    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
-
-
-def inert(text: str) -> str:
-    """``text`` with every control character a terminal would obey written out as ``\\xNN`` / ``\\uNNNN``."""
-    return _CONTROL.sub(_shown, text)
+__all__ = ["InertConsole", "inert"]
 
 
 class InertConsole(Console):
@@ -37,7 +26,7 @@ class InertConsole(Console):
 
     def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
         for seg in super().render(renderable, options):
-            if seg.control or not _CONTROL.search(seg.text):
+            if seg.control or not CONTROL.search(seg.text):
                 yield seg
             else:
                 yield Segment(inert(seg.text), seg.style, None)

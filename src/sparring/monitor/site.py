@@ -12,6 +12,8 @@ import json
 import secrets
 from typing import Any
 
+from sparring.textsafe import inert
+
 CSS = """
 :root { --fg: #1b1f24; --muted: #57606a; --line: #d0d7de; --bg: #fff; --soft: #f6f8fa; --bad: #b42318; --ok: #067647; }
 * { box-sizing: border-box; }
@@ -54,8 +56,11 @@ input[type=search], select { font: inherit; padding: 4px 8px; border: 1px solid 
 
 
 def esc(x: Any) -> str:
-    """HTML-escape any value (quotes too: the result is safe in text and in attribute values)."""
-    return html.escape("" if x is None else str(x), quote=True)
+    """HTML-escape any value (quotes too: the result is safe in text and in attribute values).
+
+    Control characters are written out first (:func:`sparring.textsafe.inert`): a bidi override in a
+    candidate's output would otherwise reorder the text the reviewer reads on the page."""
+    return html.escape(inert("" if x is None else str(x)), quote=True)
 
 
 def json_script(obj: Any) -> str:
