@@ -33,7 +33,9 @@ QUIET = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--dis
 
 
 class CountingProxy:
-    """A loopback TCP listener that counts connections and closes them (a proxy that serves nothing)."""
+    """A loopback TCP listener that records each connection's first line and closes it (a proxy that
+    serves nothing). Each connection is read on its own thread, so one slow client cannot hold up the
+    count of the next."""
 
     def __init__(self) -> None:
         self.sock = socket.socket()
@@ -42,6 +44,12 @@ class CountingProxy:
         self.port = self.sock.getsockname()[1]
         self.connections = 0
         self.requests: list[str] = []  # each connection's first line (CONNECT host:443 / GET url)
+        # Connections closed without sending a byte: Chromium opens these to its proxy ahead of need
+        # (preconnect) and drops them at exit, more often on a loaded machine. No request was made on
+        # them, so nothing was fetched; they are kept apart from `requests`, not dropped silently.
+        self.silent = 0
+        self._readers: list[threading.Thread] = []
+        self._lock = threading.Lock()
         self._stop = False
         self._t = threading.Thread(target=self._serve, daemon=True)
         self._t.start()
@@ -56,12 +64,23 @@ class CountingProxy:
                 conn.close()
                 return
             self.connections += 1
-            conn.settimeout(2)
-            try:
-                self.requests.append(conn.recv(512).split(b"\r\n", 1)[0].decode(errors="replace"))
-            except OSError:
-                self.requests.append("?")
+            r = threading.Thread(target=self._read, args=(conn,), daemon=True)
+            self._readers.append(r)
+            r.start()
+
+    def _read(self, conn: socket.socket) -> None:
+        conn.settimeout(30)  # the browser has exited before close() joins us, so EOF comes at once
+        try:
+            first = conn.recv(512)
+        except OSError:
+            first = b"?"  # a connection that neither spoke nor closed: counted, to be safe
+        finally:
             conn.close()
+        with self._lock:
+            if first:
+                self.requests.append(first.split(b"\r\n", 1)[0].decode(errors="replace") or "?")
+            else:
+                self.silent += 1
 
     def close(self) -> None:
         self._stop = True
@@ -69,6 +88,8 @@ class CountingProxy:
             socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
         self.sock.close()
         self._t.join(timeout=5)
+        for r in self._readers:
+            r.join(timeout=35)
 
 
 # Hosts Chromium itself talks to, whatever the page (sign-in, connectivity and time checks,
@@ -88,6 +109,7 @@ class Visit:
     dom: str
     console: list[str] = field(default_factory=list)
     urls: list[str] = field(default_factory=list)  # the page's requests (Chromium's own left out)
+    silent: int = 0  # proxy connections that closed without sending a request (preconnects)
 
     @property
     def requests(self) -> int:
@@ -124,4 +146,4 @@ def visit(page: Path, screenshots: dict[str, tuple[int, int]] | None = None, que
     finally:
         proxy.close()
     page_requests = [u for u in proxy.requests if not BROWSER_HOSTS.search(_host(u))]
-    return Visit(r.stdout, console, page_requests)
+    return Visit(r.stdout, console, page_requests, proxy.silent)
