@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import signal
 import time
 from dataclasses import dataclass, field
@@ -77,17 +76,40 @@ def kill_members(dirs: list[Path], rounds: int = 500, pause_s: float = 0.001) ->
         time.sleep(pause_s)
 
 
-def empty_and_remove(dirs: list[Path]) -> None:
-    """Thaw, empty and remove the cgroup directories ``dirs``; a missing one is fine."""
-    dirs = [d for d in dirs if d.is_dir()]
-    for d in dirs:
-        thaw_dir(d)
-    kill_members(dirs)
-    for d in dirs:
-        try:
-            d.rmdir()
-        except OSError:
-            shutil.rmtree(d, ignore_errors=True)
+def _subtree(d: Path) -> list[Path]:
+    """``d`` and the cgroups below it, deepest first (the order rmdir needs)."""
+    return [Path(p) for p, _, _ in os.walk(d, topdown=False)]
+
+
+def empty_and_remove(dirs: list[Path], wait_s: float = 30.0) -> list[Path]:
+    """Thaw, empty and remove the cgroup directories ``dirs`` and any made below them; a missing one is
+    fine. Returns those still there (logged; the reaper removes them once empty).
+
+    A SIGKILLed process leaves its cgroup only when it has finished exiting, and until then rmdir says
+    EBUSY: on a loaded host that takes longer than one kill pass (a clean clone's suite, run beside two
+    other suites, left a sandbox's cgroups behind after close). So kill and rmdir are repeated, with a
+    growing pause, until every directory is gone or ``wait_s`` has passed, never given up silently.
+    """
+    pending = [d for d in dirs if d.is_dir()]
+    for d in pending:
+        for sub in _subtree(d):
+            thaw_dir(sub)
+    deadline = time.monotonic() + wait_s
+    pause = 0.001
+    while pending:
+        tree = [sub for d in pending for sub in _subtree(d)]
+        kill_members(tree, rounds=50)
+        for sub in tree:
+            with contextlib.suppress(OSError):  # EBUSY: members still exiting; retried below
+                sub.rmdir()
+        pending = [d for d in pending if d.is_dir()]
+        if not pending or time.monotonic() >= deadline:
+            break
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+    if pending:
+        log.warning("cgroups still busy after %.0f s, left for the reaper: %s", wait_s, ", ".join(map(str, pending)))
+    return pending
 
 
 @dataclass

@@ -10,12 +10,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from sparring.sandbox.base import TRUNC_MARKER
-from sparring.sandbox.cgroups import cgroup_procs, kill_members
+from sparring.sandbox.cgroups import cgroup_procs, empty_and_remove, kill_members
 
 HOSTNAME = "sandbox"
 NOBODY = 65534
@@ -91,17 +90,10 @@ def rmdir_tree(d: Path) -> None:
         os.rmdir(d)
 
 
-def remove_cgroups(sid: str, wait_s: float = 3.0) -> None:
-    """Kill what is left in the sandbox's cgroups (conmon may still be exiting) and remove them."""
-    deadline = time.monotonic() + wait_s
-    for d in cg_dirs(CG_PREFIX + sid):
-        while True:
-            for dirpath, _, _ in os.walk(d):
-                kill_cgroup(Path(dirpath), rounds=5)
-            rmdir_tree(d)
-            if not d.exists() or time.monotonic() > deadline:
-                break
-            time.sleep(0.01)
+def remove_cgroups(sid: str, wait_s: float = 30.0) -> None:
+    """Kill what is left in the sandbox's cgroups (conmon may still be exiting) and remove them, retrying
+    while killed members finish exiting (:func:`sparring.sandbox.cgroups.empty_and_remove`)."""
+    empty_and_remove(cg_dirs(CG_PREFIX + sid), wait_s=wait_s)
 
 
 class Sink:
