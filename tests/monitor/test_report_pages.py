@@ -148,6 +148,15 @@ PAYLOAD = "<script>document.body.setAttribute('data-pwned','1')</script><img src
 PWNED = re.compile(r"<body[^>]*data-pwned")  # the attribute the payload sets when it runs
 
 
+def _view(tmp_path: Path, t: Trajectory) -> tuple[Path, dict]:
+    """Store ``t`` in a fresh SQLite file and write its pages with ``sparring traj view``."""
+    store = tmp_path / "s.db"
+    s = SQLiteStore(store)
+    s.put(t)
+    s.close()
+    return store, _cli("traj", "view", "--store", str(store), "--out", str(tmp_path / "pages"))
+
+
 def test_candidate_markup_is_shown_never_run(tmp_path):
     """Positive control first: the payload, as raw markup, does run in Chromium. Then the same payload
     everywhere a candidate writes (message, tool arguments, tool output, file name and content,
@@ -165,11 +174,7 @@ def test_candidate_markup_is_shown_never_run(tmp_path):
         steps=[ToolStep(index=0, tool_call_id="c1", name="run", output=f"out {PAYLOAD}", exit_code=0)],
         diff={"files": {f"f{PAYLOAD}.py": {"text": PAYLOAD}}, "deleted": [PAYLOAD]},
     )  # fmt: skip
-    store = tmp_path / "s.db"
-    s = SQLiteStore(store)
-    s.put(t)
-    s.close()
-    j = _cli("traj", "view", "--store", str(store), "--out", str(tmp_path / "pages"))
+    store, j = _view(tmp_path, t)
     for p in (Path(j["pages"][0]), Path(j["html"])):
         v = visit(p)
         assert not PWNED.search(v.dom), f"candidate markup ran in {p.name}"
@@ -202,11 +207,7 @@ def test_candidate_bidi_controls_are_written_out_on_the_pages(tmp_path):
         steps=[ToolStep(index=0, tool_call_id="c1", name="bash", output=TROJAN, exit_code=0)],
         diff={"files": {f"f{TROJAN}.py": {"text": TROJAN}}, "deleted": []},
     )  # fmt: skip
-    store = tmp_path / "s.db"
-    s = SQLiteStore(store)
-    s.put(t)
-    s.close()
-    j = _cli("traj", "view", "--store", str(store), "--out", str(tmp_path / "pages"))
+    _, j = _view(tmp_path, t)
     page_path = Path(j["pages"][0])
     for p in (page_path, Path(j["html"])):
         text = p.read_text(encoding="utf-8")
