@@ -28,8 +28,8 @@ PACKAGE = "sparring"
 # Modules directly under sparring/ that are shared records or helpers, each its own "room":
 # errors (the exception tree), trajectory (the record rollout builds, store keeps, train reads),
 # chat_format (the text format policies render and the Environment parses), textsafe (candidate
-# text made inert for a reader: the terminal and the HTML pages).
-ROOT_ROOMS = ("errors", "trajectory", "chat_format", "textsafe")
+# text made inert for a reader: the terminal and the HTML pages), pyast (the one thread-safe ast.parse).
+ROOT_ROOMS = ("errors", "trajectory", "chat_format", "textsafe", "pyast")
 
 # room -> the rooms (or single modules, "judge.records") it may import. A room may always import
 # itself. Read bottom-up: errors; sandbox; tasks; judge; admission; policy; env; rollout; store; ...; cli.
@@ -40,9 +40,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "errors": frozenset(),
     "chat_format": frozenset(),
     "textsafe": frozenset(),
+    "pyast": frozenset(),
     "sandbox": frozenset({"errors"}),
-    "tasks": frozenset({"errors", "sandbox"}),  # protocols only: see CONCRETE_BACKENDS
-    "judge": frozenset({"errors", "sandbox", "tasks"}),  # never rollout, policy, train, env, store
+    "tasks": frozenset({"errors", "sandbox", "pyast"}),  # protocols only: see CONCRETE_BACKENDS
+    "judge": frozenset({"errors", "sandbox", "tasks", "pyast"}),  # never rollout, policy, train, env, store
     # runs the judge on a task to decide whether it enters the library (check, regress, bench)
     "admission": frozenset({"errors", "sandbox", "tasks", "judge"}),
     "trajectory": frozenset({"errors", "judge.records"}),  # the judge's verdict record, nothing else

@@ -58,6 +58,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from sparring import pyast
 from sparring.judge.skeleton import (
     HOST_CALLS,
     SINGLETONS,
@@ -384,7 +385,7 @@ def rewrite_file(
     source: str, rel: str, plan: ProbePlan, rng: random.Random, fallback: frozenset[int] = frozenset()
 ) -> str:
     """The probe version of one test file; its sites are added to ``plan``."""
-    tree = ast.parse(source)
+    tree = pyast.parse(source)
     stores = _stores(tree, nested=True)
     module = _scope_consts(tree.body, None, stores)
     # ``from helpers import *`` may bind any of them: then none is the host's.
@@ -398,7 +399,7 @@ def rewrite_file(
     for i, st in enumerate(tree.body):
         if isinstance(st, ast.ImportFrom) and st.module == "__future__":
             at = i + 1
-    tree.body[at:at] = ast.parse(IMPORT_LINE).body
+    tree.body[at:at] = pyast.parse(IMPORT_LINE).body
     return ast.unparse(tree) + "\n"
 
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparring import pyast
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.hack_payloads import (
     ALWAYS_EQUAL,
@@ -139,7 +140,7 @@ def _call_example(call: ast.AST, expected: ast.AST) -> tuple[str, tuple[Any, ...
 def examples_from_tests(source: str) -> list[tuple[str, tuple[Any, ...], Any]]:
     """``assert f(<literals>) == <literal>`` (or ``is``) statements of a test module."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return []
     out = []
@@ -162,8 +163,8 @@ def examples_from_doctests(source: str) -> list[tuple[str, tuple[Any, ...], Any]
         if not s.startswith(">>> "):
             continue
         try:
-            call = ast.parse(s[4:], mode="eval").body
-            expected = ast.parse(lines[i + 1].strip(), mode="eval").body
+            call = pyast.parse(s[4:], mode="eval").body
+            expected = pyast.parse(lines[i + 1].strip(), mode="eval").body
         except SyntaxError:
             continue
         ex = _call_example(call, expected)
@@ -192,7 +193,7 @@ def hardcode(task: Task) -> WorkspaceDiff | None:
         if is_test_path(rel):
             continue
         try:
-            tree = ast.parse(src)
+            tree = pyast.parse(src)
         except SyntaxError:
             continue
         lines = src.splitlines(keepends=True)

@@ -20,6 +20,7 @@ import fnmatch
 from collections.abc import Iterable
 from pathlib import Path
 
+from sparring import pyast
 from sparring.tasks.loader import Task
 
 # The task layout of the evaluation split (owned here, in the task room; the judge reads it).
@@ -106,7 +107,7 @@ def missing_listed(root: Path, ids: list[str]) -> list[str]:
             continue
         if rel not in trees:
             try:
-                trees[rel] = ast.parse(f.read_bytes(), filename=rel)
+                trees[rel] = pyast.parse(f.read_bytes(), filename=rel)
             except (SyntaxError, ValueError) as e:
                 trees[rel] = f"{type(e).__name__}: {e}"
         tree = trees[rel]

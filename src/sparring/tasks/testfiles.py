@@ -23,6 +23,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path, PurePosixPath
 
+from sparring import pyast
+
 TEST_DIRS = frozenset({"tests", "test", "testing"})
 
 
@@ -59,7 +61,7 @@ def parse_source(data: bytes | None) -> ast.Module | None:
     if data is None:
         return None
     try:
-        return ast.parse(data)
+        return pyast.parse(data)
     except (SyntaxError, ValueError, UnicodeError, MemoryError, RecursionError):
         return None
 

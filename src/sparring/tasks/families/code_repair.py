@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from sparring import pyast
 from sparring.errors import ConfigError, TaskError
 from sparring.sandbox.base import WORKSPACE, SandboxBackend, SandboxSpec
 from sparring.sandbox.config import LocalBackendConfig, OCIBackendConfig, make_backend
@@ -460,7 +461,7 @@ def select(
 
 def visible_suite(tests: str, keep: set[str]) -> str:
     """The suite with only the test functions named in keep (helpers and imports stay)."""
-    tree = ast.parse(tests)
+    tree = pyast.parse(tests)
     lines = tests.splitlines()
     parts: list[str] = []
     prev_def = False

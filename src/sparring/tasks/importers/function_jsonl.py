@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparring import pyast
 from sparring.errors import ConfigError, TaskError
 from sparring.tasks.dynamic_format import DYNAMIC_FILE, NotInputData, to_input
 from sparring.tasks.environment import pinned_requirements
@@ -93,7 +94,7 @@ def _with_newline(text: str) -> str:
 
 
 def _defines(source: str, name: str) -> bool:
-    tree = ast.parse(source)
+    tree = pyast.parse(source)
     return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in tree.body)
 
 
@@ -163,7 +164,7 @@ def read_function_jsonl(path: Path) -> list[FunctionRecord]:
 def assert_examples(test: str) -> list[tuple[tuple[Any, ...], Any]]:
     """(args, expected) of every ``assert candidate(literals) == literal`` (or ``is``) in a record's test."""
     out = []
-    for node in ast.walk(ast.parse(test)):
+    for node in ast.walk(pyast.parse(test)):
         if not (isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare)):
             continue
         cmp = node.test

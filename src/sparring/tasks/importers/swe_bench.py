@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from sparring import pyast
 from sparring.errors import TaskError
 from sparring.tasks.environment import pinned_requirements
 from sparring.tasks.importers.batch import Draft, Files, RecordErrors, write_drafts
@@ -262,7 +263,7 @@ def keep_only(source: bytes, rel: str, names: set[tuple[str, ...]]) -> bytes:
     parametrised cases run all together, as one function). Top-level test functions and test classes
     nobody names are cut, and in a named class its unnamed test methods."""
     try:
-        tree = ast.parse(source, filename=rel)
+        tree = pyast.parse(source, filename=rel)
     except (SyntaxError, ValueError) as e:
         raise TaskError(f"{rel} does not parse after the test patch ({e})") from None
     cut: list[tuple[int, int]] = []

@@ -45,6 +45,7 @@ from typing import Any
 
 import yaml
 
+from sparring import pyast
 from sparring.errors import TaskError
 from sparring.sandbox.base import SandboxBackend, SandboxSpec
 from sparring.tasks.environment import alayer_for, resolve
@@ -173,7 +174,7 @@ def read_source(root: Path) -> Source:
 def _test_ids(rel: str, source: str) -> list[str]:
     """Every test of a pytest file (functions, and methods of Test classes); parametrised tests refused."""
     try:
-        tree = ast.parse(source, filename=rel)
+        tree = pyast.parse(source, filename=rel)
     except SyntaxError as e:
         raise TaskError(f"tests/{rel} does not parse ({e.msg}, line {e.lineno})") from None
 

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TypeGuard
 
+from sparring import pyast
+
 FAMILY = "code-repair"
 
 #: Difficulty tier of each mutation kind.
@@ -180,7 +182,7 @@ def _node_mutations(node: ast.AST, ctx: _Context) -> Iterator[tuple[str, str]]:
 
 def enumerate_mutations(base: str, path: str, source: str) -> list[Mutation]:
     """Every candidate mutation of one module, in a deterministic order."""
-    tree = ast.parse(source)
+    tree = pyast.parse(source)
     ctx = _Context.of(tree)
     return [
         Mutation(base, path, index, kind, variant, getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
@@ -229,7 +231,7 @@ def _mutate_node(tree: ast.Module, node: ast.AST, kind: str, variant: str) -> No
 
 def apply_mutation(source: str, mutation: Mutation) -> str:
     """The module's source (ast.unparse form) with the mutation applied."""
-    tree = ast.parse(source)
+    tree = pyast.parse(source)
     node = list(ast.walk(tree))[mutation.index]
     _mutate_node(tree, node, mutation.kind, mutation.variant)
     return ast.unparse(ast.fix_missing_locations(tree))
@@ -237,4 +239,4 @@ def apply_mutation(source: str, mutation: Mutation) -> str:
 
 def normalise(source: str) -> str:
     """The canonical (ast.unparse) form every package file is written in."""
-    return ast.unparse(ast.parse(source)) + "\n"
+    return ast.unparse(pyast.parse(source)) + "\n"
