@@ -151,8 +151,8 @@ def test_a_killed_node_actor_loses_no_sample_and_leaves_nothing(cluster, clamp_t
     assert live and asyncio.run(await_until(lambda: not _leftovers(roots, live), timeout_s=180))
 
 
-def _cli(*args: str, root: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SPARRING_RAY_ROOT": str(root)}
+def _cli(*args: str, root: Path, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SPARRING_RAY_ROOT": str(root), **extra_env}
     env.pop("SPARRING_DEBUG", None)
     return subprocess.run([str(Path(sys.executable).parent / "sparring"), *args, "--json"], capture_output=True,
                           text=True, env=env, timeout=600)  # fmt: skip
@@ -166,6 +166,20 @@ def test_rollout_cli_runs_on_the_cluster_given_by_address(cluster, clamp_task, t
     out = json.loads(r.stdout)
     assert out["requested"] == out["stored"] == 4 and out["statuses"] == {"ok": 4}, out
     assert len(out["nodes"]) == 2 and sum(out["nodes"].values()) == 4, out  # the cluster's two nodes
+
+
+def test_without_an_address_the_rollout_starts_its_own_cluster_even_beside_another(cluster, clamp_task, tmp_path):
+    """Another cluster runs on this machine and RAY_ADDRESS names it (as a shell that once used it
+    would): a rollout given no --ray-address still starts and uses an embedded one-node cluster of its
+    own, never joins the other (which it did, and then failed, while a second suite's cluster ran)."""
+    assert len([n for n in ray.nodes() if n["Alive"]]) == 3  # positive control: the other cluster is up
+    r = _cli("rollout", "--tasks", str(clamp_task.path), "--policy", "oracle", "--group-size", "2",
+             "--store", str(tmp_path / "s.db"), "--executor", "ray", "--concurrency", "2",
+             root=tmp_path / "nodes", RAY_ADDRESS=cluster.address)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["stored"] == 2 and out["statuses"] == {"ok": 2}, out
+    assert list(out["nodes"].values()) == [2], out  # one embedded node, not the other cluster's two
 
 
 def test_eval_cli_runs_on_the_cluster_given_by_address(cluster, clamp_task, tmp_path):

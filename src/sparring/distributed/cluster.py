@@ -27,9 +27,12 @@ def connect(address: str | None, capacity: int) -> bool:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise ConfigError(f"cannot reach the Ray cluster at {address}: {first}") from None
         return True
+    # address="local": always a new instance of our own. With no address Ray joins whatever cluster
+    # RAY_ADDRESS or /tmp/ray/ray_current_cluster names (another run's, another user's), and then
+    # refuses num_cpus: a rollout with no address failed while another suite's cluster ran here.
     ray.init(
-        num_cpus=max(2, os.cpu_count() or 1), resources={NODE_RESOURCE: capacity}, include_dashboard=False,
-        **common,  # type: ignore[arg-type]
+        address="local", num_cpus=max(2, os.cpu_count() or 1), resources={NODE_RESOURCE: capacity},
+        include_dashboard=False, **common,  # type: ignore[arg-type]
     )  # fmt: skip
     return True
 
