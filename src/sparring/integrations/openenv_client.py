@@ -18,6 +18,7 @@ import httpx
 
 from sparring.errors import SparringError
 
+DEFAULT_TIMEOUT_S = 600.0  # how long a client waits for a reply: a submit's judging included
 
 class EnvServerError(SparringError, RuntimeError):
     """The environment server refused a request (``status`` and the server's ``detail``)."""
@@ -48,7 +49,7 @@ class EnvResult:
 class EnvServerClient:
     """One session on a ``sparring serve-env`` server (a context manager: closing frees the sandbox)."""
 
-    def __init__(self, base_url: str, *, timeout_s: float = 600.0, wait_s: float = 60.0,
+    def __init__(self, base_url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, wait_s: float = 60.0,
                  client: httpx.Client | None = None) -> None:  # fmt: skip
         self.base_url = base_url.rstrip("/")
         self.wait_s = wait_s
@@ -124,9 +125,14 @@ class EnvServerClient:
 
 
 def openenv_client(base_url: str, **kwargs: Any) -> Any:
-    """OpenEnv's own ``GenericEnvClient`` on the server's ``/ws`` endpoint (async; ``.sync()`` for sync)."""
+    """OpenEnv's own ``GenericEnvClient`` on the server's ``/ws`` endpoint (async; ``.sync()`` for sync).
+
+    Its replies wait as long as :class:`EnvServerClient`'s (600 s, ``message_timeout_s`` to change):
+    OpenEnv's default of 60 s is shorter than a submit's judging on a busy machine (32 sessions
+    judging at once under load timed out there), and a step that times out loses the episode."""
     try:
         from openenv.core.generic_client import GenericEnvClient
     except ImportError:
         raise SparringError("openenv is not installed: pip install 'sparring[openenv]'") from None
+    kwargs.setdefault("message_timeout_s", DEFAULT_TIMEOUT_S)
     return GenericEnvClient(base_url=base_url, **kwargs)
