@@ -20,6 +20,7 @@ from sparring.errors import SparringError
 
 DEFAULT_TIMEOUT_S = 600.0  # how long a client waits for a reply: a submit's judging included
 
+
 class EnvServerError(SparringError, RuntimeError):
     """The environment server refused a request (``status`` and the server's ``detail``)."""
 

@@ -81,6 +81,14 @@ def _subtree(d: Path) -> list[Path]:
     return [Path(p) for p, _, _ in os.walk(d, topdown=False)]
 
 
+def rmdir_tree(d: Path) -> None:
+    """Remove a cgroup directory and its children, deepest first (cgroupfs only allows rmdir); a busy
+    or missing one is left as it is."""
+    for sub in _subtree(d):
+        with contextlib.suppress(OSError):
+            sub.rmdir()
+
+
 def empty_and_remove(dirs: list[Path], wait_s: float = 30.0) -> list[Path]:
     """Thaw, empty and remove the cgroup directories ``dirs`` and any made below them; a missing one is
     fine. Returns those still there (logged; the reaper removes them once empty).
@@ -97,11 +105,9 @@ def empty_and_remove(dirs: list[Path], wait_s: float = 30.0) -> list[Path]:
     deadline = time.monotonic() + wait_s
     pause = 0.001
     while pending:
-        tree = [sub for d in pending for sub in _subtree(d)]
-        kill_members(tree, rounds=50)
-        for sub in tree:
-            with contextlib.suppress(OSError):  # EBUSY: members still exiting; retried below
-                sub.rmdir()
+        kill_members([sub for d in pending for sub in _subtree(d)], rounds=50)
+        for d in pending:
+            rmdir_tree(d)  # EBUSY while members are still exiting: retried below
         pending = [d for d in pending if d.is_dir()]
         if not pending or time.monotonic() >= deadline:
             break

@@ -54,6 +54,7 @@ from sparring.sandbox.base import (
     SandboxSpec,
     WorkspaceDiff,
 )
+from sparring.sandbox.cgroups import rmdir_tree
 from sparring.sandbox.environment import SandboxEnvironment
 from sparring.sandbox.hostfiles import HostFiles
 from sparring.sandbox.layers import copy_tree, discard
@@ -70,7 +71,6 @@ from sparring.sandbox.oci_support import (
     kill_tree,
     pids_root,
     remove_cgroups,
-    rmdir_tree,
     tree_empty,
 )
 from sparring.sandbox.reaper import orphaned

@@ -78,18 +78,6 @@ def tree_empty(d: Path) -> bool:
     return all(not cgroup_procs(Path(dirpath)) for dirpath, _, _ in os.walk(d))
 
 
-def rmdir_tree(d: Path) -> None:
-    """Remove a cgroup directory and its children, deepest first (cgroupfs only allows rmdir)."""
-    if not d.is_dir():
-        return
-    for dirpath, dirnames, _ in os.walk(d, topdown=False):
-        for sub in dirnames:
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.join(dirpath, sub))
-    with contextlib.suppress(OSError):
-        os.rmdir(d)
-
-
 def remove_cgroups(sid: str, wait_s: float = 30.0) -> None:
     """Kill what is left in the sandbox's cgroups (conmon may still be exiting) and remove them, retrying
     while killed members finish exiting (:func:`sparring.sandbox.cgroups.empty_and_remove`)."""
