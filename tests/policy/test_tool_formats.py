@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model_support import LLAMA31_TEMPLATE, QWEN25_TEMPLATE, QWEN35_TEMPLATE
-from sparring.chat_format import CHAT_TEMPLATE, ParsedCall, render_chat
+from sparring.chat_format import CHAT_TEMPLATE, ParsedCall, parse_tool_calls, render_chat
 from sparring.chat_format.tool_formats import (
     END_MARKERS,
     TOOL_FORMATS,
@@ -148,3 +148,31 @@ def test_parsers_never_raise(name, text):
     assert all(
         isinstance(c.name, str) and c.name and isinstance(c.arguments, dict) for c in parsed.tool_calls
     )
+
+
+@pytest.mark.parametrize("name", ["sparring", "hermes"])
+@pytest.mark.parametrize(
+    "value",
+    ["</tool_call>", "a </tool_call> b </tool_call>", "<tool_call>{}</tool_call>", "x\n</tool_call>\n"],
+)
+def test_a_closing_tag_inside_an_argument_does_not_cut_the_call(name, value):
+    """Found by the round trip above (hypothesis, ci21): a literal ``</tool_call>`` in a JSON string
+    ended the block there and the call became an 'invalid JSON' error."""
+    calls = [ParsedCall("write_file", {"path": "t.md", "content": value}), ParsedCall("submit", {})]
+    text = get_tool_format(name).render("", calls)
+    parsed = get_tool_format(name).parse(text, _schema_for(calls))
+    assert parsed.errors == [] and parsed.tool_calls == calls and parsed.content == ""
+    # a model that writes the tag raw inside the JSON (no escaping) is read the same by the lenient reader
+    raw = "".join(
+        f'<tool_call>{{"name": "{c.name}", "arguments": {json.dumps(c.arguments)}}}</tool_call>'
+        for c in calls
+    )
+    assert parse_tool_calls(raw).tool_calls == calls and parse_tool_calls(raw).errors == []
+
+
+def test_a_block_that_is_not_json_still_ends_at_its_first_closing_tag():
+    turn = parse_tool_calls(
+        '<tool_call>oops</tool_call> then <tool_call>{"name": "submit", "arguments": {}}</tool_call>'
+    )
+    assert [c.name for c in turn.tool_calls] == ["submit"] and len(turn.errors) == 1
+    assert "<tool_call>oops</tool_call>" in turn.content

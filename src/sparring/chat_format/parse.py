@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,7 @@ END_MARKERS: tuple[str, ...] = (
     END, EOS_TOKEN, "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<end_of_turn>", "</s>",
 )  # fmt: skip
 
-_BLOCK_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 _XML_FUNC_RE = re.compile(r"^\s*<function=([^>\n]+)>(.*?)(?:</function>\s*)?$", re.DOTALL)
 _XML_PARAM_RE = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
 _MAX_BARE_SCAN = 100  # '{' positions tried when looking for bare JSON calls; bounds the cost on huge text
@@ -135,6 +136,34 @@ def _parse_block(body: str) -> list[ParsedCall] | str:
     return calls
 
 
+def tool_call_blocks(text: str) -> Iterator[tuple[int, int, str]]:
+    """``(start, end, body)`` of each ``<tool_call>`` block, an unterminated last one included.
+
+    A block whose body is JSON ends at the first ``</tool_call>`` after that
+    JSON, so the closing tag written inside a string value (an argument that
+    is a chat transcript, a file of this very format) does not cut the call.
+    Any other body ends at the first closing tag.
+    """
+    decoder = json.JSONDecoder()
+    pos = 0
+    while (start := text.find(_OPEN, pos)) >= 0:
+        body = start + len(_OPEN)
+        close = text.find(_CLOSE, body)
+        first = len(text) - len(text[body:].lstrip())
+        if close >= 0 and first < close and text[first] in "{[":
+            try:
+                _, json_end = decoder.raw_decode(text, first)
+            except (json.JSONDecodeError, RecursionError):
+                pass
+            else:
+                if json_end > close:
+                    close = text.find(_CLOSE, json_end)
+        stop = close if close >= 0 else len(text)
+        end = stop + len(_CLOSE) if close >= 0 else len(text)
+        yield start, end, text[body:stop]
+        pos = end
+
+
 def strip_end(text: str) -> str:
     """``text`` cut at the first end-of-turn marker (what follows it is not the model's turn)."""
     cut = len(text)
@@ -187,13 +216,13 @@ def _parse(text: str) -> ParsedTurn:
     errors: list[str] = []
     kept: list[str] = []  # text outside well-formed calls (malformed blocks stay verbatim)
     last = 0
-    for m in _BLOCK_RE.finditer(text):
-        kept.append(text[last : m.start()])
-        last = m.end()
-        parsed = _parse_block(m.group(1))
+    for start, end, body in tool_call_blocks(text):
+        kept.append(text[last:start])
+        last = end
+        parsed = _parse_block(body)
         if isinstance(parsed, str):
             errors.append(parsed)
-            kept.append(m.group(0))
+            kept.append(text[start:end])
         else:
             calls.extend(parsed)
     kept.append(text[last:])

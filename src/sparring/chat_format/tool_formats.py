@@ -36,10 +36,10 @@ from sparring.chat_format.parse import (
     _parse_block,
     parse_tool_calls,
     strip_end,
+    tool_call_blocks,
 )
 from sparring.chat_format.template import CHAT_TEMPLATE, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, render_assistant
 
-_HERMES_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 _XML_CALL_RE = re.compile(
     r"<tool_call>\s*<function=([^>\n]*)>(.*?)</function>\s*(?:</tool_call>|$)", re.DOTALL
 )
@@ -97,13 +97,13 @@ def parse_hermes(text: str, tools: Sequence[dict[str, Any]] | None = None) -> Pa
     errors: list[str] = []
     kept: list[str] = []
     last = 0
-    for m in _HERMES_RE.finditer(text):
-        kept.append(text[last : m.start()])
-        last = m.end()
-        parsed = _parse_block(m.group(1))
+    for start, end, body in tool_call_blocks(text):
+        kept.append(text[last:start])
+        last = end
+        parsed = _parse_block(body)
         if isinstance(parsed, str):
             errors.append(parsed)
-            kept.append(m.group(0))
+            kept.append(text[start:end])
         else:
             calls.extend(parsed)
     kept.append(text[last:])
