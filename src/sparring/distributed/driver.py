@@ -43,8 +43,10 @@ class DriverOptions:
     """Times one episode is sent again after the node running it died or overran."""
     episode_timeout_s: float | None = None
     """Beyond this an episode counts as lost with its node (default: from the stage limits)."""
-    probe_timeout_s: float = 60.0
-    """How long a failed node may take to answer again before it is dropped."""
+    probe_timeout_s: float = 180.0
+    """How long a failed node may take to answer again before it is dropped for the rest of the run (a
+    node whose machine left the cluster is dropped at once). A killed Ray actor's restart took over
+    30 s on a loaded 2-core machine, so a short window loses a healthy node's capacity."""
     export_dir: Path | None = None
     """Where a driver-side transformers policy is saved per weights version (nodes read it)."""
 

@@ -82,7 +82,7 @@ class RayOptions:
     path every node reads; default: under ``root``)."""
     max_node_failures: int = 2
     episode_timeout_s: float | None = None
-    probe_timeout_s: float = 60.0
+    probe_timeout_s: float = 180.0
 
 
 class RayExecutor:
