@@ -20,14 +20,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparring.chat_format.template import END, EOS_TOKEN
+from sparring.chat_format.template import END, EOS_TOKEN, TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 
 # End-of-turn / end-of-text markers of common chat templates; a turn's text ends at the first.
 END_MARKERS: tuple[str, ...] = (
     END, EOS_TOKEN, "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<end_of_turn>", "</s>",
 )  # fmt: skip
 
-_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
+_SPACE_RE = re.compile(r"\s*")
 _XML_FUNC_RE = re.compile(r"^\s*<function=([^>\n]+)>(.*?)(?:</function>\s*)?$", re.DOTALL)
 _XML_PARAM_RE = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
 _MAX_BARE_SCAN = 100  # '{' positions tried when looking for bare JSON calls; bounds the cost on huge text
@@ -146,10 +146,11 @@ def tool_call_blocks(text: str) -> Iterator[tuple[int, int, str]]:
     """
     decoder = json.JSONDecoder()
     pos = 0
-    while (start := text.find(_OPEN, pos)) >= 0:
-        body = start + len(_OPEN)
-        close = text.find(_CLOSE, body)
-        first = len(text) - len(text[body:].lstrip())
+    while (start := text.find(TOOL_CALL_OPEN, pos)) >= 0:
+        body = start + len(TOOL_CALL_OPEN)
+        close = text.find(TOOL_CALL_CLOSE, body)
+        space = _SPACE_RE.match(text, body)
+        first = space.end() if space else body  # the body's first non-space
         if close >= 0 and first < close and text[first] in "{[":
             try:
                 _, json_end = decoder.raw_decode(text, first)
@@ -157,11 +158,31 @@ def tool_call_blocks(text: str) -> Iterator[tuple[int, int, str]]:
                 pass
             else:
                 if json_end > close:
-                    close = text.find(_CLOSE, json_end)
+                    close = text.find(TOOL_CALL_CLOSE, json_end)
         stop = close if close >= 0 else len(text)
-        end = stop + len(_CLOSE) if close >= 0 else len(text)
+        end = stop + len(TOOL_CALL_CLOSE) if close >= 0 else len(text)
         yield start, end, text[body:stop]
         pos = end
+
+
+def read_blocks(text: str) -> tuple[list[ParsedCall], list[str], list[str]]:
+    """``(calls, errors, kept)`` of the ``<tool_call>`` blocks in ``text``: ``kept`` is the text
+    outside well-formed blocks, in order (a malformed block stays in it verbatim)."""
+    calls: list[ParsedCall] = []
+    errors: list[str] = []
+    kept: list[str] = []
+    last = 0
+    for start, end, body in tool_call_blocks(text):
+        kept.append(text[last:start])
+        last = end
+        parsed = _parse_block(body)
+        if isinstance(parsed, str):
+            errors.append(parsed)
+            kept.append(text[start:end])
+        else:
+            calls.extend(parsed)
+    kept.append(text[last:])
+    return calls, errors, kept
 
 
 def strip_end(text: str) -> str:
@@ -212,20 +233,7 @@ def parse_tool_calls(text: str) -> ParsedTurn:
 
 def _parse(text: str) -> ParsedTurn:
     text = strip_end(str(text))
-    calls: list[ParsedCall] = []
-    errors: list[str] = []
-    kept: list[str] = []  # text outside well-formed calls (malformed blocks stay verbatim)
-    last = 0
-    for start, end, body in tool_call_blocks(text):
-        kept.append(text[last:start])
-        last = end
-        parsed = _parse_block(body)
-        if isinstance(parsed, str):
-            errors.append(parsed)
-            kept.append(text[start:end])
-        else:
-            calls.extend(parsed)
-    kept.append(text[last:])
+    calls, errors, kept = read_blocks(text)
     if not calls and not errors:
         bare, spans = _parse_bare(text)
         if bare:

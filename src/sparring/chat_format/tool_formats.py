@@ -33,10 +33,9 @@ from sparring.chat_format.parse import (
     ParsedCall,
     ParsedTurn,
     _call_from_obj,
-    _parse_block,
     parse_tool_calls,
+    read_blocks,
     strip_end,
-    tool_call_blocks,
 )
 from sparring.chat_format.template import CHAT_TEMPLATE, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, render_assistant
 
@@ -92,21 +91,7 @@ def render_hermes(content: str, calls: Sequence[ParsedCall]) -> str:
 
 def parse_hermes(text: str, tools: Sequence[dict[str, Any]] | None = None) -> ParsedTurn:
     """``<tool_call>JSON</tool_call>`` blocks (an unterminated last block too); the rest is content."""
-    text = strip_end(text)
-    calls: list[ParsedCall] = []
-    errors: list[str] = []
-    kept: list[str] = []
-    last = 0
-    for start, end, body in tool_call_blocks(text):
-        kept.append(text[last:start])
-        last = end
-        parsed = _parse_block(body)
-        if isinstance(parsed, str):
-            errors.append(parsed)
-            kept.append(text[start:end])
-        else:
-            calls.extend(parsed)
-    kept.append(text[last:])
+    calls, errors, kept = read_blocks(strip_end(text))
     return ParsedTurn(content=_join(kept), tool_calls=calls, errors=errors)
 
 
