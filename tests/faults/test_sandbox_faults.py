@@ -19,7 +19,7 @@ import pytest
 
 from sparring.errors import SandboxError
 from sparring.sandbox.base import SandboxSpec
-from tests_support import HANG_S
+from tests_support import HANG_S, wait_until
 
 
 def run(coro):
@@ -144,7 +144,9 @@ def test_owner_killed_with_sigkill_leaves_nothing(tmp_path):
             if line.strip() == "ready":
                 break
             lines.append(line.split())
-        assert len(lines) == 3 and len(set(_procs_with(marker)) - {proc.pid}) == 3
+        # A background command can return before its child has exec'd the marker: wait for all three.
+        running = wait_until(lambda: len(set(_procs_with(marker)) - {proc.pid}) == 3)
+        assert len(lines) == 3 and running
     finally:
         proc.kill()
         proc.wait()

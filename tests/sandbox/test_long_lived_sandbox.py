@@ -12,7 +12,7 @@ import pytest
 from sparring.errors import SandboxError
 from sparring.sandbox.base import SandboxSpec
 from sparring.sandbox.layers import tree_digest
-from tests_support import ROOT_ONLY
+from tests_support import ROOT_ONLY, await_until
 
 
 def run(coro):
@@ -39,6 +39,12 @@ def _procs_with(marker: str) -> list[int]:
             except OSError:
                 pass
     return out
+
+
+async def _started(marker: str) -> list[int]:
+    """The processes running ``marker`` once one has started. A command that puts it in the background
+    returns when the shell exits, which can be before the forked child has exec'd ``marker`` (under load)."""
+    return await await_until(lambda: _procs_with(marker))
 
 
 def _marker() -> str:
@@ -96,7 +102,7 @@ def test_background_processes_persist_between_calls_and_die_on_close(backend):
 
     async def body(sb):
         start = await sb.exec(f"{marker} > /dev/null 2>&1 &")
-        alive = _procs_with(marker)
+        alive = await _started(marker)
         later = await sb.exec(f"pgrep -f '{marker}' >/dev/null && echo running")
         return start, alive, later
 
@@ -126,6 +132,7 @@ def test_timeout_kills_only_the_timed_out_command_tree(backend):
 
     async def body(sb):
         await sb.exec(f"{keep} > /dev/null 2>&1 &")
+        await _started(keep)
         r = await sb.exec(
             f"setsid {escape} > /dev/null 2>&1 & ( ( {escape} > /dev/null 2>&1 & ) & ) ; nohup {escape} "
             "> /dev/null 2>&1 & sleep 30",
@@ -144,7 +151,7 @@ def test_reset_kills_background_processes(backend):
 
     async def body(sb):
         await sb.exec(f"{marker} > /dev/null 2>&1 &")
-        before = _procs_with(marker)
+        before = await _started(marker)
         await sb.reset()
         return before, _procs_with(marker), await sb.exec("echo still usable")
 

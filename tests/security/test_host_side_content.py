@@ -28,6 +28,7 @@ from sec_support import CANARY_TEXT, run
 from sparring.errors import WorkspaceFault
 from sparring.sandbox.base import SandboxSpec, WorkspaceDiff
 from sparring.sandbox.local import LocalBackend
+from tests_support import HANG_S
 
 SPARSE = 1536 << 20  # 1.5 GiB apparent, no block written
 DEPTH = 1200
@@ -272,7 +273,8 @@ def test_copy_mode_snapshots_never_pull_host_content_through_a_swapped_symlink(t
             await sb.write_file("swap.py", swapper.encode())
             await sb.exec("python3 swap.py > /dev/null 2>&1 &")
             started = await sb.exec(
-                "for i in $(seq 100); do [ -e count ] && break; sleep 0.05; done; cat count"
+                "for i in $(seq 2400); do [ -e count ] && break; sleep 0.05; done; cat count",  # <= 120 s, under load
+                timeout=HANG_S + 10,
             )
             sids = []
             for i in range(tries):
