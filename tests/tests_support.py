@@ -114,6 +114,20 @@ async def await_until(check: Callable[[], T], timeout_s: float = HANG_S, interva
     return value
 
 
+def procs_with(marker: str) -> list[int]:
+    """Host pids whose argv, its words joined by spaces, contains ``marker`` (reads /proc/*/cmdline only).
+    A process still inside execve reads as empty: wait for one to appear with :func:`wait_until`."""
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if marker.encode() in (p / "cmdline").read_bytes().replace(b"\0", b" "):
+                    out.append(int(p.name))
+            except OSError:
+                pass
+    return out
+
+
 def oracle_rollout(tasks_dir: Path, store: Path) -> dict:
     """``sparring rollout --policy oracle`` over ``tasks_dir``, as training runs it (the task's tools in the
     agent's sandbox, then the judge): its JSON summary, after asserting the command succeeded."""

@@ -19,7 +19,7 @@ import pytest
 
 from sparring.errors import SandboxError
 from sparring.sandbox.base import SandboxSpec
-from tests_support import HANG_S, wait_until
+from tests_support import HANG_S, procs_with, wait_until
 
 
 def run(coro):
@@ -119,16 +119,6 @@ OWNER = textwrap.dedent(
 )
 
 
-def _procs_with(marker: str) -> list[int]:
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if marker.encode() in (p / "cmdline").read_bytes().replace(b"\0", b" "):
-                    out.append(int(p.name))
-            except OSError:
-                pass
-    return out
 
 
 def test_owner_killed_with_sigkill_leaves_nothing(tmp_path):
@@ -145,7 +135,7 @@ def test_owner_killed_with_sigkill_leaves_nothing(tmp_path):
                 break
             lines.append(line.split())
         # A background command can return before its child has exec'd the marker: wait for all three.
-        running = wait_until(lambda: len(set(_procs_with(marker)) - {proc.pid}) == 3)
+        running = wait_until(lambda: len(set(procs_with(marker)) - {proc.pid}) == 3)
         assert len(lines) == 3 and running
     finally:
         proc.kill()
@@ -156,7 +146,7 @@ def test_owner_killed_with_sigkill_leaves_nothing(tmp_path):
     left: list[str] = ["?"]
     while time.monotonic() < deadline:
         left = [x for d in dirs for x in _leftovers(d, [])] + [f"cgroup {c}" for c in cgroups if c.exists()]
-        left += [f"process {p}" for p in _procs_with(marker)]
+        left += [f"process {p}" for p in procs_with(marker)]
         left += [f"snapshot records {p}" for p in (root / "snapshots").glob(str(proc.pid))]
         if not left:
             break

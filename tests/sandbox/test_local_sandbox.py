@@ -6,13 +6,12 @@ import asyncio
 import os
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 from sparring.errors import SandboxError
 from sparring.sandbox.base import SandboxSpec
-from tests_support import ROOT_ONLY
+from tests_support import ROOT_ONLY, procs_with
 
 
 def run(coro):
@@ -27,16 +26,6 @@ async def _with(backend, spec, fn):
         await sb.close()
 
 
-def _procs_with(marker: str) -> list[int]:
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if marker.encode() in (p / "cmdline").read_bytes().replace(b"\0", b" "):
-                    out.append(int(p.name))
-            except OSError:
-                pass
-    return out
 
 
 def test_writes_are_copy_on_write(backend, workspace):
@@ -93,7 +82,7 @@ def test_timeout_kills_the_whole_process_tree(backend):
 
     r = run(_with(backend, SandboxSpec(), body))
     assert r.timed_out and r.exit_code == 124
-    assert _procs_with(marker) == []
+    assert procs_with(marker) == []
 
 
 def test_runs_unprivileged_without_network_or_host_view(backend):

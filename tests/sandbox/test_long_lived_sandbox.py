@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from pathlib import Path
 
 import pytest
 
 from sparring.errors import SandboxError
 from sparring.sandbox.base import SandboxSpec
 from sparring.sandbox.layers import tree_digest
-from tests_support import ROOT_ONLY, await_until
+from tests_support import ROOT_ONLY, await_until, procs_with
 
 
 def run(coro):
@@ -29,22 +28,12 @@ def backend(request):
     return b
 
 
-def _procs_with(marker: str) -> list[int]:
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if marker.encode() in (p / "cmdline").read_bytes().replace(b"\0", b" "):
-                    out.append(int(p.name))
-            except OSError:
-                pass
-    return out
 
 
 async def _started(marker: str) -> list[int]:
     """The processes running ``marker`` once one has started. A command that puts it in the background
     returns when the shell exits, which can be before the forked child has exec'd ``marker`` (under load)."""
-    return await await_until(lambda: _procs_with(marker))
+    return await await_until(lambda: procs_with(marker))
 
 
 def _marker() -> str:
@@ -108,7 +97,7 @@ def test_background_processes_persist_between_calls_and_die_on_close(backend):
 
     start, alive, later = run(_with(backend, SandboxSpec(), body))
     assert start.exit_code == 0 and len(alive) == 1 and later.stdout == "running\n"
-    assert _procs_with(marker) == []
+    assert procs_with(marker) == []
 
 
 def test_a_service_started_in_one_call_answers_the_next(backend):
@@ -138,12 +127,12 @@ def test_timeout_kills_only_the_timed_out_command_tree(backend):
             "> /dev/null 2>&1 & sleep 30",
             timeout=1,
         )
-        return r, _procs_with(escape), _procs_with(keep)
+        return r, procs_with(escape), procs_with(keep)
 
     r, escaped, kept = run(_with(backend, SandboxSpec(), body))
     assert r.timed_out and r.exit_code == 124
     assert escaped == [] and len(kept) == 1
-    assert _procs_with(keep) == []
+    assert procs_with(keep) == []
 
 
 def test_reset_kills_background_processes(backend):
@@ -153,7 +142,7 @@ def test_reset_kills_background_processes(backend):
         await sb.exec(f"{marker} > /dev/null 2>&1 &")
         before = await _started(marker)
         await sb.reset()
-        return before, _procs_with(marker), await sb.exec("echo still usable")
+        return before, procs_with(marker), await sb.exec("echo still usable")
 
     before, after, r = run(_with(backend, SandboxSpec(), body))
     assert len(before) == 1 and after == [] and r.stdout == "still usable\n"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 from sparring.sandbox.base import Sandbox, SandboxSpec
@@ -35,17 +34,6 @@ def in_sandbox(backend: Any, spec: SandboxSpec, fn: Callable[[Sandbox], Awaitabl
     return run(go())
 
 
-def host_procs_with(marker: str) -> list[int]:
-    """Host pids whose argv contains ``marker`` (reads /proc/*/cmdline only)."""
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if marker.encode() in (p / "cmdline").read_bytes():
-                    out.append(int(p.name))
-            except OSError:
-                pass
-    return out
 
 
 def unique_sleep_arg() -> str:

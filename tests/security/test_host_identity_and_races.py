@@ -16,10 +16,10 @@ import json
 import os
 from pathlib import Path
 
-from sec_support import CANARY_TEXT, host_procs_with, in_sandbox, unique_sleep_arg
+from sec_support import CANARY_TEXT, in_sandbox, unique_sleep_arg
 
 from sparring.sandbox.base import SandboxSpec
-from tests_support import HANG_S, ROOT_ONLY
+from tests_support import HANG_S, ROOT_ONLY, procs_with
 
 
 def test_host_environment_does_not_leak_in(backend, monkeypatch):
@@ -122,7 +122,7 @@ def test_no_process_survives_the_moment_a_timed_out_exec_returns(backend):
                 f"setsid sleep {m} >/dev/null 2>&1 & nohup sleep {m} >/dev/null 2>&1 & sleep {m}", timeout=1
             )
             assert r.timed_out
-            survivors += host_procs_with(m)
+            survivors += procs_with(m)
         return survivors
 
     assert in_sandbox(backend, SandboxSpec(), body) == []

@@ -273,7 +273,7 @@ def test_copy_mode_snapshots_never_pull_host_content_through_a_swapped_symlink(t
             await sb.write_file("swap.py", swapper.encode())
             await sb.exec("python3 swap.py > /dev/null 2>&1 &")
             started = await sb.exec(
-                "for i in $(seq 2400); do [ -e count ] && break; sleep 0.05; done; cat count",  # <= 120 s, under load
+                f"for i in $(seq {int(HANG_S / 0.05)}); do [ -e count ] && break; sleep 0.05; done; cat count",
                 timeout=HANG_S + 10,
             )
             sids = []

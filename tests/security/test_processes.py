@@ -6,10 +6,10 @@ import os
 import time
 import uuid
 
-from sec_support import host_procs_with, in_sandbox, run, unique_sleep_arg
+from sec_support import in_sandbox, run, unique_sleep_arg
 
 from sparring.sandbox.base import SandboxSpec
-from tests_support import HANG_S, await_until
+from tests_support import HANG_S, await_until, procs_with
 
 ATTACK_HOST_PROCESS = r"""
 import ctypes, errno, os, sys
@@ -101,7 +101,7 @@ async def gone_within(marker: str, seconds: float) -> list[int]:
     import asyncio
 
     deadline = time.monotonic() + seconds
-    while (left := host_procs_with(marker)) and time.monotonic() < deadline:
+    while (left := procs_with(marker)) and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     return left
 
@@ -123,7 +123,7 @@ def test_nothing_is_left_behind_after_close(backend):
 
     r, sb_dir = in_sandbox(backend, SandboxSpec(memory_mb=256, pids=64), body)
     assert r.stdout == "started\n" and not r.timed_out
-    assert host_procs_with(m) == []
+    assert procs_with(m) == []
     if sb_dir is not None:
         assert not os.path.exists(sb_dir)
 
@@ -182,9 +182,9 @@ def test_sandboxes_cannot_see_each_other(backend):
             long = asyncio.ensure_future(
                 other.exec(["python3", "-c", "import time; time.sleep(600)", m], timeout=900)
             )
-            seen = await await_until(lambda: host_procs_with(m))  # the neighbour is running...
+            seen = await await_until(lambda: procs_with(m))  # the neighbour is running...
             look = await sb.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '; echo"])
-            neighbour_alive = bool(seen) and host_procs_with(m) == seen  # ...all the while we looked
+            neighbour_alive = bool(seen) and procs_with(m) == seen  # ...all the while we looked
             long.cancel()
             return look, neighbour_alive
         finally:
@@ -192,5 +192,5 @@ def test_sandboxes_cannot_see_each_other(backend):
 
     r, neighbour_alive = in_sandbox(backend, SandboxSpec(), body)
     assert neighbour_alive  # the neighbour was running while we looked
-    assert host_procs_with(m) == []
+    assert procs_with(m) == []
     assert m not in r.stdout and "python3" not in r.stdout

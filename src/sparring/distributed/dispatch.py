@@ -18,6 +18,11 @@ from dataclasses import dataclass
 
 from sparring.errors import SandboxError
 
+PROBE_TIMEOUT_S = 180.0
+"""How long a down node may take to answer again before it is dropped for the rest of the run (a node
+whose machine left the cluster is gone at once). A killed Ray actor's restart took over 30 s on a
+loaded 2-core machine, so a short window loses a healthy node's capacity."""
+
 
 @dataclass
 class NodeLoad:

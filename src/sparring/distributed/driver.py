@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparring.distributed.dispatch import Dispatcher, NodeLoad, NoNodeError
+from sparring.distributed.dispatch import PROBE_TIMEOUT_S, Dispatcher, NodeLoad, NoNodeError
 from sparring.distributed.node import EpisodeWire
 from sparring.distributed.policy_ref import PolicyRef, policy_ref
 from sparring.rollout.run_records import SchedulerConfig
@@ -43,10 +43,8 @@ class DriverOptions:
     """Times one episode is sent again after the node running it died or overran."""
     episode_timeout_s: float | None = None
     """Beyond this an episode counts as lost with its node (default: from the stage limits)."""
-    probe_timeout_s: float = 180.0
-    """How long a failed node may take to answer again before it is dropped for the rest of the run (a
-    node whose machine left the cluster is dropped at once). A killed Ray actor's restart took over
-    30 s on a loaded 2-core machine, so a short window loses a healthy node's capacity."""
+    probe_timeout_s: float = PROBE_TIMEOUT_S
+    """How long a failed node may take to answer again before it is dropped (see PROBE_TIMEOUT_S)."""
     export_dir: Path | None = None
     """Where a driver-side transformers policy is saved per weights version (nodes read it)."""
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from sparring.distributed.dispatch import PROBE_TIMEOUT_S
 from sparring.errors import ConfigError, NotBuiltError
 from sparring.policy.base import Policy
 from sparring.rollout.scheduler import RolloutScheduler, RolloutSummary
@@ -82,7 +83,7 @@ class RayOptions:
     path every node reads; default: under ``root``)."""
     max_node_failures: int = 2
     episode_timeout_s: float | None = None
-    probe_timeout_s: float = 180.0
+    probe_timeout_s: float = PROBE_TIMEOUT_S
 
 
 class RayExecutor:
