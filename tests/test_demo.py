@@ -83,6 +83,9 @@ def test_demo_look_quick_measures_the_skill(tmp_path):
         recomposed = sum(w * (p or 0.0) for w, p in parts) * s["episodes"] / 12
         assert recomposed == pytest.approx(d["heldout"][phase])
     assert "Look before acting" in r.stderr
+    # the tiny model is copy-pretrained before the warm start (the preset's 100 steps), with its progress shown
+    assert "-cp100-" in Path(d["model"]).name and "copy-pretraining steps" in r.stderr
+    assert json.loads((Path(d["model"]) / "copy_pretrain.json").read_text())["steps"] == 100
     (metrics,) = (work / "metrics").glob("*.jsonl")
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert sum(1 for r in rows if "eval/heldout/after_rl/skill/inspect_first" in r) == 1

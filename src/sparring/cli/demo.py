@@ -57,18 +57,33 @@ QUICK = {**_COMMON, "n_train": 16, "n_heldout": 8, "iterations": 3, "tasks_per_i
 # inspect-first share 0.70 -> 0.97 in 12 iterations. (A cosine decay of the SFT lr left the share at the
 # teacher's 0.54 but the copy unlearnt: 0.31 after a look. Earlier: guess 0.6 and 200 SFT steps did not
 # learn the copy either, 0.2 after a look, below a guess's 0.34.)
+# Copy pretraining (issue 21, round 2): with random weights, whether SFT learnt to copy the name from `ls`
+# depended on the initialisation (a sudden transition; seeds 1 and 2 stayed at chance, 0.33, for all 600
+# SFT steps in a probe measuring it every 50 steps, and lr, width, depth or a whole-dialogue loss moved
+# the step, never across all seeds). The byte-level tokenizer makes the copy a learned mapping: `items`
+# at the start of the tool output's line and ` items` in the command are different tokens. 600 batches
+# of generic copy exercises over the corpus's words (sparring.train.pretrain: re-list a list with another
+# separator, look a key up), a quarter of each batch plain text of the generic corpus, before the warm
+# start: in the probe all three seeds then crossed (copy accuracy 1.0 from SFT step 150-350, 0.75 on one
+# base). Without the plain text the pretrained model was sure of other tokens than the chat format's
+# (first SFT loss 13-16 against 7.4 at random init; 2.1 with it), and one full run's warm start still
+# copied only half the time; SFT batches of 32 (400 steps: 12,800 examples against 9,600) also make the
+# transition less dependent on the order of the batches.
 _LOOK_TEACHER = {"teacher": "noisy", "guess": 0.5, "samples": 6, "passed_only": False}
 _LOOK = {
     **_COMMON,
     "family": "shell-look",
+    "model": {**_COMMON["model"], "copy_pretrain_steps": 600},
     "max_steps": 3,
     "heldout_max_steps": 3,
     "warm_start": _LOOK_TEACHER,
-    "sft_steps": 600,
+    "sft_steps": 400,
+    "sft_batch": 32,
 }
 LOOK_FULL = {**_LOOK, "n_train": 24, "n_heldout": 12, "iterations": 12, "tasks_per_iteration": 8}
 LOOK_QUICK = {**_LOOK, "n_train": 12, "n_heldout": 6, "iterations": 2, "tasks_per_iteration": 4, "sft_steps": 120,
-              "heldout_samples": 2, "warm_start": {**_LOOK_TEACHER, "samples": 4}}  # fmt: skip
+              "heldout_samples": 2, "warm_start": {**_LOOK_TEACHER, "samples": 4},
+              "model": {**_COMMON["model"], "copy_pretrain_steps": 100}}  # fmt: skip
 # --family NAME -> (full, quick) defaults; shell-ops is the default demo, unchanged
 DEFAULTS = {"shell-ops": (FULL, QUICK), "shell-look": (LOOK_FULL, LOOK_QUICK)}
 

@@ -25,6 +25,9 @@ def build(
     heads: int = typer.Option(4, "--heads", help="Attention heads (must divide --hidden)."),
     vocab_size: int = typer.Option(2048, "--vocab-size", help="Tokenizer vocabulary size."),
     seed: int = typer.Option(0, "--seed", help="Same settings and seed, same weights."),
+    copy_pretrain_steps: int = typer.Option(
+        0, "--copy-pretrain-steps", help="Pretrain on this many batches of generic copy exercises (0: random weights)."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Train a byte-level BPE tokenizer on a built-in tool-call corpus and save a random-init Llama-style model."""
@@ -33,6 +36,8 @@ def build(
 
     if min(hidden, layers, heads, vocab_size) < 1:
         raise ConfigError("--hidden, --layers, --heads and --vocab-size must be at least 1")
+    if copy_pretrain_steps < 0:
+        raise ConfigError("--copy-pretrain-steps must be 0 (off) or more")
     if (out / "config.json").exists():
         raise ConfigError(f"{out} already holds a model (config.json): pick another --out or remove it")
     import contextlib
@@ -41,7 +46,10 @@ def build(
         import transformers
 
         transformers.utils.logging.disable_progress_bar()
-    path = build_tiny_model(out, seed=seed, vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads)
+    path = build_tiny_model(
+        out, seed=seed, vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads,
+        copy_pretrain_steps=copy_pretrain_steps,
+    )  # fmt: skip
     params = _parameters(path)
     if json_out:
         emit_json({"path": str(path), "parameters": params, "name": path.name})

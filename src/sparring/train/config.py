@@ -29,6 +29,12 @@ class ModelConfig(BaseModel):
     layers: int = Field(2, description="Transformer layers of the tiny model.")
     heads: int = Field(4, description="Attention heads of the tiny model.")
     vocab_size: int = Field(2048, description="Tokenizer vocabulary size.")
+    copy_pretrain_steps: int = Field(
+        0,
+        ge=0,
+        description="Batches of generic copy exercises the tiny model is pretrained on before the warm start "
+        "(sparring.train.pretrain; 0: none, the weights stay random).",
+    )
     max_new_tokens: int = Field(64, description="Tokens the policy may generate per turn.")
     max_prompt_tokens: int = Field(1536, description="Prompt tokens kept (oldest turns dropped first).")
     temperature: float = Field(1.0, description="Sampling temperature of rollouts.")

@@ -13,9 +13,12 @@ import json
 import random
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparring.chat_format import render_assistant, render_prompt
+
+if TYPE_CHECKING:
+    from sparring.monitor.progress import Progress
 
 # The environment's tool set, as OpenAI function schemas, for corpus text only
 # (the env room owns the real schemas; pass them to default_corpus to cover them).
@@ -312,6 +315,8 @@ def build_tiny_model(
     heads: int = 4,
     max_positions: int = 2048,
     arch: str = "llama",
+    copy_pretrain_steps: int = 0,
+    progress: Progress | None = None,
 ) -> Path:
     """Train a tokenizer, make a random-init causal LM (``arch``: ``llama`` or ``qwen2``), save both.
 
@@ -319,6 +324,13 @@ def build_tiny_model(
     and ``AutoTokenizer.from_pretrained(out_dir)`` (and ``HFPolicy(out_dir)``);
     the tokenizer carries Sparring's ``chat_template``, so ``apply_chat_template``
     and TRL work on it. Same arguments, same bytes of weights.
+
+    ``copy_pretrain_steps > 0`` then trains the random-init weights on that many
+    batches of generic copy exercises over the corpus's words
+    (:mod:`sparring.train.pretrain`): the copying a hub model brings from
+    pretraining, which a warm start on a few hundred demonstrations otherwise
+    finds or misses depending on the seed. Its settings and losses go to
+    ``copy_pretrain.json`` in the model directory; ``progress`` follows its steps.
     """
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
@@ -334,9 +346,12 @@ def build_tiny_model(
         raise ConfigError(f"unknown arch {arch!r}: choose {' or '.join(archs)}")
     if hidden % heads:
         raise ConfigError(f"hidden={hidden} must be a multiple of heads={heads}")
+    if copy_pretrain_steps < 0:
+        raise ConfigError(f"copy_pretrain_steps={copy_pretrain_steps} must be 0 (off) or more")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tok = train_tokenizer(default_corpus() if corpus is None else corpus, vocab_size, out)
+    texts = default_corpus() if corpus is None else list(corpus)
+    tok = train_tokenizer(texts, vocab_size, out)
     config_cls, model_cls = archs[arch]
     config = config_cls(
         vocab_size=len(tok),
@@ -357,4 +372,31 @@ def build_tiny_model(
     model.generation_config.pad_token_id = tok.pad_token_id
     model.generation_config.eos_token_id = [tok.eos_token_id, tok.convert_tokens_to_ids("<|end|>")]
     model.save_pretrained(str(out), safe_serialization=True)
+    if copy_pretrain_steps:
+        _copy_pretrain(out, texts, copy_pretrain_steps, seed, progress)
     return out
+
+
+def _copy_pretrain(out: Path, corpus: list[str], steps: int, seed: int, progress: Progress | None) -> None:
+    """Copy-pretrain the model saved in ``out`` in place; record how in ``out/copy_pretrain.json``."""
+    from sparring.policy.hf import HFPolicy
+    from sparring.train.pretrain import BATCH_SIZE, LM_SHARE, LR, corpus_words, pretrain_copy
+
+    words = corpus_words(corpus)
+    policy = HFPolicy(out, seed=seed)
+    # plain text: the generic template conversations and code, never the caller's task data
+    texts = default_corpus(seed=seed)
+    losses = pretrain_copy(policy, words, steps=steps, seed=seed, texts=texts, progress=progress)
+    policy.model.save_pretrained(str(out), safe_serialization=True)
+    window = max(1, min(50, steps))
+    record = {
+        "steps": steps,
+        "batch_size": BATCH_SIZE,
+        "lr": LR,
+        "lm_share": LM_SHARE,
+        "seed": seed,
+        "words": len(words),
+        "loss_first": round(sum(losses[:window]) / window, 4),
+        "loss_last": round(sum(losses[-window:]) / window, 4),
+    }
+    (out / "copy_pretrain.json").write_text(json.dumps(record, indent=2) + "\n")

@@ -91,7 +91,13 @@ def prepare_tasks(cfg: RLConfig, log: Log) -> tuple[list[Task], list[Task]]:
     return train, held
 
 
-def prepare_model(cfg: RLConfig, tasks: list[Task], log: Log, extra_corpus: list[str] | None = None) -> Path:
+def prepare_model(
+    cfg: RLConfig,
+    tasks: list[Task],
+    log: Log,
+    extra_corpus: list[str] | None = None,
+    progress: Progress | None = None,
+) -> Path:
     """The configured model dir, or a tiny model built here (cached by its settings and corpus)."""
     if cfg.model.path is not None:
         if not (cfg.model.path / "config.json").is_file():
@@ -114,14 +120,16 @@ def prepare_model(cfg: RLConfig, tasks: list[Task], log: Log, extra_corpus: list
         corpus.append(t.spec.instruction)
     corpus += extra_corpus or []
     key = hashlib.sha256("\x00".join(corpus).encode()).hexdigest()[:10]
-    d = cfg.workdir / "models" / f"tiny-h{m.hidden}-l{m.layers}-v{m.vocab_size}-s{cfg.seed}-{key}"
+    cp = f"-cp{m.copy_pretrain_steps}" if m.copy_pretrain_steps else ""
+    d = cfg.workdir / "models" / f"tiny-h{m.hidden}-l{m.layers}-v{m.vocab_size}{cp}-s{cfg.seed}-{key}"
     if (d / "config.json").is_file():
         return d
-    log(f"building a tiny model in {d}")
+    log(f"building a tiny model in {d}" + (f" ({m.copy_pretrain_steps} copy-pretraining steps)" if cp else ""))
     tmp = d.with_name(d.name + f".tmp-{uuid.uuid4().hex[:6]}")
     build_tiny_model(
-        tmp, corpus, seed=cfg.seed, vocab_size=m.vocab_size, hidden=m.hidden, layers=m.layers, heads=m.heads
-    )
+        tmp, corpus, seed=cfg.seed, vocab_size=m.vocab_size, hidden=m.hidden, layers=m.layers, heads=m.heads,
+        copy_pretrain_steps=m.copy_pretrain_steps, progress=progress,
+    )  # fmt: skip
     tmp.rename(d)
     return d
 
@@ -359,7 +367,11 @@ async def run_rl(
             demo_texts = [p + c for p, c in examples[:200]]
             res.sft = {"teacher": teacher.name, "teacher_pass_rate": demo.pass_rate, "oracle_pass_rate": demo.pass_rate,
                        "trajectories": len(kept), "examples": len(examples), "steps": cfg.sft_steps}  # fmt: skip
-        model_dir = Path(saved["model"]) if saved else prepare_model(cfg, train_tasks, log, demo_texts)
+        model_dir = (
+            Path(saved["model"])
+            if saved
+            else await asyncio.to_thread(prepare_model, cfg, train_tasks, log, demo_texts, prog)
+        )
         res.model = str(model_dir)
         policy = HFPolicy(
             model_dir, max_new_tokens=m.max_new_tokens, max_prompt_tokens=m.max_prompt_tokens,
