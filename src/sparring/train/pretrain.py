@@ -117,12 +117,12 @@ def pretrain_copy(
     prog = progress or NoProgress()
     trainer = SFTTrainer(policy, lr=lr)
     losses = []
+    n_lm = round(batch_size * lm_share) if texts else 0
     prog.start("pretrain", steps, "tiny model: copy-pretraining steps")
     for s in range(steps):
-        n_lm = round(batch_size * lm_share) if texts else 0
         batch = copy_exercises(words, batch_size - n_lm, seed=seed * 1_000_003 + s)
-        if n_lm and texts:
-            batch += text_windows(texts, n_lm, seed=seed * 1_000_003 + s)
+        if n_lm:
+            batch += text_windows(texts or [], n_lm, seed=seed * 1_000_003 + s)
         losses.append(trainer.step(batch)["sft/loss"])
         prog.advance("pretrain")
     prog.finish("pretrain")
