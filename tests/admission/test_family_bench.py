@@ -49,6 +49,19 @@ def test_admission_on_a_sample_reports_yield_and_cost(backend) -> None:  # type:
     assert row["repeats"] == 2
 
 
+@pytest.mark.slow
+def test_cli_admission_shows_progress_on_stderr_and_json_on_stdout() -> None:
+    r = _cli("tasks", "family-bench", "--families", "shell-ops", "--n", "4", "--seed", "1", "--admit", "2",
+             "--repeats", "2")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (row,) = [json.loads(line) for line in r.stdout.splitlines()]
+    assert row["checked"] == row["admitted"] == 2, row
+    # stderr is a pipe here: the bar prints as whole lines (start, end), never escape codes
+    assert "shell-ops: generating 4 tasks, then checking 2" in r.stderr
+    assert "shell-ops: admission: 0/2" in r.stderr and "shell-ops: admission: 2/2 done in" in r.stderr
+    assert "\x1b[" not in r.stderr
+
+
 def test_a_sample_is_spread_over_the_tasks_without_repeats() -> None:
     assert spread_sample(list(range(200)), 5) == [0, 40, 80, 120, 160]
     assert spread_sample([1, 2], 5) == [1, 2] and spread_sample([1], 0) == [] and spread_sample([], 3) == []

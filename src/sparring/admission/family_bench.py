@@ -17,11 +17,11 @@ import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sparring.admission.check import REFERENCE_RUNS, check_tasks, default_judge_concurrency
+from sparring.admission.check import REFERENCE_RUNS, CheckReport, check_tasks, default_judge_concurrency
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.sandbox.base import SandboxBackend
 from sparring.tasks.digest import tree_digest
@@ -47,8 +47,10 @@ async def run_family_admission(
     concurrency: int = 3,
     judge_concurrency: int | None = None,
     repeats: int | None = None,
+    on_done: Callable[[CheckReport], None] | None = None,
 ) -> dict[str, Any]:
-    """One family's yield record (see the module docstring); ``admit=None`` checks all ``n``."""
+    """One family's yield record (see the module docstring); ``admit=None`` checks all ``n``. ``on_done``
+    gets each task's report as its check ends (for progress)."""
     get_family(family)
     with tempfile.TemporaryDirectory(prefix=f"sparring-family-bench-{family}-") as tmp:
         t0 = time.perf_counter()
@@ -63,7 +65,9 @@ async def run_family_admission(
         jc = judge_concurrency or default_judge_concurrency()
         started = time.perf_counter()
         reports = (
-            await check_tasks(sample, PytestJudge(backend), repeats, concurrency, judge_concurrency=jc)
+            await check_tasks(
+                sample, PytestJudge(backend), repeats, concurrency, on_done=on_done, judge_concurrency=jc
+            )
             if sample
             else []
         )

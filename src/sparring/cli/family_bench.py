@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import typer
 
-from sparring.cli.common import BACKEND_OPT, emit_json, err_console, guarded, make_cli_backend, run_async
+from sparring.cli.common import BACKEND_OPT, emit_json, guarded, make_cli_backend, run_async
 from sparring.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sparring.sandbox.base import SandboxBackend
 
 ALL_FAMILIES = "function-impl,code-repair,data-analysis,shell-ops,sql,tool-use,spreadsheet,service-recovery"
 
@@ -29,7 +34,6 @@ def family_bench(
     backend: str = BACKEND_OPT,
 ) -> None:
     """Per family: generate N tasks, count distinct ones, run admission on them; one JSON object per family."""
-    from sparring.admission.family_bench import run_family_admission
     from sparring.tasks.families import get_family
 
     fams = [f.strip() for f in families.split(",") if f.strip()]
@@ -39,17 +43,39 @@ def family_bench(
         get_family(f)  # an unknown name is a one-line error before any work
     be = make_cli_backend(backend)
     for f in fams:
-        with err_console.status(f"{f}: generating {n} tasks and checking {n if admit < 0 else admit}"):
-            res = run_async(
-                run_family_admission(
-                    be,
-                    f,
-                    n,
-                    seed,
-                    None if admit < 0 else admit,
-                    concurrency,
-                    judge_concurrency or None,
-                    repeats or None,
-                )
+        emit_json(_bench_family(be, f, n, seed, admit, concurrency, judge_concurrency, repeats))
+
+
+def _bench_family(
+    be: SandboxBackend, family: str, n: int, seed: int, admit: int, concurrency: int, judge_concurrency: int,
+    repeats: int,
+) -> dict[str, Any]:  # fmt: skip
+    """One family's record, with a bar over the tasks checked and a log line per rejected task."""
+    from sparring.admission.check import CheckReport
+    from sparring.admission.family_bench import run_family_admission
+    from sparring.cli.progress import Bars
+
+    checking = n if admit < 0 else min(admit, n)
+    rejected = 0
+    with Bars() as bars:
+
+        def progress(rep: CheckReport) -> None:
+            nonlocal rejected
+            bars.advance(family)
+            if not rep.ok:
+                rejected += 1
+                rules = ",".join(sorted({p.rule for p in rep.problems}))
+                bars.log(f"{family}: {rep.id} rejected ({rejected} so far): {rules}")
+
+        bars.log(f"{family}: generating {n} tasks" + (f", then checking {checking}" if checking else ""))
+        if checking:
+            bars.start(family, checking, f"{family}: admission")
+        res = run_async(
+            run_family_admission(
+                be, family, n, seed, None if admit < 0 else admit, concurrency, judge_concurrency or None,
+                repeats or None, on_done=progress,
             )
-        emit_json(res)
+        )  # fmt: skip
+        if checking:
+            bars.finish(family)
+    return res
