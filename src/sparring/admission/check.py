@@ -103,6 +103,11 @@ class CheckReport:
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def rules(self) -> list[str]:
+        """The distinct rules this task broke, sorted (empty when admitted)."""
+        return sorted({p.rule for p in self.problems})
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,

@@ -88,9 +88,7 @@ async def run_family_admission(
         "checked": len(reports),
         "admitted": len(reports) - len(rejected),
         "rejected": len(rejected),
-        "rejected_by_rule": dict(
-            sorted(Counter(rule for r in rejected for rule in {p.rule for p in r.problems}).items())
-        ),
+        "rejected_by_rule": dict(sorted(Counter(rule for r in rejected for rule in r.rules).items())),
         "rejected_ids": [r.id for r in rejected][:10],
         "admission_s": round(wall, 1),
         "seconds_per_task": round(per_task, 2) if per_task is not None else None,

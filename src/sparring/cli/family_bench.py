@@ -55,7 +55,8 @@ def _bench_family(
     from sparring.admission.family_bench import run_family_admission
     from sparring.cli.progress import Bars
 
-    checking = n if admit < 0 else min(admit, n)
+    sample = None if admit < 0 else admit  # None: check all n
+    checking = n if sample is None else min(sample, n)
     rejected = 0
     with Bars() as bars:
 
@@ -64,15 +65,14 @@ def _bench_family(
             bars.advance(family)
             if not rep.ok:
                 rejected += 1
-                rules = ",".join(sorted({p.rule for p in rep.problems}))
-                bars.log(f"{family}: {rep.id} rejected ({rejected} so far): {rules}")
+                bars.log(f"{family}: {rep.id} rejected ({rejected} so far): {','.join(rep.rules)}")
 
         bars.log(f"{family}: generating {n} tasks" + (f", then checking {checking}" if checking else ""))
         if checking:
             bars.start(family, checking, f"{family}: admission")
         res = run_async(
             run_family_admission(
-                be, family, n, seed, None if admit < 0 else admit, concurrency, judge_concurrency or None,
+                be, family, n, seed, sample, concurrency, judge_concurrency or None,
                 repeats or None, on_done=progress,
             )
         )  # fmt: skip

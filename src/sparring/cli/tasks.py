@@ -113,7 +113,7 @@ def check(
                 record_result(t, rep, repeats)
             bars.advance("check")
             if not rep.ok or not bars.live:
-                verdict = "ok" if rep.ok else "rejected " + ",".join(sorted({p.rule for p in rep.problems}))
+                verdict = "ok" if rep.ok else "rejected " + ",".join(rep.rules)
                 bars.log(f"checked {done[0]}/{len(tasks)} ({done[1]} rejected): {rep.id} {verdict}")
 
         reports = run_async(
