@@ -30,7 +30,7 @@ def foreign(source: str) -> set[str]:
     return {
         m
         for m in top_level_imports(source)
-        if m not in sys.stdlib_module_names and m not in ALLOWED_THIRD_PARTY
+        if m not in sys.stdlib_module_names and m not in ALLOWED_THIRD_PARTY and m not in SIBLINGS
     }
 
 
