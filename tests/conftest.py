@@ -14,7 +14,7 @@ from sparring.tasks.loader import Task
 from tests_support import make_clamp_task
 
 # Tests of the loop's mechanics roll out hand-made fixture tasks: the admission gate lets them through
-# (as --allow-unadmitted). The gate's own tests, and the demo's, remove this (tests/admission/test_gate.py).
+# (as --allow-unadmitted). The gate's own tests remove it (tests/admission/test_gate.py, tests/train/test_train_own_tasks.py).
 os.environ.setdefault("SPARRING_ALLOW_UNADMITTED", "1")
 
 
