@@ -137,7 +137,8 @@ class LocalBackend:
             if rec is None:
                 raise SandboxError(
                     f"the sandbox needs image {spec.image!r}, which is not in the image store "
-                    f"{self.image_store.root}: sparring image pull {spec.image} (or image import / build)"
+                    f"{self.image_store.root}: sparring image pull {spec.image} (or image import / build), "
+                    "or run it with the OCI backend (--backend oci)"
                 )
             root = self.image_store.rootfs(rec)
             env = SandboxEnvironment.of_image(root, rec.config.env)
