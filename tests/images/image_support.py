@@ -141,7 +141,10 @@ def debian_layout(recipe: dict | None = None) -> Path:
         [entry("opt/", tarfile.DIRTYPE), entry("opt/image-marker", data=b"made by the image tests\n")]
     )
     write_layout(
-        tmp, [tar.read_bytes(), marker], workdir="/opt", ref_name="sparring-test/debian:" + (recipe or DEBIAN_RECIPE)["suite"]
+        tmp,
+        [tar.read_bytes(), marker],
+        workdir="/opt",
+        ref_name="sparring-test/debian:" + (recipe or DEBIAN_RECIPE)["suite"],
     )
     os.replace(tmp, out)
     return out
