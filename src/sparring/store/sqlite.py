@@ -328,6 +328,22 @@ class SQLiteStore:
             raise StoreError(f"no trajectory {traj_id} in {self.path}")
         return self._decode(row[0])
 
+    def resolve_id(self, ref: str) -> str:
+        """The id of the one trajectory whose id is ``ref`` or starts with it; StoreError if none or
+        several do (the error says how many)."""
+        with self._read() as conn:
+            if conn.execute("SELECT 1 FROM trajectories WHERE id = ?", (ref,)).fetchone():
+                return ref
+            rows = conn.execute(
+                "SELECT id FROM trajectories WHERE substr(id, 1, ?) = ? LIMIT 11", (len(ref), ref)
+            ).fetchall()
+        if not ref or not rows:
+            raise StoreError(f"no trajectory {ref} in {self.path} (`sparring traj search` lists the ids)")
+        if len(rows) > 1:
+            many = "more than 10" if len(rows) > 10 else str(len(rows))
+            raise StoreError(f"id prefix {ref} is ambiguous in {self.path}: {many} trajectories match; give more characters")
+        return str(rows[0][0])
+
     def count(self) -> int:
         with self._read() as conn:
             return int(conn.execute("SELECT count(*) FROM trajectories").fetchone()[0])
