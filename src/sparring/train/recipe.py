@@ -170,9 +170,12 @@ async def evaluate(
     prog = progress or NoProgress()
     prog.start("rollouts", len(tasks) * samples, label)
     try:
-        return await sched.run(tasks, policy, samples, run_id=run_id, seed=seed)
-    finally:
-        prog.finish("rollouts")
+        summary = await sched.run(tasks, policy, samples, run_id=run_id, seed=seed)
+    except BaseException:  # interrupted or failed: the bar says where it stopped, never "16/16 done"
+        prog.finish("rollouts", complete=False)
+        raise
+    prog.finish("rollouts", complete=not summary.interrupted)
+    return summary
 
 
 @dataclass
@@ -323,6 +326,13 @@ async def run_rl(
     store = SQLiteStore(store_path)
     if saved is None:
         store.start_run(run_id, cfg.model_dump(mode="json"))
+    else:
+        # Rollouts of the iteration(s) after the checkpoint (a Ctrl-C or a crash stopped them) are redone
+        # from here: drop them, or the run would count them twice.
+        assert ckpt is not None
+        cutoff = float(saved.get("saved_at") or (ckpt / "state.json").stat().st_mtime)
+        if dropped := store.drop_run_after(run_id, cutoff):
+            log(f"dropped {dropped} rollout(s) stored after {ckpt.name} by the interrupted run; they are redone")
     sink = make_sinks(cfg.monitor.exporters, cfg.workdir, run_id, cfg.model_dump(mode="json"))
     backend = make_backend(cfg.backend)  # each task's spec names its layer: agent and judge run it
     pool = SandboxPool(backend, max_idle=cfg.concurrency, limits=cfg.sandbox_limits)
@@ -547,6 +557,7 @@ async def run_rl(
                     "policy_version": policy.version, "curriculum": curriculum.state_dict(), "drift": drift.state_dict(),
                     "alerts": rules.state_dict(), "pending": [[t.model_dump(mode="json") for t in b] for b in lag.pending()],
                     "iterations": res.iterations, "heldout": res.heldout, "sft": res.sft, "alerts_raised": res.alerts,
+                    "saved_at": time.time(),
                     **({"skill": res.skill} if res.skill else {}),
                 }  # fmt: skip
                 await asyncio.to_thread(save_checkpoint, cfg.workdir, it, policy, trainer.optimizer, state)
