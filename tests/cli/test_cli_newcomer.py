@@ -106,3 +106,13 @@ def test_judge_score_prints_a_table(clamp_task, tmp_path):
     assert r.returncode == 0, r.stderr
     no_python_dict(r.stdout)
     assert "components." in r.stdout and "2 passed, 2 failed" in r.stdout
+
+
+def test_tasks_generate_help_lists_every_family():
+    from sparring.cli.tasks import FAMILY_NAMES
+    from sparring.tasks.families import FAMILIES
+
+    assert FAMILY_NAMES.split(", ") == sorted(FAMILIES)
+    r = sp("tasks", "generate", "--help", cwd=None)
+    flat = " ".join(r.stdout.split()).replace("│", "").replace("  ", " ")
+    assert all(f in flat for f in FAMILIES), r.stdout

@@ -100,6 +100,8 @@ def test_kill_and_resume_reaches_the_uninterrupted_state(tmp_path):
                        capture_output=True, text=True, timeout=900, env=env)  # fmt: skip
     assert b.returncode == 0, b.stderr[-2000:]
     ra, rb = json.loads(a.stdout), json.loads(b.stdout)
+    assert rb["trained_model"] == str(tmp_path / "b" / "checkpoints" / "iter-00002" / "model")
+    assert "trained model: " + rb["trained_model"] in b.stderr
     assert [r["iteration"] for r in rb["iterations"]] == [0, 1, 2]
     assert sum(not r["grpo_skipped"] for r in ra["iterations"]) >= 2, ra["iterations"]  # real updates ran
 

@@ -49,7 +49,8 @@ class RunResult:
     seconds: float = 0.0
     run_id: str = ""
     store: str = ""
-    model: str = ""
+    model: str = ""  # the base the run started from
+    trained_model: str | None = None  # the newest checkpoint's weights (None: none was written)
     alerts: list[dict[str, Any]] = field(default_factory=list)
     weight_syncs: int = 0  # pushes of weights to the configured inference server (this process)
     # per held-out phase, the look-before-acting measure (sparring.monitor.skill) of families that teach it
@@ -65,6 +66,7 @@ class RunResult:
             "seconds": round(self.seconds, 3),
             "store": self.store,
             "model": self.model,
+            "trained_model": self.trained_model,
             "alerts": self.alerts,
             "weight_syncs": self.weight_syncs,
             **skill,
@@ -434,6 +436,7 @@ async def run_rl(
         else:
             assert ckpt is not None
             log(f"resuming from {ckpt}")
+            res.trained_model = str(ckpt / "model")
             if m.lora is not None:
                 load_adapter(policy.model, ckpt / "model")
             else:
@@ -560,7 +563,8 @@ async def run_rl(
                     "saved_at": time.time(),
                     **({"skill": res.skill} if res.skill else {}),
                 }  # fmt: skip
-                await asyncio.to_thread(save_checkpoint, cfg.workdir, it, policy, trainer.optimizer, state)
+                ck = await asyncio.to_thread(save_checkpoint, cfg.workdir, it, policy, trainer.optimizer, state)
+                res.trained_model = str(ck / "model")
 
         prog.finish("rl")
         log("held-out evaluation after RL")
