@@ -123,6 +123,8 @@ class MonitorConfig(BaseModel):
 
 
 class RLConfig(BaseModel):
+    """The whole training run: tasks, model, rollouts, judge, loss and schedule (YAML/TOML, `--set` overrides)."""
+
     model_config = ConfigDict(extra="forbid")
 
     workdir: Path = Field(Path(".sparring/run"), description="Where tasks, model, store and metrics go.")
@@ -222,6 +224,7 @@ def _set_dotted(d: dict[str, Any], key: str, value: Any) -> None:
 def load_config(
     path: Path | None, overrides: list[str] | None = None, base: dict[str, Any] | None = None
 ) -> RLConfig:
+    """The config in ``path`` (YAML or TOML) over ``base``, with ``key=value`` ``overrides`` applied, validated."""
     data: dict[str, Any] = dict(base or {})
     if path is not None:
         if not path.is_file():
