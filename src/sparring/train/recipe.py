@@ -132,7 +132,7 @@ def collect_tasks(cfg: RLConfig, log: Log) -> RunTasks:
     own_train = find_tasks(cfg.tasks) if cfg.tasks is not None else []
     own_held = find_tasks(cfg.heldout_tasks) if cfg.heldout_tasks is not None else []
     if own_train and not gen_held and not own_held:
-        log("no heldout_tasks: the held-out evaluation runs the training tasks (it measures no generalisation)")
+        log("no heldout_tasks: the held-out evaluation runs the training tasks (no generalisation measured)")
     return RunTasks(gen_train, gen_held, own_train, own_held)
 
 
@@ -154,7 +154,7 @@ async def gate_tasks(
     own = {t.digest for t in run.own_train + run.own_heldout}
     for v in verdicts:
         if not v.ok and v.task.digest in own:
-            raise TaskError(f"{v.line()}: fix it and run `sparring tasks check`, or set allow_unadmitted: true")
+            raise TaskError(f"{v.line()}: fix it and run `sparring tasks check` (allow_unadmitted: true overrides)")
     for v in verdicts:
         if not v.ok:
             log(f"admission: skipping {v.line().removeprefix('task ')}")
