@@ -154,7 +154,9 @@ async def gate_tasks(
     own = {t.digest for t in run.own_train + run.own_heldout}
     for v in verdicts:
         if not v.ok and v.task.digest in own:
-            raise TaskError(f"{v.line()}: fix it, then `sparring tasks check` (allow_unadmitted: true overrides)")
+            raise TaskError(
+                f"{v.line()}: fix it, then `sparring tasks check` (allow_unadmitted: true overrides)"
+            )
     for v in verdicts:
         if not v.ok:
             log(f"admission: skipping {v.line().removeprefix('task ')}")
