@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from sparring.monitor.metrics import iteration_metrics, make_sinks, with_aliases
-from sparring.rollout.trajectory import Trajectory
 from sparring.train.recipe import zero_variance_groups
+from sparring.trajectory import Trajectory
 
 EXE = Path(sys.executable).parent / "sparring"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from sparring.errors import StoreError
-from sparring.rollout.trajectory import Trajectory
 from sparring.store.base import TrajQuery
 from sparring.store.sqlite import SQLiteStore
+from sparring.trajectory import Trajectory
 
 
 def traj(i: int, **kw) -> Trajectory:

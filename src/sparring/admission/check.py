@@ -146,7 +146,7 @@ def check_initial_state(task: Task) -> list[Problem]:
         return [
             Problem(
                 "initial_state_reproducible",
-                "task.toml pins no workspace_digest (write tasks with write_task)",
+                f"task.toml pins no workspace_digest: run `sparring tasks pin {task.path}`",
             )
         ]
     with tempfile.TemporaryDirectory(prefix="sparring-admit-") as tmp:
@@ -162,7 +162,7 @@ def check_initial_state(task: Task) -> list[Problem]:
             Problem(
                 "initial_state_reproducible",
                 f"workspace/ rebuilds to {digests[0][:19]}, but task.toml pins {pinned[:19]}: the workspace was "
-                "changed after the task was written",
+                f"changed after it was pinned (if on purpose, run `sparring tasks pin {task.path}`)",
             )
         ]
     return []
@@ -485,9 +485,12 @@ async def check_tasks(
 # --------------------------------------------------------------------------- stored results
 
 
-def admission_record(rep: CheckReport, repeats: int, environment: str = "") -> dict[str, Any]:
+def admission_record(
+    rep: CheckReport, repeats: int, environment: str = "", judge_version: str = ""
+) -> dict[str, Any]:
     return {
         **rep.to_json(),
+        "judge_version": judge_version,
         "version": rep.version,
         "repeats": repeats,
         "environment": environment,
@@ -501,11 +504,16 @@ def unloadable(name: str, error: Exception) -> CheckReport:
     return CheckReport(name, "", [Problem("spec_valid", str(error))])
 
 
-def record_result(task: Task, rep: CheckReport, repeats: int) -> Path:
+def record_result(task: Task, rep: CheckReport, repeats: int, judge_version: str = "") -> Path:
     """Store ``rep`` as the task's admission.json, naming the environment layer it was judged in (none
-    when no rule ran the judge)."""
+    when no rule ran the judge) and the admission judge's version; with that version, the verdict also
+    goes to the gate's cache (:mod:`sparring.admission.gate`)."""
+    from sparring.admission.gate import remember
+
     env = layer_for(task.spec.environment).digest if rep.outcomes else ""
-    return store_admission(task, admission_record(rep, repeats, env))
+    record = admission_record(rep, repeats, env, judge_version)
+    remember(record)
+    return store_admission(task, record)
 
 
 def store_admission(task: Task, record: dict[str, Any]) -> Path:

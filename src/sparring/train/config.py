@@ -122,12 +122,36 @@ class MonitorConfig(BaseModel):
 
 
 class RLConfig(BaseModel):
+    """The whole training run: tasks, model, rollouts, judge, loss and schedule (YAML/TOML, `--set` overrides)."""
+
     model_config = ConfigDict(extra="forbid")
 
     workdir: Path = Field(Path(".sparring/run"), description="Where tasks, model, store and metrics go.")
-    family: str = Field("code-repair", description="Task family to generate.")
+    family: str | None = Field(
+        "code-repair",
+        description="Task family to generate (null: none; with `tasks` set and no family given, only those "
+        "tasks are used).",
+    )
     n_train: int = Field(16, ge=1, description="Training tasks generated.")
     n_heldout: int = Field(6, ge=1, description="Held-out tasks, never trained on.")
+    tasks: Path | None = Field(
+        None,
+        description="A task directory or a directory of task directories to train on (your own tasks), alone "
+        "or beside a generated `family`. Admitted before use.",
+    )
+    heldout_tasks: Path | None = Field(
+        None,
+        description="Task directories for the held-out evaluation (beside the family's held-out tasks). Without "
+        "them and without a family, the held-out evaluation runs the training tasks.",
+    )
+    allow_unadmitted: bool = Field(
+        False,
+        description="Use tasks admission rejected (by default a generated family's rejects are skipped with a "
+        "logged reason, and a rejected task of `tasks` / `heldout_tasks` stops the run).",
+    )
+    admission_repeats: int = Field(
+        0, ge=0, description="Reference runs when admitting tasks not yet checked (0: as `sparring tasks check`)."
+    )
     seed: int = Field(0, description="Seed of task generation, model init and sampling.")
     model: ModelConfig = Field(default_factory=ModelConfig)
     sft_steps: int = Field(8, ge=0, description="Warm-start SFT steps on oracle trajectories (0 = none).")
@@ -174,7 +198,15 @@ class RLConfig(BaseModel):
         """Impossible combinations fail here, before any task, model or sandbox is made."""
         if self.weight_sync is not None and self.weight_sync.kind == "vllm-lora" and self.model.lora is None:
             raise ValueError("weight_sync.kind=vllm-lora pushes a LoRA adapter: set model.lora too")
-        if self.tasks_per_iteration > self.n_train:
+        if self.tasks is not None and "family" not in self.model_fields_set:
+            self.family = None  # your tasks alone, unless a family is named beside them
+        if self.family is None and self.tasks is None:
+            raise ValueError("no training tasks: set family (a generator) or tasks (a directory of task dirs)")
+        for name in ("tasks", "heldout_tasks"):
+            where = getattr(self, name)
+            if where is not None and not where.exists():
+                raise ValueError(f"{name}: {where} does not exist (a task directory or a directory of tasks)")
+        if self.tasks_per_iteration > self.n_train and self.tasks is None:
             raise ValueError(
                 f"tasks_per_iteration={self.tasks_per_iteration} exceeds n_train={self.n_train}: "
                 "a batch cannot hold more distinct tasks than the pool"
@@ -215,6 +247,7 @@ def _set_dotted(d: dict[str, Any], key: str, value: Any) -> None:
 def load_config(
     path: Path | None, overrides: list[str] | None = None, base: dict[str, Any] | None = None
 ) -> RLConfig:
+    """The config in ``path`` (YAML or TOML) over ``base``, with ``key=value`` ``overrides`` applied, validated."""
     data: dict[str, Any] = dict(base or {})
     if path is not None:
         if not path.is_file():

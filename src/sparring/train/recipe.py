@@ -20,7 +20,7 @@ from typing import Any
 from sparring.curriculum.sampler import BetaCurriculum
 from sparring.distributed.executor import LocalExecutor, RayExecutor, RayOptions, make_executor
 from sparring.env.tools import tool_schemas
-from sparring.errors import ConfigError, JudgeError
+from sparring.errors import ConfigError, JudgeError, TaskError
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.judge.sandbox_runner import judge_pool_for
 from sparring.monitor.alerts import AlertRules
@@ -71,10 +71,43 @@ class RunResult:
         }
 
 
-def prepare_tasks(cfg: RLConfig, log: Log) -> tuple[list[Task], list[Task]]:
-    """Generate (or reuse) train and held-out tasks; held-out ones come from a disjoint seed range."""
+@dataclass
+class RunTasks:
+    """The run's tasks, by where they came from: the generated family's and the user's (``tasks``,
+    ``heldout_tasks``). The admission gate skips a generated reject but refuses a rejected own task."""
+
+    generated_train: list[Task] = field(default_factory=list)
+    generated_heldout: list[Task] = field(default_factory=list)
+    own_train: list[Task] = field(default_factory=list)
+    own_heldout: list[Task] = field(default_factory=list)
+
+    @property
+    def train(self) -> list[Task]:
+        return _unique(self.generated_train + self.own_train)
+
+    @property
+    def heldout(self) -> list[Task]:
+        held = _unique(self.generated_heldout + self.own_heldout)
+        train_ids = {t.id for t in self.train}
+        return [t for t in held if t.id not in train_ids] or held or self.train
+
+    def all(self) -> list[Task]:
+        return _unique(self.train + self.heldout)
+
+
+def _unique(tasks: list[Task]) -> list[Task]:
+    seen: dict[str, Task] = {}
+    for t in tasks:
+        seen.setdefault(t.digest, t)
+    return list(seen.values())
+
+
+def generate_family_tasks(cfg: RLConfig, log: Log) -> tuple[list[Task], list[Task]]:
+    """Generate (or reuse) the family's train and held-out tasks; held-out ones come from a disjoint seed range."""
     from sparring.tasks.families import generate, get_family
 
+    if cfg.family is None:
+        return [], []
     # The generator's version is part of the cache key: a changed generator never reuses old tasks.
     root = cfg.workdir / "tasks" / f"{cfg.family}-v{get_family(cfg.family).version}-s{cfg.seed}"
     out = []
@@ -85,10 +118,48 @@ def prepare_tasks(cfg: RLConfig, log: Log) -> tuple[list[Task], list[Task]]:
         else:
             log(f"generating {n} {name} tasks ({cfg.family})")
             out.append(generate(cfg.family, n, seed, d))
-    train, held = out
-    train_ids = {t.id for t in train}
-    held = [t for t in held if t.id not in train_ids] or held
-    return train, held
+    return out[0], out[1]
+
+
+def collect_tasks(cfg: RLConfig, log: Log) -> RunTasks:
+    """Every task of the run: the family's (generated) and the user's directories."""
+    gen_train, gen_held = generate_family_tasks(cfg, log)
+    own_train = find_tasks(cfg.tasks) if cfg.tasks is not None else []
+    own_held = find_tasks(cfg.heldout_tasks) if cfg.heldout_tasks is not None else []
+    if own_train and not gen_held and not own_held:
+        log("no heldout_tasks: the held-out evaluation runs the training tasks (it measures no generalisation)")
+    return RunTasks(gen_train, gen_held, own_train, own_held)
+
+
+async def gate_tasks(cfg: RLConfig, run: RunTasks, judge: Any, log: Log) -> RunTasks:
+    """Only admitted tasks are used: tasks without a verdict are checked now (verdicts cached by digest and
+    judge version, :mod:`sparring.admission.gate`); a generated reject is skipped with its reason, a
+    rejected task of your own stops the run (one line). ``allow_unadmitted`` lets every task through."""
+    from sparring.admission.gate import admit, allowed_by_env
+
+    if cfg.allow_unadmitted or allowed_by_env():
+        return run
+    verdicts = await admit(run.all(), judge, repeats=cfg.admission_repeats or None, concurrency=cfg.concurrency,
+                           log=log)  # fmt: skip
+    ok = {v.task.digest for v in verdicts if v.ok}
+    own = {t.digest for t in run.own_train + run.own_heldout}
+    for v in verdicts:
+        if not v.ok and v.task.digest in own:
+            raise TaskError(f"{v.line()}: fix it and run `sparring tasks check`, or set allow_unadmitted: true")
+    for v in verdicts:
+        if not v.ok:
+            log(f"admission: skipping {v.line().removeprefix('task ')}")
+    kept = RunTasks(*([t for t in part if t.digest in ok] for part in
+                      (run.generated_train, run.generated_heldout, run.own_train, run.own_heldout)))  # fmt: skip
+    if not kept.train:
+        raise TaskError("no admitted training task: every one was rejected (see `sparring tasks check`)")
+    return kept
+
+
+def prepare_tasks(cfg: RLConfig, log: Log) -> tuple[list[Task], list[Task]]:
+    """The run's train and held-out tasks, before the admission gate (:func:`gate_tasks`)."""
+    run = collect_tasks(cfg, log)
+    return run.train, run.heldout
 
 
 def prepare_model(
@@ -317,18 +388,24 @@ async def run_rl(
         )
     run_id = saved["run_id"] if saved else f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     res = RunResult(run_id=run_id)
-    train_tasks, held = prepare_tasks(cfg, log)
+    run_tasks = collect_tasks(cfg, log)
+    backend = make_backend(cfg.backend)  # each task's spec names its layer: agent and judge run it
+    try:  # admitted tasks only, decided before a store, a model or a run record is made
+        run_tasks = await gate_tasks(cfg, run_tasks, PytestJudge(backend, limits=cfg.sandbox_limits), log)
+    except BaseException:
+        await backend.aclose()
+        raise
     store_path = cfg.workdir / "store.db"
     res.store = str(store_path)
     store = SQLiteStore(store_path)
     if saved is None:
         store.start_run(run_id, cfg.model_dump(mode="json"))
     sink = make_sinks(cfg.monitor.exporters, cfg.workdir, run_id, cfg.model_dump(mode="json"))
-    backend = make_backend(cfg.backend)  # each task's spec names its layer: agent and judge run it
     pool = SandboxPool(backend, max_idle=cfg.concurrency, limits=cfg.sandbox_limits)
     # Warm judge sandboxes, launcher prestarted (judge_pool_for): bounded, so idle ones of many tasks stay few.
     judge_pool = judge_pool_for(backend, cfg.concurrency)
     judge = PytestJudge(backend, limits=cfg.sandbox_limits, pool=judge_pool)
+    train_tasks, held = run_tasks.train, run_tasks.heldout
     sched = RolloutScheduler(
         pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps, on_done=tick
     )
