@@ -267,6 +267,14 @@ def _tamper(item: str, pid: int, cg_dirs: dict, made: list) -> None:
         raise AssertionError(item)
 
 
+def _rmdir(d) -> bool:
+    try:
+        d.rmdir()
+    except OSError:
+        return False
+    return True
+
+
 ITEMS = ("rlimits", "nice", "policy", "ioprio", "affinity", "cgroups", "oom_score_adj")
 
 
@@ -297,8 +305,8 @@ def test_pid1_state_is_checked_after_every_reset(backend, item):
     try:
         born, fresh, bent, raised, healthy = in_sandbox(backend, SandboxSpec(), body)
     finally:
-        for d in made:
-            d.rmdir()  # empty: its one member was the sandbox's PID 1, gone with the sandbox
+        for d in made:  # its one member was the sandbox's PID 1: removable once that has exited
+            assert wait_until(lambda d=d: _rmdir(d)), f"{d} stayed busy"
     assert fresh == born  # an ordinary reset leaves PID 1 as it was born
     assert getattr(bent, item) != getattr(born, item)  # control: the tampering took
     assert "retired" in raised and item in raised, raised
