@@ -106,10 +106,11 @@ def write_layout(
     return md
 
 
-def debian_rootfs_tar() -> Path:
-    """A Debian rootfs tar made by mmdebstrap from DEBIAN_RECIPE, cached under the recipe's hash."""
-    key = hashlib.sha256(json.dumps(DEBIAN_RECIPE, sort_keys=True).encode()).hexdigest()[:16]
-    out = cache_dir() / f"debian-{DEBIAN_SUITE}-{key}.tar"
+def debian_rootfs_tar(recipe: dict | None = None) -> Path:
+    """A Debian rootfs tar made by mmdebstrap from ``recipe`` (default DEBIAN_RECIPE), cached under its hash."""
+    recipe = recipe or DEBIAN_RECIPE
+    key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+    out = cache_dir() / f"debian-{recipe['suite']}-{key}.tar"
     if out.is_file():
         return out
     mm = shutil.which("mmdebstrap")
@@ -117,8 +118,8 @@ def debian_rootfs_tar() -> Path:
         pytest.fail("mmdebstrap is missing: run `make system` (apt-get install mmdebstrap)")
     tmp = out.with_suffix(f".{os.getpid()}.tmp.tar")
     r = subprocess.run(
-        [mm, f"--variant={DEBIAN_RECIPE['variant']}", f"--include={','.join(DEBIAN_RECIPE['include'])}",
-         "--mode=root" if os.geteuid() == 0 else "--mode=unshare", DEBIAN_SUITE, str(tmp), DEBIAN_RECIPE["mirror"]],
+        [mm, f"--variant={recipe['variant']}", f"--include={','.join(recipe['include'])}",
+         "--mode=root" if os.geteuid() == 0 else "--mode=unshare", recipe["suite"], str(tmp), recipe["mirror"]],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     if r.returncode != 0:
@@ -128,9 +129,9 @@ def debian_rootfs_tar() -> Path:
     return out
 
 
-def debian_layout() -> Path:
+def debian_layout(recipe: dict | None = None) -> Path:
     """The Debian rootfs as an OCI layout (two layers: the rootfs, then a marker file), cached."""
-    tar = debian_rootfs_tar()
+    tar = debian_rootfs_tar(recipe)
     out = cache_dir() / (tar.stem + "-oci")
     if (out / "index.json").is_file():
         return out
@@ -140,7 +141,10 @@ def debian_layout() -> Path:
         [entry("opt/", tarfile.DIRTYPE), entry("opt/image-marker", data=b"made by the image tests\n")]
     )
     write_layout(
-        tmp, [tar.read_bytes(), marker], workdir="/opt", ref_name="sparring-test/debian:" + DEBIAN_SUITE
+        tmp,
+        [tar.read_bytes(), marker],
+        workdir="/opt",
+        ref_name="sparring-test/debian:" + (recipe or DEBIAN_RECIPE)["suite"],
     )
     os.replace(tmp, out)
     return out

@@ -151,3 +151,24 @@ def test_setuid_in_an_image_gives_no_privilege(image_env, tmp_path):
             await sb.close()
 
     assert asyncio.run(go()).split() == ["1000", "1000"]
+
+
+def test_copy_mode_runs_the_image_root_too(image_env, tmp_path):
+    """Copy mode (the non-root fallback: bubblewrap binds the root itself): the same image root."""
+    store, _, _ = image_env
+
+    async def go() -> tuple[str, str]:
+        b = LocalBackend(root=tmp_path / "sbc", image_store=store, mode="copy")
+        sb = await b.create(SandboxSpec(image="sparring-test/busybox:1"))
+        try:
+            first = (
+                await sb.exec("cat /etc/os-release; echo x > /workspace/a; touch /etc/z 2>&1; echo $?")
+            ).stdout
+            await sb.reset()
+            return first, (await sb.exec("ls /workspace")).stdout
+        finally:
+            await sb.close()
+
+    first, after = asyncio.run(go())
+    assert "sparring-busybox" in first and first.strip().endswith("1")
+    assert after == ""

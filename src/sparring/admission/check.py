@@ -386,6 +386,18 @@ def _run_level(runs: list[JudgeResult]) -> list[Problem]:
     ]
 
 
+def check_solution_present(task: Task) -> list[Problem]:
+    """A missing or empty solution/ is named as such, not reported as a reference that fails."""
+    if not task.solution.is_dir():
+        return [Problem("solution_passes", f"{task.path.name}/solution/ is missing: add the reference solution "
+                        "(the changed files, at their paths relative to workspace/; .deleted lists removed paths)")]  # fmt: skip
+    files, deleted = task.solution_files()
+    if not files and not deleted and not task.solution_calls():
+        return [Problem("solution_passes", f"{task.path.name}/solution/ is empty: it must hold the reference "
+                        "solution's changed files (or .deleted)")]  # fmt: skip
+    return []
+
+
 async def check_execution(
     task: Task,
     judge: Judge,
@@ -443,7 +455,9 @@ async def check_task(
     for check in (check_instruction, check_initial_state, check_hidden_tests):
         rep.problems += check(task)
     rep.problems += check_original_not_reachable(task, environment_hashes)
-    if not any(p.rule.startswith("hidden_tests") for p in rep.problems):
+    missing = check_solution_present(task)
+    rep.problems += missing
+    if not missing and not any(p.rule.startswith("hidden_tests") for p in rep.problems):
         ej = eval_judge if eval_judge is not None else eval_judge_of(judge)
         rep.problems += await check_execution(task, judge, repeats, rep, slots, ej)
     return rep

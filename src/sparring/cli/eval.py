@@ -17,6 +17,7 @@ from sparring.cli.common import (
     out_console,
     run_async,
 )
+from sparring.cli.summary import print_summary
 
 
 def eval_cmd(
@@ -86,4 +87,4 @@ def _eval(tasks_dir: Path, policy_spec: str, store_path: Path, group_size: int, 
         err_console.print(
             f"note: {d['tasks_without_eval_split']} task(s) have no hidden/eval/ split; scored on their training tests"
         )
-    emit_json(d) if json_out else out_console.print(d)
+    emit_json(d) if json_out else print_summary(out_console, d, "eval")

@@ -29,6 +29,7 @@ from sparring.cli.common import (
     run_async,
 )
 from sparring.cli.doctor import print_degraded_once
+from sparring.cli.summary import print_summary
 from sparring.errors import ConfigError
 
 
@@ -180,7 +181,7 @@ def _rollout(
     if json_out:
         emit_json(d)
     else:
-        out_console.print(d)
+        print_summary(out_console, d, "rollout")
     if summary.interrupted:
         err_console.print(
             f"interrupted: {summary.pending} sample(s) pending; continue with --run-id {summary.run_id}",

@@ -187,7 +187,8 @@ class LocalBackend:
                 )
             if spec.environment is not None:
                 raise SandboxError(
-                    f"the sandbox names both image {spec.image} and a Python layer: the image is its environment"
+                    f"the sandbox names both image {spec.image} and a Python layer (a task's [environment]): "
+                    "the local backend runs bare images only; run such a task with --backend oci"
                 )
         lower = self.lower_for(spec)
         if snap is not None and snap.base != str(lower):

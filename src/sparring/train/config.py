@@ -6,6 +6,7 @@ Loadable from YAML or TOML; any field can be overridden on the command line as
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -196,6 +197,12 @@ class RLConfig(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> RLConfig:
         """Impossible combinations fail here, before any task, model or sandbox is made."""
+        from sparring.tasks.families import FAMILIES
+
+        if self.family is not None and self.family not in FAMILIES:
+            close = difflib.get_close_matches(self.family, list(FAMILIES), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"unknown family {self.family!r} ({hint}known: {', '.join(sorted(FAMILIES))})")
         if self.weight_sync is not None and self.weight_sync.kind == "vllm-lora" and self.model.lora is None:
             raise ValueError("weight_sync.kind=vllm-lora pushes a LoRA adapter: set model.lora too")
         if self.tasks is not None and "family" not in self.model_fields_set:
@@ -256,7 +263,7 @@ def load_config(
         try:
             loaded = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
         except (tomllib.TOMLDecodeError, yaml.YAMLError) as e:
-            raise ConfigError(f"malformed config {path}: {str(e).splitlines()[0]}") from None
+            raise ConfigError(f"malformed config {path}: {_parse_error(e)}") from None
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"config {path} must be a mapping at the top level")
         data.update(loaded or {})
@@ -272,16 +279,28 @@ def load_config(
         loc = ".".join(str(x) for x in first["loc"])
         msg = str(first["msg"]).removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
-            msg = f"unknown key (allowed here: {_allowed(first['loc'])})"
+            allowed = _allowed(first["loc"])
+            close = difflib.get_close_matches(str(first["loc"][-1]), allowed, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            msg = f"unknown key ({hint}allowed here: {', '.join(allowed) or 'see the config reference'})"
         raise ConfigError(f"invalid config: {loc + ': ' if loc else ''}{msg}") from None
 
 
-def _allowed(loc: tuple[Any, ...]) -> str:
-    """The field names of the section an unknown key was found in."""
+def _parse_error(e: Exception) -> str:
+    """A YAML or TOML syntax error in one line, with where it is (line and column, 1-based)."""
+    mark = getattr(e, "problem_mark", None)
+    if isinstance(e, yaml.YAMLError) and mark is not None:
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        return f"line {mark.line + 1}, column {mark.column + 1}: {what}"
+    return str(e).splitlines()[0]
+
+
+def _allowed(loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the section an unknown key was found in (empty: not known here)."""
     model: Any = RLConfig
     for part in loc[:-1]:
         field = model.model_fields.get(str(part)) if hasattr(model, "model_fields") else None
         if field is None or not hasattr(field.annotation, "model_fields"):
-            return "see the config reference"
+            return []
         model = field.annotation
-    return ", ".join(sorted(model.model_fields))
+    return sorted(model.model_fields)

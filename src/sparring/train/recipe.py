@@ -49,7 +49,8 @@ class RunResult:
     seconds: float = 0.0
     run_id: str = ""
     store: str = ""
-    model: str = ""
+    model: str = ""  # the base the run started from
+    trained_model: str | None = None  # the newest checkpoint's weights (None: none was written)
     alerts: list[dict[str, Any]] = field(default_factory=list)
     weight_syncs: int = 0  # pushes of weights to the configured inference server (this process)
     # per held-out phase, the look-before-acting measure (sparring.monitor.skill) of families that teach it
@@ -65,6 +66,7 @@ class RunResult:
             "seconds": round(self.seconds, 3),
             "store": self.store,
             "model": self.model,
+            "trained_model": self.trained_model,
             "alerts": self.alerts,
             "weight_syncs": self.weight_syncs,
             **skill,
@@ -241,9 +243,12 @@ async def evaluate(
     prog = progress or NoProgress()
     prog.start("rollouts", len(tasks) * samples, label)
     try:
-        return await sched.run(tasks, policy, samples, run_id=run_id, seed=seed)
-    finally:
-        prog.finish("rollouts")
+        summary = await sched.run(tasks, policy, samples, run_id=run_id, seed=seed)
+    except BaseException:  # interrupted or failed: the bar says where it stopped, never "16/16 done"
+        prog.finish("rollouts", complete=False)
+        raise
+    prog.finish("rollouts", complete=not summary.interrupted)
+    return summary
 
 
 @dataclass
@@ -400,6 +405,13 @@ async def run_rl(
     store = SQLiteStore(store_path)
     if saved is None:
         store.start_run(run_id, cfg.model_dump(mode="json"))
+    else:
+        # Rollouts of the iteration(s) after the checkpoint (a Ctrl-C or a crash stopped them) are redone
+        # from here: drop them, or the run would count them twice.
+        assert ckpt is not None
+        cutoff = float(saved.get("saved_at") or (ckpt / "state.json").stat().st_mtime)
+        if dropped := store.drop_run_after(run_id, cutoff):
+            log(f"dropped {dropped} rollout(s) stored after {ckpt.name} by the interrupted run; they are redone")
     sink = make_sinks(cfg.monitor.exporters, cfg.workdir, run_id, cfg.model_dump(mode="json"))
     pool = SandboxPool(backend, max_idle=cfg.concurrency, limits=cfg.sandbox_limits)
     # Warm judge sandboxes, launcher prestarted (judge_pool_for): bounded, so idle ones of many tasks stay few.
@@ -501,6 +513,7 @@ async def run_rl(
         else:
             assert ckpt is not None
             log(f"resuming from {ckpt}")
+            res.trained_model = str(ckpt / "model")
             if m.lora is not None:
                 load_adapter(policy.model, ckpt / "model")
             else:
@@ -624,9 +637,11 @@ async def run_rl(
                     "policy_version": policy.version, "curriculum": curriculum.state_dict(), "drift": drift.state_dict(),
                     "alerts": rules.state_dict(), "pending": [[t.model_dump(mode="json") for t in b] for b in lag.pending()],
                     "iterations": res.iterations, "heldout": res.heldout, "sft": res.sft, "alerts_raised": res.alerts,
+                    "saved_at": time.time(),
                     **({"skill": res.skill} if res.skill else {}),
                 }  # fmt: skip
-                await asyncio.to_thread(save_checkpoint, cfg.workdir, it, policy, trainer.optimizer, state)
+                ck = await asyncio.to_thread(save_checkpoint, cfg.workdir, it, policy, trainer.optimizer, state)
+                res.trained_model = str(ck / "model")
 
         prog.finish("rl")
         log("held-out evaluation after RL")
