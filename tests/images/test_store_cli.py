@@ -93,3 +93,27 @@ def test_an_interrupted_pull_leaves_nothing_visible_and_gc_clears_it(tmp_path):
     assert not list((root / "blobs" / "sha256").iterdir()) and store.records() == []
     assert store.gc()["tmp"] == 1
     assert not list((root / "tmp").iterdir())
+
+
+def test_docker_save_and_oci_archive_imports(tmp_path):
+    """skopeo writes the same image as a docker save tar and as an oci-archive; both import, both give
+    the same root, and the archive's own name tags the image."""
+    import shutil
+
+    skopeo = shutil.which("skopeo")
+    assert skopeo is not None, "skopeo is missing: run `make system`"
+    layout = _layout(tmp_path / "l", b"archived\n")
+    docker, oci = tmp_path / "d.tar", tmp_path / "o.tar"
+    for dest in (f"docker-archive:{docker}:t/dock:1", f"oci-archive:{oci}:t/ocia:1"):
+        subprocess.run([skopeo, "copy", "--quiet", f"oci:{layout}", dest], check=True, timeout=120)
+    store = ImageStore(tmp_path / "images")
+    from sparring.images.archive import import_archive
+
+    d = import_archive(store, docker)
+    o = import_archive(store, oci, tag="t/ocia:2")
+    assert store.refs_of(d.digest) == ["docker.io/t/dock:1"] and "docker.io/t/ocia:2" in store.refs_of(
+        o.digest
+    )
+    for rec in (d, o):
+        assert (store.root_dir(rec.digest) / "etc" / "motd").read_text() == "archived\n"
+        assert rec.env == {"PATH": "/bin", "A": "1"} and rec.working_dir == "/etc"
