@@ -77,7 +77,13 @@ def run_recipe(cfg: Any, json_out: bool, resume: bool = False) -> dict[str, Any]
     print_iteration_table(res.iterations, res.heldout)
     if res.skill:
         print_skill_table(res.skill)
-    err_console.print(f"store: {res.store}   model: {res.model}   {res.seconds:.1f}s", soft_wrap=True)
+    if res.trained_model:
+        trained = f"trained model: {res.trained_model} (base: {res.model})"
+    elif cfg.rl and cfg.iterations:
+        trained = f"trained weights not saved (checkpoint_every: 0); base model: {res.model}"
+    else:
+        trained = f"no RL update ran (rl: false or iterations: 0); model: {res.model}"
+    err_console.print(f"store: {res.store}   {trained}   {res.seconds:.1f}s", soft_wrap=True)
     if json_out:
         emit_json(d)
     return d
@@ -92,15 +98,21 @@ def train(
     json_out: bool = typer.Option(
         False, "--json", help="Print one JSON object on stdout; logs go to stderr."
     ),
+    allow_unadmitted: bool = typer.Option(
+        False, "--allow-unadmitted", help="Use tasks admission rejected (as --set allow_unadmitted=true)."
+    ),
 ) -> None:
-    """Run the RL recipe from a config file (the config is fully checked before any work starts)."""
-    guarded(_train)(config, set_, resume, json_out)
+    """Run the RL recipe from a config file (the config is fully checked before any work starts). Only
+    admitted tasks are used: tasks never checked are checked first (verdicts cached by digest)."""
+    guarded(_train)(config, set_, resume, json_out, allow_unadmitted)
 
 
-def _train(config: Path, overrides: list[str], resume: bool, json_out: bool) -> None:
+def _train(
+    config: Path, overrides: list[str], resume: bool, json_out: bool, allow_unadmitted: bool = False
+) -> None:
     from sparring.train.config import load_config
 
-    cfg = load_config(config, overrides)
+    cfg = load_config(config, [*overrides, *(["allow_unadmitted=true"] if allow_unadmitted else [])])
     run_recipe(cfg, json_out, resume)
     if not json_out:
         out_console.print("done")

@@ -65,6 +65,7 @@ class SamplingOptions:
 
 
 def make_policy(spec: str, **kwargs: Any) -> Policy:
+    """A policy from its spec: ``oracle``, ``random``, ``adversarial[:CLASS]``, ``openai:URL#MODEL``, ``hf:PATH``."""
     spec = spec.strip()
     if spec == "oracle":
         from sparring.policy.scripted import OraclePolicy
