@@ -52,3 +52,21 @@ def test_model_import_writes_a_loadable_model_folder(smollm2_dir, tmp_path):
     again = subprocess.run([str(EXE), "model", "import", str(gguf), "--out", str(out)],
                            capture_output=True, text=True, timeout=120)  # fmt: skip
     assert again.returncode == 2 and "already holds a model" in again.stderr
+
+
+def test_the_real_model_recipe_config_validates(tmp_path):
+    from sparring.train.config import load_config
+
+    root = Path(__file__).resolve().parents[2]
+    model = tmp_path / "smollm2"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    cfg = load_config(
+        root / "configs/smollm2-shell-ops.yaml", [f"model.path={model}", "model.tool_format=hermes"]
+    )
+    assert (
+        cfg.model.lora is not None and cfg.model.turn_timeout_s == 600 and cfg.model.tool_format == "hermes"
+    )
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")  # a .gguf file is accepted as model.path too (converted when the run starts)
+    assert load_config(root / "configs/smollm2-shell-ops.yaml", [f"model.path={gguf}"]).model.path == gguf
