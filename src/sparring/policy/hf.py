@@ -23,9 +23,12 @@ temperature or top-p shaped the sampling.
 Sampling is batched: :meth:`HFPolicy.generate_turns` samples many requests with
 one ``model.generate`` call (left-padded); concurrent :meth:`HFPolicy.act`
 calls are coalesced into such batches (a GRPO group's turns go together), and
-:meth:`HFPolicy.act_batch` takes a group explicitly. Sampling is deterministic
-for the same batch: the torch RNG is forked and seeded from (policy seed, each
-request's seed, sample_index, step). Blocking torch work runs in a worker
+:meth:`HFPolicy.act_batch` takes a group explicitly. Every request samples
+from its own random stream (a ``torch.Generator`` seeded from the policy seed,
+the conversation's opening, the request's seed, sample_index and step:
+:func:`request_seed`), drawn by :func:`_row_sampler` inside ``generate``, so
+which requests happen to share a batch (sandbox timing) never changes a token:
+a seed pins every sample. Blocking torch work runs in a worker
 thread; a trainer holds :attr:`HFPolicy.lock` while it updates the weights.
 torch and transformers are imported lazily.
 """
@@ -55,9 +58,19 @@ def _mix_seed(*parts: int) -> int:
 
 
 def request_seed(policy_seed: int, request: ActRequest) -> int:
-    """The seed of one request's own random stream: (policy seed, task, episode seed, sample, turn)."""
-    task = int.from_bytes(hashlib.sha256(request.task.id.encode()).digest()[:6], "little")
-    return _mix_seed(policy_seed, task, request.seed, request.sample_index, request.step)
+    """The seed of one request's own random stream: (policy seed, conversation, episode seed, sample, turn).
+
+    The conversation is its opening (the messages up to the first user message: system prompt and
+    instruction), so the same episode gets the same stream wherever it is sampled (in-process or behind
+    ``serve-policy``) and different tasks of one run never share one.
+    """
+    head = []
+    for m in request.messages:
+        head.append(f"{m.get('role')}\x00{m.get('content') or ''}")
+        if m.get("role") == "user":
+            break
+    opening = int.from_bytes(hashlib.sha256("\x01".join(head).encode()).digest()[:6], "little")
+    return _mix_seed(policy_seed, opening, request.seed, request.sample_index, request.step)
 
 
 def _row_sampler(seeds: Sequence[int], temperature: float, top_p: float) -> Any:
