@@ -55,6 +55,8 @@ class RunResult:
     weight_syncs: int = 0  # pushes of weights to the configured inference server (this process)
     # per held-out phase, the look-before-acting measure (sparring.monitor.skill) of families that teach it
     skill: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    # what the admission gate let through: tasks used, tasks skipped (with why), whether it was overridden
+    admission: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         skill = {"skill": self.skill} if self.skill else {}  # only families with a skill measure have the key
@@ -69,6 +71,7 @@ class RunResult:
             "trained_model": self.trained_model,
             "alerts": self.alerts,
             "weight_syncs": self.weight_syncs,
+            "admission": self.admission,
             **skill,
         }
 
@@ -129,25 +132,31 @@ def collect_tasks(cfg: RLConfig, log: Log) -> RunTasks:
     own_train = find_tasks(cfg.tasks) if cfg.tasks is not None else []
     own_held = find_tasks(cfg.heldout_tasks) if cfg.heldout_tasks is not None else []
     if own_train and not gen_held and not own_held:
-        log("no heldout_tasks: the held-out evaluation runs the training tasks (it measures no generalisation)")
+        log("no heldout_tasks: the held-out evaluation runs the training tasks (no generalisation measured)")
     return RunTasks(gen_train, gen_held, own_train, own_held)
 
 
-async def gate_tasks(cfg: RLConfig, run: RunTasks, judge: Any, log: Log) -> RunTasks:
+async def gate_tasks(
+    cfg: RLConfig, run: RunTasks, judge: Any, log: Log, summary: dict[str, Any] | None = None
+) -> RunTasks:
     """Only admitted tasks are used: tasks without a verdict are checked now (verdicts cached by digest and
     judge version, :mod:`sparring.admission.gate`); a generated reject is skipped with its reason, a
     rejected task of your own stops the run (one line). ``allow_unadmitted`` lets every task through."""
     from sparring.admission.gate import admit, allowed_by_env
 
+    out = summary if summary is not None else {}
     if cfg.allow_unadmitted or allowed_by_env():
+        out.update(override=True, used=len(run.all()), skipped=[])
         return run
-    verdicts = await admit(run.all(), judge, repeats=cfg.admission_repeats or None, concurrency=cfg.concurrency,
-                           log=log)  # fmt: skip
+    verdicts = await admit(run.all(), judge, repeats=cfg.admission_repeats or None,
+                           concurrency=max(3, cfg.concurrency), log=log)  # fmt: skip
     ok = {v.task.digest for v in verdicts if v.ok}
     own = {t.digest for t in run.own_train + run.own_heldout}
     for v in verdicts:
         if not v.ok and v.task.digest in own:
-            raise TaskError(f"{v.line()}: fix it and run `sparring tasks check`, or set allow_unadmitted: true")
+            raise TaskError(
+                f"{v.line()}: fix it, then `sparring tasks check` (allow_unadmitted: true overrides)"
+            )
     for v in verdicts:
         if not v.ok:
             log(f"admission: skipping {v.line().removeprefix('task ')}")
@@ -155,6 +164,8 @@ async def gate_tasks(cfg: RLConfig, run: RunTasks, judge: Any, log: Log) -> RunT
                       (run.generated_train, run.generated_heldout, run.own_train, run.own_heldout)))  # fmt: skip
     if not kept.train:
         raise TaskError("no admitted training task: every one was rejected (see `sparring tasks check`)")
+    out.update(override=False, used=len(kept.all()),
+               skipped=[{"id": v.task.id, "why": v.reason} for v in verdicts if not v.ok])  # fmt: skip
     return kept
 
 
@@ -396,7 +407,8 @@ async def run_rl(
     run_tasks = collect_tasks(cfg, log)
     backend = make_backend(cfg.backend)  # each task's spec names its layer: agent and judge run it
     try:  # admitted tasks only, decided before a store, a model or a run record is made
-        run_tasks = await gate_tasks(cfg, run_tasks, PytestJudge(backend, limits=cfg.sandbox_limits), log)
+        run_tasks = await gate_tasks(cfg, run_tasks, PytestJudge(backend, limits=cfg.sandbox_limits), log,
+                                     res.admission)  # fmt: skip
     except BaseException:
         await backend.aclose()
         raise
