@@ -244,8 +244,14 @@ async def apply_diff(sb: Sandbox, diff: WorkspaceDiff) -> None:
 async def run_driver(sb: Sandbox, job: dict[str, Any], timeout: float) -> list[dict[str, Any]] | None:
     r = await sb.exec([PYTHON, "-s", "/judge/cfg/sandbox_driver.py", "/workspace"], timeout=timeout,
                       stdin=(json.dumps(job) + "\n").encode())  # fmt: skip
+    return await asyncio.to_thread(driver_results, r.stdout)  # the candidate's bytes: read off the loop
+
+
+def driver_results(stdout: str) -> list[dict[str, Any]] | None:
+    """The driver's results: its last line, a JSON list (None if it is not one). Linear in ``stdout``,
+    which the sandbox caps at 1 MiB."""
     try:
-        out = json.loads(r.stdout.strip().splitlines()[-1]) if r.stdout.strip() else None
+        out = json.loads(stdout.strip().splitlines()[-1]) if stdout.strip() else None
     except (ValueError, RecursionError):  # the candidate's process wrote it: unparseable is no answer
         return None
     return out if isinstance(out, list) else None
@@ -362,7 +368,8 @@ async def run_in_sandbox(
                 if other is not None:
                     beside = asyncio.create_task(_in_other(pooled, other, reference_dynamic))
             try:
-                stdin = job(out) if callable(job) else job
+                # The candidate's job reads the reference's report first (CPU work): off the event loop.
+                stdin = await asyncio.to_thread(job, out) if callable(job) else job
                 try:
                     await apply_diff(sb, diff)
                 except (OSError, SandboxError) as e:
