@@ -61,7 +61,8 @@ from sparring.judge.static import static_components
 from sparring.judge.version import judge_version
 from sparring.judge.withheld import SKIPPED, HostOutcomes, RefTrace, host_outcomes, reference_trace
 from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
-from sparring.tasks.hidden_suite import EVAL_DIR, EVAL_IDS_FILE
+from sparring.tasks import taskfs
+from sparring.tasks.hidden_suite import EVAL_DIR, EVAL_IDS_FILE, eval_ids
 from sparring.tasks.loader import Task
 
 
@@ -122,7 +123,7 @@ class PytestJudge:
         self.version = judge_version(self.config.model_dump(exclude={"dynamic_seed", "shuffle_seed"}))
 
     def has_eval_split(self, task: Task) -> bool:
-        return (task.hidden / EVAL_DIR / EVAL_IDS_FILE).is_file()
+        return taskfs.is_file(task.hidden, f"{EVAL_DIR}/{EVAL_IDS_FILE}")
 
     def uses_eval_split(self, task: Task) -> bool:
         """The eval judge runs hidden/eval/ where a task has one; a task without one falls back to the
@@ -132,8 +133,7 @@ class PytestJudge:
     def expected_ids(self, task: Task) -> list[str]:
         if not self.uses_eval_split(task):
             return [t for t in task.spec.judge.hidden_tests if not t.startswith(EVAL_DIR + "/")]
-        f = task.hidden / EVAL_DIR / EVAL_IDS_FILE
-        return [ln.strip() for ln in f.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+        return eval_ids(task) or []
 
     async def score_or_error(
         self, task: Task, diff: WorkspaceDiff, usage: Usage | None = None
@@ -297,7 +297,9 @@ class PytestJudge:
             args = [f"hidden/{EVAL_DIR}"]
         else:
             files = {f"hidden/{r}": b for r, b in hidden.items() if not r.startswith(eval_prefix)}
-            args = ["hidden"] + ([f"--ignore=hidden/{EVAL_DIR}"] if (task.hidden / EVAL_DIR).is_dir() else [])
+            args = ["hidden"] + (
+                [f"--ignore=hidden/{EVAL_DIR}"] if taskfs.is_dir(task.hidden, EVAL_DIR) else []
+            )
         if self.config.regression:
             reg = regression_files(task)
             files.update({f"regress/{r}": b for r, b in reg.items()})
