@@ -57,6 +57,18 @@ system:
 	elif ! command -v podman >/dev/null 2>&1; then \
 	  echo "warning: podman is missing; the OCI backend tests will fail" >&2; \
 	fi
+	@# Container images (issue 34): skopeo and docker-registry serve test images on loopback, mmdebstrap
+	@# builds them, buildah runs `sparring image build`. Optional: without them only the image tests fail.
+	@if command -v dpkg-query >/dev/null 2>&1; then \
+	  missing=""; for p in mmdebstrap docker-registry skopeo buildah; do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; done; \
+	  if [ -z "$$missing" ]; then :; \
+	  elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing$$missing (apt)"; \
+	    (apt-get install -y -qq $$missing >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq $$missing)) \
+	    || echo "warning: could not install$$missing; the image tests will fail until it is" >&2; \
+	  else echo "warning:$$missing missing (as root: apt-get install$$missing); the image tests will fail" >&2; fi; \
+	fi
 
 venv: $(STAMP)
 

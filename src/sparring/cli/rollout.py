@@ -18,6 +18,7 @@ from typing import Any
 import typer
 
 from sparring.cli.common import (
+    ALLOW_UNADMITTED_OPT,
     BACKEND_OPT,
     JSON_OPT,
     emit_json,
@@ -28,6 +29,7 @@ from sparring.cli.common import (
     run_async,
 )
 from sparring.cli.doctor import print_degraded_once
+from sparring.cli.summary import print_summary
 from sparring.errors import ConfigError
 
 
@@ -63,13 +65,15 @@ def rollout(
     ),
     json_out: bool = JSON_OPT,
     backend: str = BACKEND_OPT,
+    allow_unadmitted: bool = ALLOW_UNADMITTED_OPT,
 ) -> None:
-    """Roll out POLICY on every task GROUP_SIZE times; every sample is stored, whatever happened to it."""
+    """Roll out POLICY on every task GROUP_SIZE times; every sample is stored, whatever happened to it.
+    Only admitted tasks are used (`sparring tasks check`); --allow-unadmitted overrides."""
     guarded(_rollout)(
         tasks, policy, group_size, concurrency, store, max_steps, seed, run_id, json_out,
         dict(spares=spares, max_retries=max_retries, replay_rounds=replay_rounds, snapshot_every=snapshot_every,
              model_concurrency=model_concurrency, judge_concurrency=judge_concurrency, drain_s=drain_s),
-        priority, policy_timeout, backend, executor, ray_address,
+        priority, policy_timeout, backend, executor, ray_address, allow_unadmitted,
     )  # fmt: skip
 
 
@@ -94,8 +98,9 @@ def _rollout(
     tasks_dir: Path, policy_spec: str, group_size: int, concurrency: int, store_path: Path,
     max_steps: int | None, seed: int, run_id: str | None, json_out: bool, opts: dict[str, Any],
     priority: str, policy_timeout: float, backend_kind: str = "local", executor: str = "local",
-    ray_address: str | None = None,
+    ray_address: str | None = None, allow_unadmitted: bool = False,
 ) -> None:  # fmt: skip
+    from sparring.admission.gate import refuse_unadmitted
     from sparring.distributed.executor import RayOptions, check_executor, make_executor
     from sparring.judge.pytest_judge import PytestJudge
     from sparring.policy.spec import make_policy
@@ -118,6 +123,8 @@ def _rollout(
     task_list = find_tasks(tasks_dir)
     if not task_list:
         raise ConfigError(f"no tasks under {tasks_dir}")
+    if not allow_unadmitted:
+        refuse_unadmitted(task_list)  # one line, before a policy, store or sandbox is touched
     kwargs = {"timeout_s": policy_timeout} if policy_spec.strip().startswith("openai:") else {}
     pol = make_policy(policy_spec, **kwargs)
     check = getattr(pol, "check", None)
@@ -174,7 +181,7 @@ def _rollout(
     if json_out:
         emit_json(d)
     else:
-        out_console.print(d)
+        print_summary(out_console, d, "rollout")
     if summary.interrupted:
         err_console.print(
             f"interrupted: {summary.pending} sample(s) pending; continue with --run-id {summary.run_id}",

@@ -145,6 +145,9 @@ class _Run:
 
 
 class RolloutScheduler:
+    """Runs GRPO groups of episodes with bounded concurrency, per-stage limits, retries and resume;
+    every requested sample is stored, whatever happened to it."""
+
     def __init__(
         self,
         pool: SandboxPool | None,

@@ -79,6 +79,10 @@ class LocalSandbox(Commands, HostFiles):
         self.backend = backend
         self.spec = spec
         self.environment, self.plan = backend.runtime_for(spec)
+        self.image = backend.image_for(spec)  # None: the host's root
+        self.server_kind, self.server = (
+            (self.image.server_kind, self.image.server) if self.image else (backend.server_kind, backend.server)
+        )
         self.id = reaper.new_sandbox_id()  # names the owner: nothing of it is ever unattributable
         self.dir = backend.home / f"sb-{self.id}"
         self.rootdir = self.dir / "root"
@@ -123,10 +127,15 @@ class LocalSandbox(Commands, HostFiles):
         self.rootdir.mkdir(mode=0o755)
         if b.overlay:
             self._shm_point.mkdir(mode=0o755)
+        if self.image is not None and b.overlay:
+            # The image's prepared root, shared read-only by its sandboxes; this bind is this sandbox's
+            # own (on its shared tmpfs), so what the host mounts under it reaches only this sandbox.
+            mounts.bind(self.image.root, self.rootdir, readonly=True)
         self.plan.populate(self.rootdir)
         for dest in (*s.extra_ro, *s.extra_rw):
             p = self.rootdir / dest.lstrip("/")
-            p.mkdir(parents=True, exist_ok=True)
+            if self.image is None:
+                p.mkdir(parents=True, exist_ok=True)
         if b.overlay:
             self._bind_static()
         self._mount_layers(shm=False, workspace=workspace)  # /dev/shm: once bubblewrap bound its point
@@ -166,7 +175,7 @@ class LocalSandbox(Commands, HostFiles):
         r = self.rootdir
         for src, dest in self.plan.ro_binds:
             mounts.bind(src, r / dest.lstrip("/"), readonly=True)
-        mounts.bind(self.backend.server, r / SERVER.lstrip("/"), readonly=True)
+        mounts.bind(self.server, r / SERVER.lstrip("/"), readonly=True)
         uid = self.backend.agent_uid
         for dest, src in sorted(self.spec.extra_ro.items()):
             with contextlib.suppress(OSError):  # the agent user must be able to enter it (mkdtemp makes 0700)
@@ -201,9 +210,12 @@ class LocalSandbox(Commands, HostFiles):
             a += ["--unshare-all", "--unshare-user", "--disable-userns"]
         a += ["--die-with-parent", "--as-pid-1", "--cap-drop", "ALL"]
         a += ["--uid", str(AGENT_UID), "--gid", str(AGENT_GID), "--hostname", HOSTNAME]
-        a += ["--bind", str(self.rootdir), "/"]
+        if self.image is not None and not b.overlay:  # copy mode: bubblewrap binds the image's root itself
+            a += ["--ro-bind", str(self.image.root), "/"]
+        else:
+            a += ["--bind", str(self.rootdir), "/"]
         if not b.overlay:  # copy mode: the host cannot mount, bubblewrap binds everything itself
-            a += self.plan.bwrap_ro_binds() + ["--ro-bind", str(b.server), SERVER]
+            a += self.plan.bwrap_ro_binds() + ["--ro-bind", str(self.server), SERVER]
             # /tmp and $HOME are host directories (not bubblewrap tmpfs the host cannot reach), so reset
             # empties them as it refills the workspace: nothing written before a reset survives it.
             a += ["--bind", str(self.merged), WORKSPACE, "--bind", str(self.rw / "tmp"), "/tmp"]
@@ -227,7 +239,7 @@ class LocalSandbox(Commands, HostFiles):
         a += ["--remount-ro", "/"]
         a += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--chdir", "/"]
         env = self.environment
-        a += ["--", SERVER] if b.server_kind == "c" else ["--", env.interpreter, "-I", "-S", SERVER]
+        a += ["--", SERVER] if self.server_kind == "c" else ["--", env.interpreter, "-I", "-S", SERVER]
         if self.proxy is not None:
             a += ["--proxy", str(PROXY_PORT), "/run/sparring/proxy.sock"]
         return a
