@@ -98,10 +98,9 @@ def load_task(path: str | Path) -> Task:
     f = d / TASK_FILE
     data = taskfs.read_file(d, TASK_FILE)  # never through a link: its target's bytes are not the task's
     if data is None:
-        why = "is a link" if f.is_symlink() else "is missing"
-        raise TaskError(
-            f"{d}: {TASK_FILE} {why}: not a task directory (task files must be regular files in it)"
-        )
+        if f.is_symlink():
+            raise TaskError(f"{d}: {TASK_FILE} is a link: a task's files must be regular files in it")
+        raise TaskError(f"{d} has no {TASK_FILE}: not a task directory")
     try:
         raw = tomllib.loads(data.decode())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
@@ -113,8 +112,11 @@ def load_task(path: str | Path) -> Task:
         loc = ".".join(str(x) for x in first["loc"]) or "(root)"
         raise TaskError(f"invalid {f}: {loc}: {first['msg']} ({e.error_count()} problem(s))") from None
     if not taskfs.is_dir(d, "workspace"):
-        why = "is a link" if (d / "workspace").is_symlink() else "is missing"
-        raise TaskError(f"{d}: workspace/ {why}: every task needs its initial state as a real directory")
+        if (d / "workspace").is_symlink():
+            raise TaskError(
+                f"{d}: workspace/ is a link: a task's initial state must be a real directory in it"
+            )
+        raise TaskError(f"{d} has no workspace/ directory: every task needs its initial state")
     return Task(spec=spec, path=d.resolve(), digest=task_digest(canonical_dump(spec), d))
 
 
