@@ -89,3 +89,52 @@ def test_the_tests_own_import_of_a_workspace_package_still_runs_it(backend, tmp_
     task = _task(tmp_path, HIDDEN_OWN, "own-import")
     res = asyncio.run(PytestJudge(backend).score(task, WorkspaceDiff(files=PAYLOAD)))
     assert res.per_test["test_dep.py::test_answer"] == "passed" and "import_shadowing" not in res.flags
+
+
+GATE_SCRIPT = """\
+import os, sys
+sys.path.insert(0, {cfg!r})
+import sandbox_imports
+
+refused = []
+sandbox_imports.gate({ws!r}, [{trusted!r}], lambda name, why: refused.append(name))
+sys.path.insert(0, {ws!r})  # even first on the path, the workspace's colorsys is not the stdlib's
+sys.path.append({deps!r})
+import colorsys
+assert colorsys.__file__.startswith(os.path.dirname(os.__file__)), colorsys.__file__
+try:
+    import dep  # a dependency that tries the workspace's module
+except ModuleNotFoundError:
+    pass
+else:
+    raise SystemExit("a dependency imported a workspace module")
+sys.path.insert(0, {trusted!r})
+import own  # trusted code imports it (directly and through importlib.import_module)
+assert own.mod.VALUE == 1 and own.mod2.VALUE == 2
+print(sorted(set(refused)))
+"""
+
+
+def test_the_gate_decides_by_the_importing_code(tmp_path):
+    """In-process check of the gate itself (no sandbox): who imports decides, shadows resolve outside."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import sparring.judge
+
+    ws, deps, trusted = tmp_path / "ws", tmp_path / "deps", tmp_path / "tests"
+    for d in (ws, deps, trusted):
+        d.mkdir()
+    (ws / "wsmod.py").write_text("VALUE = 1\n")
+    (ws / "wsmod2.py").write_text("VALUE = 2\n")
+    (ws / "colorsys.py").write_text("raise SystemExit('the workspace colorsys ran')\n")
+    (deps / "dep.py").write_text("import wsmod\n")
+    (trusted / "own.py").write_text(
+        'import importlib\n\nimport wsmod as mod\n\nmod2 = importlib.import_module("wsmod2")\n'
+    )
+    cfg = str(Path(sparring.judge.__file__).parent)
+    script = GATE_SCRIPT.format(cfg=cfg, ws=str(ws), deps=str(deps), trusted=str(trusted))
+    r = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert r.stdout.strip() == "['colorsys', 'wsmod']"

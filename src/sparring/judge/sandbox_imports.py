@@ -35,8 +35,9 @@ from typing import Any
 FLAG = "import_shadowing"
 # Import helpers that import a module named by their caller: the caller is the importer, not the helper.
 _HELPERS = frozenset({("importlib/__init__.py", "import_module"), ("_pytest/outcomes.py", "importorskip"),
-                      ("unittest/mock.py", "_importer"), ("unittest/mock.py", "_dot_lookup"),
-                      ("pkgutil.py", "resolve_name")})  # fmt: skip
+                      ("importlib/util.py", "find_spec"), ("runpy.py", "_get_module_details"),
+                      ("runpy.py", "run_module"), ("unittest/mock.py", "_importer"),
+                      ("unittest/mock.py", "_dot_lookup"), ("pkgutil.py", "resolve_name")})  # fmt: skip
 
 
 class SourceOnlyLoader(SourceFileLoader):
@@ -108,7 +109,7 @@ class WorkspaceGate:
             outside = [
                 p for p in sys.path if isinstance(p, str) and p and not self._inside(os.path.abspath(p))
             ]
-            other = None if fullname in sys.stdlib_module_names else PathFinder.find_spec(fullname, outside)
+            other = PathFinder.find_spec(fullname, outside)
             if fullname in sys.stdlib_module_names or other is not None:
                 self.on_refused(fullname, "shadows a module outside the workspace")
                 if other is None:  # a stdlib name this interpreter lacks: not the workspace's either
