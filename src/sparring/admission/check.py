@@ -1,7 +1,7 @@
 """Admission checks: a task enters the library only if every rule holds.
 
 Each rule is a small named check; its name is the rejection rule that
-``sparring tasks check`` reports (DESIGN.md §8). The rules:
+``sparring tasks check`` reports (docs/families.md). The rules:
 
 ========================  =====================================================
 ``spec_valid``            task.toml parses and validates (reported by the CLI)
@@ -45,7 +45,7 @@ Rules that execute score through the real judge in real sandboxes. The result
 ``admission.json`` so that ``sparring tasks regress`` can later tell whether a
 changed environment or judge changes the task's outcome.
 
-Admission runs the judge, so it is a room of its own above ``judge/`` (DESIGN.md §1);
+Admission runs the judge, so it is a room of its own above ``judge/`` (the layering: tests/test_layering.py);
 the task data it reads and writes (the reference's diff, the ``admission.json``
 record the registry reads) stays in ``tasks/``.
 """

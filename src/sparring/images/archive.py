@@ -178,8 +178,9 @@ def _import_docker(src: _Source, store: ImageStore, tag: str | None) -> tuple[st
 
 
 def import_archive(
-    store: ImageStore, path: Path, tag: str | None = None, status: Callable[[str], None] | None = None
-) -> ImageRecord:
+    store: ImageStore, path: Path, tag: str | None = None, status: Callable[[str], None] | None = None,
+    source: str | None = None,
+) -> ImageRecord:  # fmt: skip
     """Import the image at ``path`` (tagged ``tag`` when given) and make its root."""
     if tag is not None:
         parse(tag)  # a bad tag is refused before anything is read
@@ -203,4 +204,4 @@ def import_archive(
         raise ImageError(f"{path}: malformed image metadata ({e!r})") from None
     finally:
         src.close()
-    return store.add_image(digest, source=str(path), refs=refs, progress=status)
+    return store.add_image(digest, source=source or str(path), refs=refs, progress=status)

@@ -59,6 +59,6 @@ def build(
         if r.returncode != 0:
             last = (r.stderr.strip().splitlines() or ["no output"])[-1]
             raise ImageError(f"buildah push to an oci-archive failed: {last}")
-        return import_archive(store, archive, tag=tag)
+        return import_archive(store, archive, tag=tag, source=f"build {context.resolve()} ({df.name})")
     finally:
         archive.unlink(missing_ok=True)
