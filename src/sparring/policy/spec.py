@@ -1,4 +1,4 @@
-"""Parse a policy SPEC (``oracle``, ``random``, ``openai:URL#MODEL``, ``hf:PATH[#TOOL_FORMAT]``) into a Policy.
+"""Parse a policy SPEC (``oracle``, ``random``, ``script:FILE.json``, ``openai:URL#MODEL``, ``hf:PATH[#TOOL_FORMAT]``) into a Policy.
 
 ``hf:PATH`` takes any HF causal LM directory with a chat template; its tool-call
 format is detected from the template, or named after ``#`` (``sparring``,
@@ -13,7 +13,7 @@ from typing import Any
 from sparring.errors import ConfigError
 from sparring.policy.base import Policy
 
-SPEC_HELP = "expected one of: oracle, random, adversarial[:CLASS], openai:URL#MODEL, hf:PATH[#TOOL_FORMAT]"
+SPEC_HELP = "expected one of: oracle, random, adversarial[:CLASS], script:FILE.json, openai:URL#MODEL, hf:PATH[#TOOL_FORMAT]"
 
 
 def make_policy(spec: str, **kwargs: Any) -> Policy:
@@ -30,6 +30,10 @@ def make_policy(spec: str, **kwargs: Any) -> Policy:
         from sparring.policy.scripted import AdversarialPolicy
 
         return AdversarialPolicy(spec.partition(":")[2] or None)
+    if spec.startswith("script:"):
+        from sparring.policy.scripted import ScriptPolicy
+
+        return ScriptPolicy.from_file(spec[len("script:") :])
     if spec.startswith("openai:"):
         rest = spec[len("openai:") :]
         url, sep, model = rest.partition("#")

@@ -30,7 +30,7 @@ from typing import Any
 
 from sparring.env.budgets import Budgets
 from sparring.env.environment import Environment, Mark
-from sparring.env.judging import judge_diff
+from sparring.env.judging import judge_diff, process_input
 from sparring.env.prompts import NO_TOOL_CALL, SYSTEM_PROMPT, initial_messages
 from sparring.errors import PolicyError, WorkspaceFault
 from sparring.judge.base import Judge, Usage
@@ -260,7 +260,7 @@ async def score_trajectory(
         traj.reward, traj.components, traj.flags = 0.0, {}, list(diff.flags)
         return
     j = await judge_diff(judge, task, diff, trajectory_usage(traj), judge_s=limits.judge_s, retries=retries,
-                         sem=judge_sem)  # fmt: skip
+                         sem=judge_sem, process=process_input(task, traj.messages, traj.steps))  # fmt: skip
     res = j.result
     if res is None:
         traj.status, traj.error, traj.reward = "judge_error", j.error, None

@@ -131,6 +131,25 @@ def outcome_figures(trajectories: list[Trajectory]) -> dict[str, float | int]:
     }
 
 
+def process_figures(trajectories: list[Trajectory]) -> dict[str, Any]:
+    """The process checks over the judged trajectories, apart from the outcome: the share with any
+    process flag, and per check the share it tripped on and its mean value."""
+    judged = [t for t in trajectories if t.process_components]
+    checks = sorted({k for t in judged for k in t.process_components})
+    n = len(judged)
+    return {
+        "judged": n,
+        "flag_rate": round(sum(1 for t in judged if t.process_flags) / n, 6) if n else 0.0,
+        "checks": {
+            k.removeprefix("process/"): {
+                "tripped": round(sum(1 for t in judged if k in t.flags) / n, 6),
+                "mean": round(sum(t.process_components.get(k, 1.0) for t in judged) / n, 6),
+            }
+            for k in checks
+        },
+    }
+
+
 RESUME_KEYS = ("policy", "group_size", "seed")
 """What a resumed run must share with its start: the samples stored so far were drawn with these."""
 
