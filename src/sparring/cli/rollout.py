@@ -61,15 +61,22 @@ def rollout(
     ray_address: str | None = typer.Option(
         None, "--ray-address", help="Ray cluster to use (default: start one on this machine)."
     ),
+    branch_at: str | None = typer.Option(
+        None, "--branch-at", help="Fork each episode after these turns: 1,2 | first:N | all (see --branches)."
+    ),
+    branches: int = typer.Option(0, "--branches", help="Branches forked at each --branch-at turn (K)."),
     json_out: bool = JSON_OPT,
     backend: str = BACKEND_OPT,
 ) -> None:
-    """Roll out POLICY on every task GROUP_SIZE times; every sample is stored, whatever happened to it."""
+    """Roll out POLICY on every task GROUP_SIZE times; every sample is stored, whatever happened to it.
+
+    With --branch-at and --branches K, each episode's sandbox is snapshotted at those turns and K
+    branches continue from each (stored with parent_id and branch_turn; docs/process-and-forks.md)."""
     guarded(_rollout)(
         tasks, policy, group_size, concurrency, store, max_steps, seed, run_id, json_out,
         dict(spares=spares, max_retries=max_retries, replay_rounds=replay_rounds, snapshot_every=snapshot_every,
              model_concurrency=model_concurrency, judge_concurrency=judge_concurrency, drain_s=drain_s),
-        priority, policy_timeout, backend, executor, ray_address,
+        priority, policy_timeout, backend, executor, ray_address, branch_at, branches,
     )  # fmt: skip
 
 
@@ -94,11 +101,12 @@ def _rollout(
     tasks_dir: Path, policy_spec: str, group_size: int, concurrency: int, store_path: Path,
     max_steps: int | None, seed: int, run_id: str | None, json_out: bool, opts: dict[str, Any],
     priority: str, policy_timeout: float, backend_kind: str = "local", executor: str = "local",
-    ray_address: str | None = None,
+    ray_address: str | None = None, branch_at: str | None = None, branches: int = 0,
 ) -> None:  # fmt: skip
     from sparring.distributed.executor import RayOptions, check_executor, make_executor
     from sparring.judge.pytest_judge import PytestJudge
     from sparring.policy.spec import make_policy
+    from sparring.rollout.branching import check_branchable, parse_branch_plan
     from sparring.rollout.progress import RolloutProgress
     from sparring.rollout.run_records import check_resume
     from sparring.rollout.scheduler import RolloutScheduler
@@ -115,9 +123,14 @@ def _rollout(
         raise ConfigError("--ray-address needs --executor ray")
     if store_path.exists():  # a file that is not a store is refused (untouched) before any work
         SQLiteStore(store_path, readonly=True).close()
+    plan = parse_branch_plan(branch_at, branches)
+    if plan is not None and executor != "local":
+        raise ConfigError("--branch-at forks sandboxes in this process: use --executor local")
     task_list = find_tasks(tasks_dir)
     if not task_list:
         raise ConfigError(f"no tasks under {tasks_dir}")
+    if plan is not None:
+        check_branchable(task_list)
     kwargs = {"timeout_s": policy_timeout} if policy_spec.strip().startswith("openai:") else {}
     pol = make_policy(policy_spec, **kwargs)
     check = getattr(pol, "check", None)
@@ -128,7 +141,7 @@ def _rollout(
         run_id = run_id or uuid.uuid4().hex[:12]
         previous = st.get_run(run_id)
         config = {"tasks": str(tasks_dir), "policy": policy_spec, "group_size": group_size, "seed": seed,
-                  "max_steps": max_steps, **opts}  # fmt: skip
+                  "max_steps": max_steps, **opts, **(plan.to_json() if plan is not None else {})}  # fmt: skip
         check_resume(run_id, previous, config)
         if backend_kind == "local":
             print_degraded_once()  # what isolation this run gets, said once at its start
@@ -138,7 +151,7 @@ def _rollout(
             st.start_run(run_id, config)
             pool = SandboxPool(backend, max_idle=concurrency)
             sched = RolloutScheduler(pool, PytestJudge(backend), st, concurrency=concurrency, max_steps=max_steps,
-                                     **opts)  # fmt: skip
+                                     branch=plan, **opts)  # fmt: skip
             ray_opts = RayOptions(address=ray_address, capacity=concurrency, backend=backend_config(backend_kind))
             runner = make_executor(executor, sched, ray_opts)  # starts or joins the cluster (seconds)
             loop = asyncio.get_running_loop()

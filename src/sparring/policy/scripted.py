@@ -232,8 +232,9 @@ ScriptedCall = tuple[str, dict[str, Any] | str, str]
 
 
 class ScriptPolicy:
-    """Replays fixed scripts of tool calls, one script per sample (``sample_index`` modulo their
-    number): turn k makes call k of the script, the last one repeats. Arguments given as text go
+    """Replays fixed scripts of tool calls, one script per sample (``sample_index + seed`` modulo
+    their number, so a forked branch, which samples with its own seed, may take another): turn k
+    makes call k of the script, the last one repeats. Arguments given as text go
     out as they are (a malformed call); a call named ``""`` is a turn with no tool call at all.
     For process checks and forks: a behaviour written down, good or bad, played in a real sandbox.
     ``script:FILE.json`` loads ``[[[name, arguments, content], ...], ...]`` (one list per script)."""
@@ -265,7 +266,7 @@ class ScriptPolicy:
         return cls(scripts, name=f"script:{p.name}")
 
     async def act(self, request: ActRequest) -> Action:
-        script = self.scripts[request.sample_index % len(self.scripts)]
+        script = self.scripts[(request.sample_index + request.seed) % len(self.scripts)]
         i = min(_assistant_turns(request.messages), len(script) - 1)
         name, args, content = script[i]
         if not name:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparring.errors import ConfigError
+from sparring.rollout.branching import BranchPlan
 from sparring.rollout.episode import StageLimits
 from sparring.trajectory import Trajectory
 
@@ -39,6 +40,8 @@ class SchedulerConfig:
     limits: StageLimits = field(default_factory=StageLimits)
     drain_s: float = 30.0
     """After a stop request, how long in-flight rollouts may take to finish before they are cancelled."""
+    branch: BranchPlan | None = None
+    """Forked rollouts: where each root forks and into how many branches (None: no forks)."""
 
     def __post_init__(self) -> None:
         for name in ("concurrency", "model_concurrency", "judge_concurrency"):
@@ -92,9 +95,13 @@ class RolloutSummary:
     trajectories: list[Trajectory] = field(default_factory=list)
     nodes: dict[str, int] = field(default_factory=dict)
     """Samples each node brought back (distributed runs only)."""
+    branches: dict[str, int] | None = None
+    """Forked runs only: branch trajectories stored, by status (roots are the figures above)."""
 
     def to_json(self) -> dict[str, object]:
         extra: dict[str, object] = {"nodes": dict(self.nodes)} if self.nodes else {}
+        if self.branches is not None:
+            extra["branches"] = dict(self.branches)
         return {
             "requested": self.requested,
             "stored": self.stored,
