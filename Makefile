@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
-EXTRAS ?= train,dev,parquet,trl,verifiers,openenv,gym,spreadsheet,report,ray
+EXTRAS ?= train,dev,parquet,trl,verifiers,openenv,gym,spreadsheet,report,ray,docs
 TEST_USER := sparring-test
 # A local wheel directory (this workplace keeps the CPU build of torch there); harmless elsewhere.
 WHEELS := $(wildcard /opt/wheels)
@@ -17,7 +17,7 @@ CONSTRAINTS := $(if $(WHEELS),constraints/local-cpu.txt,)
 PIP_FLAGS := $(if $(WHEELS),--find-links $(WHEELS),) $(if $(CONSTRAINTS),-c $(CONSTRAINTS),)
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) | sha1sum | cut -c1-12)-$(EXTRAS)
 
-.PHONY: setup system venv demo demo-quick test test-fast lint typecheck bench contract clean
+.PHONY: setup system venv demo demo-quick test test-fast lint typecheck bench contract clean docs
 
 setup: system venv
 
@@ -57,6 +57,18 @@ system:
 	elif ! command -v podman >/dev/null 2>&1; then \
 	  echo "warning: podman is missing; the OCI backend tests will fail" >&2; \
 	fi
+	@# Container images (issue 34): skopeo and docker-registry serve test images on loopback, mmdebstrap
+	@# builds them, buildah runs `sparring image build`. Optional: without them only the image tests fail.
+	@if command -v dpkg-query >/dev/null 2>&1; then \
+	  missing=""; for p in mmdebstrap docker-registry skopeo buildah; do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; done; \
+	  if [ -z "$$missing" ]; then :; \
+	  elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing$$missing (apt)"; \
+	    (apt-get install -y -qq $$missing >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq $$missing)) \
+	    || echo "warning: could not install$$missing; the image tests will fail until it is" >&2; \
+	  else echo "warning:$$missing missing (as root: apt-get install$$missing); the image tests will fail" >&2; fi; \
+	fi
 
 venv: $(STAMP)
 
@@ -75,6 +87,10 @@ demo-quick: setup
 
 test: setup lint typecheck
 	$(VENV)/bin/pytest -q --durations=30
+
+# The documentation site (mkdocs.yml) into site/: open site/index.html.
+docs: setup
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 test-fast: setup
 	$(VENV)/bin/pytest -q -m "not slow"

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring.rollout.trajectory import ToolStep, Trajectory
+
 from sparring.store.base import TrajQuery
 from sparring.store.sqlite import SQLiteStore
 

@@ -1,4 +1,4 @@
-"""The layering of DESIGN.md §1, as a test: arrows between rooms point one way.
+"""The layering of the rooms (docs/concepts.md), as a test: arrows between rooms point one way.
 
 Every module under ``src/sparring`` is parsed with :mod:`ast` (function-local
 imports included, ``TYPE_CHECKING`` blocks too: a type-only import is still a
@@ -165,7 +165,7 @@ def test_every_room_has_a_row_in_the_table() -> None:
 def test_imports_follow_the_layering() -> None:
     found = violations(SRC)
     new = {k: v for k, v in found.items() if k not in KNOWN_VIOLATIONS}
-    assert not new, "imports against DESIGN.md §1's arrows:\n" + "\n".join(sorted(new.values()))
+    assert not new, "imports against the layering's arrows:\n" + "\n".join(sorted(new.values()))
 
 
 def test_known_violations_only_shrink() -> None:

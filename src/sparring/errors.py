@@ -6,6 +6,7 @@
      ├── SandboxError (RuntimeError)         the sandbox infrastructure failed
      │    ├── SandboxUnavailableError        the backend cannot run here (e.g. no bwrap)
      │    └── WorkspaceFault                 the host refuses what the agent made (too large, unreadable)
+     ├── ImageError (RuntimeError)           an image cannot be pulled, imported, unpacked or found
      ├── PolicyError (RuntimeError)          the policy could not produce an action
      ├── EnvironmentUsageError (RuntimeError) an Environment used out of order (step before
      │                                        reset, after the end, sync call in a running loop)
@@ -52,6 +53,10 @@ class WorkspaceFault(SandboxError):
     def __init__(self, message: str, flag: str) -> None:
         super().__init__(message)
         self.flag = flag
+
+
+class ImageError(SparringError, RuntimeError):
+    """A container image cannot be pulled, imported, built, unpacked or found in the image store."""
 
 
 class PolicyError(SparringError, RuntimeError):

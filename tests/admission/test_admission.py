@@ -95,6 +95,21 @@ def test_failing_reference_is_rejected(judge, tmp_path: Path) -> None:
     assert "solution_passes" in rules(run_check(t, judge))
 
 
+def test_a_missing_or_empty_solution_dir_is_named_not_a_failing_reference(judge, tmp_path: Path) -> None:
+    import shutil
+
+    t = make_clamp_task(tmp_path / "t")
+    shutil.rmtree(t.solution)
+    rep = run_check(t, judge)
+    assert [p.detail for p in rep.problems if p.rule == "solution_passes"] == [
+        p.detail for p in rep.problems if "solution/ is missing" in p.detail
+    ] != []
+    assert not any("fails" in p.detail for p in rep.problems), rep.to_json()
+    t.solution.mkdir()
+    rep = run_check(t, judge)
+    assert any("solution/ is empty" in p.detail for p in rep.problems), rep.to_json()
+
+
 def test_hidden_test_already_passing_is_rejected(judge, tmp_path: Path) -> None:
     passing = [i for i in HIDDEN_IDS if i.endswith(("test_inside", "test_below"))]
     t = clamp_variant(tmp_path / "t", hidden_ids=passing)

@@ -22,7 +22,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_generate_only_counts_one_json_line_per_family() -> None:
-    r = _cli("tasks", "family-bench", "--families", "shell-ops,function-impl", "--n", "40", "--admit", "0")
+    r = _cli("tasks", "family-bench", "--families", "shell-ops,function-impl", "--n", "40", "--admit", "0", "--json")
     assert r.returncode == 0, r.stderr
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     assert [row["family"] for row in rows] == ["shell-ops", "function-impl"]
@@ -31,6 +31,12 @@ def test_generate_only_counts_one_json_line_per_family() -> None:
         assert row["seconds_per_task"] is None and row["rejected_by_rule"] == {}
     # function-impl's 40 tasks are 40 different functions; shell-ops has eight operations on random data
     assert rows[1]["distinct_instructions"] == 40 and rows[0]["distinct_instructions"] <= 8
+
+
+def test_without_json_a_table() -> None:
+    r = _cli("tasks", "family-bench", "--families", "shell-ops", "--n", "5", "--admit", "0")
+    assert r.returncode == 0, r.stderr
+    assert "{" not in r.stdout and "distinct" in r.stdout and "shell-ops" in r.stdout
 
 
 def test_unknown_family_is_a_one_line_error() -> None:
@@ -52,7 +58,7 @@ def test_admission_on_a_sample_reports_yield_and_cost(backend) -> None:  # type:
 @pytest.mark.slow
 def test_cli_admission_shows_progress_on_stderr_and_json_on_stdout() -> None:
     r = _cli("tasks", "family-bench", "--families", "shell-ops", "--n", "4", "--seed", "1", "--admit", "2",
-             "--repeats", "2")  # fmt: skip
+             "--repeats", "2", "--json")  # fmt: skip
     assert r.returncode == 0, r.stderr
     (row,) = [json.loads(line) for line in r.stdout.splitlines()]
     assert row["checked"] == row["admitted"] == 2, row

@@ -14,8 +14,8 @@ EXE = Path(sys.executable).parent / "sparring"
 
 def test_tasks_generate_logs_plain_progress_lines_when_piped(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    r = subprocess.run([str(EXE), "tasks", "generate", "shell-ops", "--n", "12", "--seed", "3", "--out",
-                        str(tmp_path / "t")], capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    r = subprocess.run([str(EXE), "tasks", "generate", "shell-ops", "--n", "12", "--seed", "3", "--no-check",
+                        "--out", str(tmp_path / "t")], capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
     assert r.returncode == 0, r.stderr
     lines = r.stderr.splitlines()
     assert lines[0] == "generating shell-ops tasks: 0/12"
@@ -44,7 +44,7 @@ def test_a_terminal_gets_a_bar_with_count_and_eta(tmp_path):
     pid, fd = pty.fork()
     if pid == 0:  # child: stdout and stderr are the pty
         os.execv(str(EXE), [str(EXE), "tasks", "generate", "shell-ops", "--n", "5", "--seed", "1",
-                            "--out", str(tmp_path / "t")])  # fmt: skip
+                            "--no-check", "--out", str(tmp_path / "t")])  # fmt: skip
     out = b""
     while True:
         try:
@@ -58,3 +58,22 @@ def test_a_terminal_gets_a_bar_with_count_and_eta(tmp_path):
     text = out.decode(errors="replace")
     assert os.waitstatus_to_exitcode(status) == 0, text[-2000:]
     assert "generating shell-ops tasks" in text and "5/5" in text and "eta" in text and "\x1b[" in text
+
+
+def test_an_interrupted_batch_says_where_it_stopped_not_done(capsys):
+    """Ctrl-C during an iteration's rollouts: the bar ends at 2/16 "stopped", never "16/16 done"."""
+    import asyncio
+    import contextlib
+
+    from sparring.cli.progress import Bars
+    from sparring.train.recipe import evaluate
+
+    class Interrupted:  # the scheduler as Ctrl-C leaves it: two samples done, then cancelled
+        async def run(self, tasks, policy, samples, *, run_id, seed):
+            bars.advance("rollouts", 2)
+            raise asyncio.CancelledError
+
+    with Bars() as bars, contextlib.suppress(asyncio.CancelledError):
+        asyncio.run(evaluate(Interrupted(), [object()] * 4, None, "r", 0, 4, bars, "iteration 1 rollouts"))  # type: ignore[arg-type]
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith("iteration 1 rollouts: 2/16 stopped in "), last

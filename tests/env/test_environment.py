@@ -163,6 +163,7 @@ def test_step_budget_truncates_and_the_episode_is_still_judged(clamp_task):
         ((rel, data),) = files.items()
         r1 = env.step(call(0, "write_file", path=rel, content=data.decode()))
         assert not r1.done and r1.reward is None
+        assert r1.info["status"] == "running"  # no final status while the episode still runs
         r2 = env.step(call(1, "list_dir", path="."))
         assert r2.truncated and not r2.terminated and r2.info["status"] == "truncated"
         assert r2.reward == 1.0 and r2.info["tests"]["passed"] == 4  # judged on what it left

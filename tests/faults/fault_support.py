@@ -15,9 +15,9 @@ from typing import Any
 
 from sparring.policy.base import ActRequest
 from sparring.policy.scripted import OraclePolicy
-from sparring.rollout.trajectory import Trajectory
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.loader import Task
+from sparring.trajectory import Trajectory
 
 
 def _children(pid: int) -> list[int]:

@@ -178,6 +178,12 @@ def test_bad_requests_are_4xx_and_leak_nothing(server, tasks_list):
         assert http.post(url + "/reset", json={"task_id": "no-such-task"}).status_code == 404
         assert http.post(url + "/reset", json={"seed": "x"}).status_code == 422
         assert http.post(url + "/reset", content=b"{not json").status_code == 400
+        listed = http.get(url + "/tasks").json()
+        assert [t["id"] for t in listed["tasks"]] == [t.id for t in tasks_list] and listed["count"] == len(tasks_list)
+        # without task_id, /reset plays the seed-th listed task (modulo their number)
+        r = http.post(url + "/reset", json={"seed": len(tasks_list) + 1}).json()
+        assert r["observation"]["info"]["task_id"] == listed["tasks"][1]["id"]
+        http.post(url + "/close", json={"session_id": r["observation"]["session_id"]})
         sid = http.post(url + "/reset", json={"seed": 0}).json()["observation"]["session_id"]
         server.ids |= sandbox_ids(server.root)
         assert leftovers(server.root, server.ids)  # positive control: the check sees a live session's sandbox
@@ -191,6 +197,9 @@ def test_bad_requests_are_4xx_and_leak_nothing(server, tasks_list):
         # the session survived all of it and still plays
         r = http.post(url + "/step", json={"session_id": sid, "action": call(0, "list_dir", path=".")})
         assert r.status_code == 200 and not r.json()["done"]
+        assert r.json()["observation"]["info"]["status"] == "running"  # not a final status mid-episode
+        state = http.get(url + "/state", params={"session_id": sid}).json()
+        assert state["status"] == "running" and not state["done"]
         assert http.post(url + "/close", json={"session_id": sid}).json() == {"closed": True}
         assert (
             http.post(url + "/step", json={"session_id": sid, "action": call(0, "submit")}).status_code == 404

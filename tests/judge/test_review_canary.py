@@ -122,7 +122,7 @@ def test_model_assisted_review_over_a_real_http_endpoint(tmp_path):
 
 def test_collect_from_a_trajectory_store(tmp_path):
     from sparring.judge.review import collect_from_store
-    from sparring.rollout.trajectory import Trajectory
+    from sparring.trajectory import Trajectory
 
     trajs = [
         Trajectory(

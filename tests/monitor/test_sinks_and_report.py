@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 import struct
 import subprocess
 import sys
 from pathlib import Path
 
 from sparring.monitor.metrics import iteration_metrics, make_sinks, with_aliases
-from sparring.rollout.trajectory import Trajectory
 from sparring.train.recipe import zero_variance_groups
+from sparring.trajectory import Trajectory
 
 EXE = Path(sys.executable).parent / "sparring"
 
@@ -108,3 +109,26 @@ def test_trl_and_verl_names_reach_tensorboard_and_jsonl(tmp_path):
     events = next((tmp_path / "tensorboard" / "run-p").glob("events.out.tfevents.*")).read_bytes()
     for tag in (b"actor/entropy", b"completions/mean_length", b"learning_rate", b"timing_s/judge"):
         assert tag in events, tag
+
+
+def test_report_of_a_killed_one_iteration_run_without_an_update(tmp_path):
+    """What a kill leaves: a torn last metrics line and an unreadable store. The report still draws
+    what the log holds; the update charts are gaps (no update ran), and one iteration is one tick."""
+    metrics = tmp_path / "metrics" / "run-k.jsonl"
+    metrics.parent.mkdir()
+    row = {"step": 0, "rollout/reward_mean": 0.0, "rollout/pass_rate": 0.0, "rollout/rewards": [0.0, 0.0],
+           "train/loss": 0.0, "train/grad_norm": 0.0, "train/clip_frac": 0.0, "train/kl": 0.0, "train/skipped": 1.0}  # fmt: skip
+    metrics.write_text(json.dumps(row) + "\n" + json.dumps({**row, "step": 1})[:40])
+    (tmp_path / "store.db").write_bytes(b"not a database" * 100)
+    r = subprocess.run([str(EXE), "report", str(tmp_path), "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "torn last line" in r.stderr and "metrics only" in r.stderr
+    j = json.loads(r.stdout)
+    assert j["iterations"] == 1
+    assert {"loss", "grad_norm", "clip_frac", "kl"} <= set(j["empty_charts"])  # a gap, never a 0
+    html = Path(j["html"]).read_text()
+    assert "no GRPO update ran" in html
+    svg = Path(j["html"]).parent.joinpath("assets", "reward_pass.svg").read_text()
+    xticks = svg.split('id="matplotlib.axis_1"')[1].split('id="matplotlib.axis_2"')[0]
+    labels = re.findall(r'<g id="xtick_\d+">.*?<text[^>]*>([^<]*)</text>', xticks, re.S)
+    assert labels[:1] == ["0"] and all("." not in x for x in labels), labels

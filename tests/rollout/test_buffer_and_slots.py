@@ -10,7 +10,7 @@ import pytest
 from sparring.errors import ConfigError
 from sparring.rollout.buffer import BatchLag, ExperienceQueue
 from sparring.rollout.slots import PrioritySlots, priority_rank
-from sparring.rollout.trajectory import Trajectory
+from sparring.trajectory import Trajectory
 
 
 def traj(i: int, version: int = 0, tokens: int = 3) -> Trajectory:

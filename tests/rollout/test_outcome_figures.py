@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from sparring.rollout.run_records import outcome_figures
-from sparring.rollout.trajectory import Trajectory
+from sparring.trajectory import Trajectory
 
 SPARRING = str(Path(sys.executable).parent / "sparring")
 

@@ -143,7 +143,7 @@ def test_a_sparse_file_within_the_quota_stays_sparse_in_the_layer_store(any_back
 
 def test_a_flagged_diff_is_scored_zero_with_its_flag_never_infra_error_or_judged():
     from sparring.rollout.episode import score_trajectory
-    from sparring.rollout.trajectory import Trajectory
+    from sparring.trajectory import Trajectory
 
     class Judge:  # would give full marks to anything it saw
         version = "always-1"

@@ -13,10 +13,10 @@ import pytest
 
 from sparring.errors import ConfigError, TaskError
 from sparring.judge.hacks import static_flags
-from sparring.rollout.trajectory import Trajectory
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.store.failures import promote_tasks
 from sparring.tasks.loader import load_task, write_task
+from sparring.trajectory import Trajectory
 
 HOOK = {"sitecustomize.py": b"import os\nif os.path.exists('/workspace/ON'):\n    os.environ['PASS'] = '1'\n"}
 

@@ -144,6 +144,8 @@ def test_any_syscall_gets_exactly_one_known_action(nr, args):
         x86.syscalls["clone3"],
         x86.syscalls["personality"],
         x86.syscalls["ioctl"],
+        x86.syscalls["prlimit64"],
+        *(x86.syscalls[n] for n in sc.SELF_ONLY),
     ):
         assert action == ALLOW
     else:
@@ -189,3 +191,41 @@ def test_bwrap_args_hand_over_the_program_through_a_pipe():
         assert data == sc.build_filter()
     finally:
         sc.close_fd(fd)
+
+
+def test_calls_on_another_process_are_denied_and_on_the_caller_allowed(arch):
+    """Limits, priority, I/O priority, scheduling, affinity and page placement: pid 0 only."""
+    other = 1  # PID 1 of the sandbox: the exec server, the same uid as the agent
+    for name in ("sched_setscheduler", "sched_setparam", "sched_setattr", "sched_setaffinity",
+                 "migrate_pages", "move_pages"):  # fmt: skip
+        assert run(arch, name, 0, 0, 0) == ALLOW, name
+        assert run(arch, name, other, 0, 0) == EPERM, name
+        assert run(arch, name, 0xFFFFFFFF, 0, 0) == EPERM, name  # -1
+        assert run(arch, name, 1 << 32, 0, 0) == ALLOW, name  # the kernel reads an int: the low word is 0
+    # setpriority(which, who, prio): PRIO_PROCESS of the caller only; a process group or a user never
+    assert run(arch, "setpriority", 0, 0, 19) == ALLOW
+    assert run(arch, "setpriority", 0, other, 19) == EPERM
+    assert run(arch, "setpriority", 1, 0, 19) == EPERM  # PRIO_PGRP
+    assert run(arch, "setpriority", 2, 0, 19) == EPERM  # PRIO_USER of the caller's uid: PID 1 too
+    assert run(arch, "getpriority", 2, 0) == ALLOW  # reading is harmless
+    # ioprio_set(which, who, ioprio): IOPRIO_WHO_PROCESS of the caller only
+    idle = 3 << 13
+    assert run(arch, "ioprio_set", 1, 0, idle) == ALLOW
+    assert run(arch, "ioprio_set", 1, other, idle) == EPERM
+    assert run(arch, "ioprio_set", 2, 0, idle) == EPERM  # IOPRIO_WHO_PGRP
+    assert run(arch, "ioprio_set", 3, 0, idle) == EPERM  # IOPRIO_WHO_USER
+
+
+def test_prlimit_sets_only_the_callers_limits_and_reads_anyones(arch):
+    buf = 0x7FFF_0000_1000  # a user-space pointer with both halves non-zero
+    assert run(arch, "prlimit64", 0, 0, buf, 0) == ALLOW  # setrlimit, ulimit
+    assert run(arch, "prlimit64", 1, 0, buf, 0) == EPERM  # prlimit --pid 1 --cpu=1
+    assert run(arch, "prlimit64", 1, 0, buf & 0xFFFF_FFFF, 0) == EPERM
+    assert run(arch, "prlimit64", 1, 0, buf & ~0xFFFF_FFFF, 0) == EPERM  # only the high half set
+    assert run(arch, "prlimit64", 1, 0, 0, buf) == ALLOW  # prlimit --pid 1 (read only)
+
+
+def test_pidfd_and_cross_process_calls_are_denied(arch):
+    for name in ("kcmp", "pidfd_getfd", "pidfd_send_signal", "process_madvise", "process_mrelease",
+                 "process_vm_writev", "perf_event_open"):  # fmt: skip
+        assert name in sc.DENIED and run(arch, name, 0, 0, 0) == EPERM, name

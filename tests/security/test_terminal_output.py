@@ -20,8 +20,8 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-from sparring.rollout.trajectory import ToolStep, Trajectory
 from sparring.store.sqlite import SQLiteStore
+from sparring.trajectory import ToolStep, Trajectory
 
 # Clipboard write (OSC 52), window title (OSC 0), cursor up + erase line (hides the line above),
 # concealed text (SGR 8), clear screen through an 8-bit CSI, and a right-to-left override.

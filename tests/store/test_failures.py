@@ -13,11 +13,11 @@ from sparring.judge.pytest_judge import PytestJudge
 from sparring.policy.base import Action
 from sparring.policy.scripted import OraclePolicy, tool_call_message
 from sparring.rollout.scheduler import RolloutScheduler
-from sparring.rollout.trajectory import Trajectory
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.failures import cluster, error_type
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.loader import load_task
+from sparring.trajectory import Trajectory
 
 EXE = Path(sys.executable).parent / "sparring"
 

@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparring.errors import ConfigError, StoreError
-from sparring.rollout.trajectory import ToolStep, Trajectory
 from sparring.store.base import TrajectoryStore, TrajQuery
 from sparring.store.export import export_jsonl, export_parquet
 from sparring.store.sqlite import SCHEMA_VERSION, SQLiteStore
+from sparring.trajectory import ToolStep, Trajectory
 
 
 def make_traj(i: int = 0, **kw: Any) -> Trajectory:

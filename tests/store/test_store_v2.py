@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from sparring.errors import StoreError
-from sparring.rollout.trajectory import Trajectory
 from sparring.store.base import TrajQuery
 from sparring.store.sqlite import SCHEMA_VERSION, SQLiteStore
+from sparring.trajectory import Trajectory
 
 
 def traj(i: int, **kw) -> Trajectory:
@@ -99,3 +99,14 @@ def test_a_v1_store_is_read_as_is_and_upgraded_on_write_open(tmp_path: Path) -> 
         assert [t.id for t in rw.search(TrajQuery(flag="hardcoded_output"))[1]] == ["t004"]
         assert rw.get("t002").messages[0]["content"] == "note number 2"
         assert rw.count() == 6
+
+
+def test_drop_run_after_removes_only_that_runs_later_rollouts(tmp_path: Path) -> None:
+    """What --resume does with an interrupted iteration's rollouts: they go (and their text, flags)."""
+    with SQLiteStore(tmp_path / "s.db") as s:
+        s.put_many([traj(i, flags=["f"]) for i in range(6)] + [traj(9, run_id="other")])
+        assert s.drop_run_after("r", 1_700_000_000.0 + 3.5) == 2  # t004, t005
+        _, left = s.search(TrajQuery(limit=None))
+        assert sorted(t.id for t in left) == ["t000", "t001", "t002", "t003", "t009"]
+        assert s.search(TrajQuery(text="note number 5"))[0] == 0
+        assert s.search(TrajQuery(flag="f"))[0] == 4

@@ -12,8 +12,8 @@ import typer
 from typer.testing import CliRunner
 
 from sparring.cli.traj import app as traj_app
-from sparring.rollout.trajectory import ToolStep, Trajectory
 from sparring.store.sqlite import SQLiteStore
+from sparring.trajectory import ToolStep, Trajectory
 
 SEARCH_ITEM_KEYS = {
     "id",

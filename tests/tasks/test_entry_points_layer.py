@@ -188,6 +188,8 @@ def test_train_cli(tmp_path: Path) -> None:
     cfg.write_text(TRAIN + f"workdir: {work}\n")
     r = cli("train", "--config", cfg, "--json")
     assert r.returncode == 0, r.stderr[-3000:]
+    # iterations 0: no trained weights, and the summary says so instead of passing the base off as trained
+    assert json.loads(r.stdout)["trained_model"] is None and "no RL update ran" in r.stderr
     st = SQLiteStore(work / "store.db")
     try:
         _, trajs = st.search(TrajQuery(limit=100))

@@ -15,10 +15,10 @@ import torch
 from sparring.errors import ConfigError
 from sparring.policy.hf import HFPolicy
 from sparring.policy.lora_files import is_lora, load_adapter
-from sparring.rollout.trajectory import Trajectory
 from sparring.train.grpo import GRPOConfig, GRPOTrainer, _Seq, completion_logprobs
 from sparring.train.lora import LoRASettings, adapters_disabled, apply_lora
 from sparring.train.model import build_tiny_model
+from sparring.trajectory import Trajectory
 
 pytest.importorskip("peft")
 

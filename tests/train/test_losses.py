@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from sparring.policy.hf import HFPolicy
-from sparring.rollout.trajectory import Trajectory
 from sparring.train.grpo import GRPOConfig, GRPOTrainer, _Seq, completion_logprobs
 from sparring.train.losses import dapo, dr_grpo, grpo
 from sparring.train.model import build_tiny_model
+from sparring.trajectory import Trajectory
 
 
 @pytest.fixture(scope="module")

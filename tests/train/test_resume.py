@@ -62,6 +62,17 @@ def _final(workdir: Path) -> tuple[dict, dict]:
     return state, weights
 
 
+def _run_rollouts(workdir: Path) -> int:
+    """Trajectories of the training run itself (not its held-out evaluations) in the workdir's store."""
+    import sqlite3
+
+    db = workdir / "store.db"
+    if not db.exists():
+        return 0
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return int(conn.execute("SELECT count(*) FROM trajectories WHERE run_id NOT LIKE '%-heldout-%'").fetchone()[0])
+
+
 @pytest.mark.slow
 def test_kill_and_resume_reaches_the_uninterrupted_state(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -77,6 +88,10 @@ def test_kill_and_resume_reaches_the_uninterrupted_state(tmp_path):
     while not latest.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert proc.poll() is None, "the run ended before it could be killed"
+    # let iteration 1 store a rollout or more first: the kill interrupts an iteration half-sampled
+    at_ckpt = _run_rollouts(tmp_path / "b")
+    while _run_rollouts(tmp_path / "b") == at_ckpt and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)  # the whole process group: sandboxes' helpers too
     proc.wait()
     assert latest.read_text().strip() == "iter-00000"
@@ -85,6 +100,8 @@ def test_kill_and_resume_reaches_the_uninterrupted_state(tmp_path):
                        capture_output=True, text=True, timeout=900, env=env)  # fmt: skip
     assert b.returncode == 0, b.stderr[-2000:]
     ra, rb = json.loads(a.stdout), json.loads(b.stdout)
+    assert rb["trained_model"] == str(tmp_path / "b" / "checkpoints" / "iter-00002" / "model")
+    assert "trained model: " + rb["trained_model"] in b.stderr
     assert [r["iteration"] for r in rb["iterations"]] == [0, 1, 2]
     assert sum(not r["grpo_skipped"] for r in ra["iterations"]) >= 2, ra["iterations"]  # real updates ran
 
@@ -104,3 +121,5 @@ def test_kill_and_resume_reaches_the_uninterrupted_state(tmp_path):
 
     assert strip(ra["iterations"]) == strip(rb["iterations"])
     assert ra["heldout"] == rb["heldout"]
+    # the interrupted iteration's rollouts were dropped and redone, not counted twice
+    assert _run_rollouts(tmp_path / "b") == _run_rollouts(tmp_path / "a") > 0

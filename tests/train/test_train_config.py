@@ -33,6 +33,11 @@ def _write(tmp_path, text):
         ("monitor: {exporters: [tensorboard, neptune]}\n", "unknown exporter 'neptune'"),
         ("iterations: 3\ngrpo: {staleness: 3}\n", "staleness=3 >= iterations=3"),
         ("- a\n- b\n", "must be a mapping"),
+        ("family: nope\n", "unknown family 'nope'"),
+        ("family: code-repiar\n", "did you mean 'code-repair'?"),
+        ("n_trian: 3\n", "did you mean 'n_train'?"),
+        ("grpo:\n  lrr: 1e-3\n", "grpo.lrr: unknown key (did you mean 'lr'?"),
+        ("iterations: 2\ngrpo: {lr 1}\n  n_train: 3\n", "line 3, column 3:"),
     ],
 )
 def test_bad_config_is_one_clear_error(tmp_path, text, needle):
@@ -55,6 +60,10 @@ def test_cli_rejects_before_any_work(tmp_path):
     assert r.returncode == 2
     assert "tasks_per_iteration=3 exceeds n_train=2" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not work.exists()  # nothing was generated, built or started
+    r = subprocess.run([str(EXE), "train", "--config", str(cfg), "--set", "tasks_per_iteration=1",
+                        "--set", "family=nope"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 2 and "unknown family 'nope'" in r.stderr
+    assert not work.exists()  # checked before the workdir is made
     r = subprocess.run(
         [str(EXE), "train", "--config", str(tmp_path / "missing.yaml")],
         capture_output=True,

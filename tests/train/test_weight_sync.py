@@ -11,10 +11,10 @@ import torch
 from sparring.errors import PolicyError
 from sparring.policy.hf import HFPolicy
 from sparring.policy.server import PolicyServer
-from sparring.rollout.trajectory import Trajectory
 from sparring.train.grpo import GRPOConfig, GRPOTrainer, _Seq, completion_logprobs
 from sparring.train.model import build_tiny_model
 from sparring.train.weight_sync import HTTPWeightSync
+from sparring.trajectory import Trajectory
 
 
 @pytest.fixture(scope="module")

@@ -34,8 +34,7 @@ def test_doctor_json_schema_and_agreement_with_the_backend(tmp_path):
         ] == "missing"
     by = {c["name"]: c for c in rep["checks"]}
     wanted = {"bubblewrap", "user namespaces", "overlayfs", "cgroups", "seccomp", "exec server",
-              "podman/runc (OCI backend)", "disk for layers", "ray", "torch", "LibreOffice", "chromium",
-              "nginx", "redis"}  # fmt: skip
+              "podman/runc (OCI backend)", "disk for layers", "ray", "torch", "LibreOffice", "chromium"}  # fmt: skip
     assert wanted <= set(by)
     b = LocalBackend(root=tmp_path / "root")  # the same detection decides the backend's modes
     assert (by["overlayfs"]["status"] == "ok") == (b.mode == "overlay")
@@ -48,6 +47,17 @@ def test_doctor_human_output_says_fallback_and_install(monkeypatch):
     lines = {ln.split(":")[0].split()[-1]: ln for ln in r.stdout.splitlines() if ":" in ln}
     assert "degraded" in lines["cgroups"] and "falls back to rlimits" in lines["cgroups"]
     assert "degraded" in lines["overlayfs"] and "copy-mode" in lines["overlayfs"]
+
+
+def test_doctor_says_each_status_once_and_only_programs_something_runs():
+    from sparring.tasks.families import FAMILIES
+
+    r = sp("doctor")
+    for ln in r.stdout.splitlines():
+        status = ln.split()[0]
+        assert ln.count(status + ":") == 0 and ln.split().count(status) == 1, ln
+    assert set(checks.FAMILY_PROGRAMS.values()) <= set(FAMILIES)
+    assert {p[0] for p in checks.PROGRAMS} == {"LibreOffice", "chromium"}  # no program of a family that does not exist
 
 
 def test_degraded_lines_print_once(monkeypatch, capsys):

@@ -1,7 +1,7 @@
 """Admission checks: a task enters the library only if every rule holds.
 
 Each rule is a small named check; its name is the rejection rule that
-``sparring tasks check`` reports (DESIGN.md §8). The rules:
+``sparring tasks check`` reports (docs/families.md). The rules:
 
 ========================  =====================================================
 ``spec_valid``            task.toml parses and validates (reported by the CLI)
@@ -40,7 +40,7 @@ Rules that execute score through the real judge in real sandboxes. The result
 ``admission.json`` so that ``sparring tasks regress`` can later tell whether a
 changed environment or judge changes the task's outcome.
 
-Admission runs the judge, so it is a room of its own above ``judge/`` (DESIGN.md §1);
+Admission runs the judge, so it is a room of its own above ``judge/`` (the layering: tests/test_layering.py);
 the task data it reads and writes (the reference's diff, the ``admission.json``
 record the registry reads) stays in ``tasks/``.
 """
@@ -146,7 +146,7 @@ def check_initial_state(task: Task) -> list[Problem]:
         return [
             Problem(
                 "initial_state_reproducible",
-                "task.toml pins no workspace_digest (write tasks with write_task)",
+                f"task.toml pins no workspace_digest: run `sparring tasks pin {task.path}`",
             )
         ]
     with tempfile.TemporaryDirectory(prefix="sparring-admit-") as tmp:
@@ -162,7 +162,7 @@ def check_initial_state(task: Task) -> list[Problem]:
             Problem(
                 "initial_state_reproducible",
                 f"workspace/ rebuilds to {digests[0][:19]}, but task.toml pins {pinned[:19]}: the workspace was "
-                "changed after the task was written",
+                f"changed after it was pinned (if on purpose, run `sparring tasks pin {task.path}`)",
             )
         ]
     return []
@@ -386,6 +386,18 @@ def _run_level(runs: list[JudgeResult]) -> list[Problem]:
     ]
 
 
+def check_solution_present(task: Task) -> list[Problem]:
+    """A missing or empty solution/ is named as such, not reported as a reference that fails."""
+    if not task.solution.is_dir():
+        return [Problem("solution_passes", f"{task.path.name}/solution/ is missing: add the reference solution "
+                        "(the changed files, at their paths relative to workspace/; .deleted lists removed paths)")]  # fmt: skip
+    files, deleted = task.solution_files()
+    if not files and not deleted and not task.solution_calls():
+        return [Problem("solution_passes", f"{task.path.name}/solution/ is empty: it must hold the reference "
+                        "solution's changed files (or .deleted)")]  # fmt: skip
+    return []
+
+
 async def check_execution(
     task: Task,
     judge: Judge,
@@ -443,7 +455,9 @@ async def check_task(
     for check in (check_instruction, check_initial_state, check_hidden_tests):
         rep.problems += check(task)
     rep.problems += check_original_not_reachable(task, environment_hashes)
-    if not any(p.rule.startswith("hidden_tests") for p in rep.problems):
+    missing = check_solution_present(task)
+    rep.problems += missing
+    if not missing and not any(p.rule.startswith("hidden_tests") for p in rep.problems):
         ej = eval_judge if eval_judge is not None else eval_judge_of(judge)
         rep.problems += await check_execution(task, judge, repeats, rep, slots, ej)
     return rep
@@ -485,9 +499,12 @@ async def check_tasks(
 # --------------------------------------------------------------------------- stored results
 
 
-def admission_record(rep: CheckReport, repeats: int, environment: str = "") -> dict[str, Any]:
+def admission_record(
+    rep: CheckReport, repeats: int, environment: str = "", judge_version: str = ""
+) -> dict[str, Any]:
     return {
         **rep.to_json(),
+        "judge_version": judge_version,
         "version": rep.version,
         "repeats": repeats,
         "environment": environment,
@@ -501,11 +518,16 @@ def unloadable(name: str, error: Exception) -> CheckReport:
     return CheckReport(name, "", [Problem("spec_valid", str(error))])
 
 
-def record_result(task: Task, rep: CheckReport, repeats: int) -> Path:
+def record_result(task: Task, rep: CheckReport, repeats: int, judge_version: str = "") -> Path:
     """Store ``rep`` as the task's admission.json, naming the environment layer it was judged in (none
-    when no rule ran the judge)."""
+    when no rule ran the judge) and the admission judge's version; with that version, the verdict also
+    goes to the gate's cache (:mod:`sparring.admission.gate`)."""
+    from sparring.admission.gate import remember
+
     env = layer_for(task.spec.environment).digest if rep.outcomes else ""
-    return store_admission(task, admission_record(rep, repeats, env))
+    record = admission_record(rep, repeats, env, judge_version)
+    remember(record)
+    return store_admission(task, record)
 
 
 def store_admission(task: Task, record: dict[str, Any]) -> Path:

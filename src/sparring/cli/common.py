@@ -92,3 +92,10 @@ def emit_json(obj: Any) -> None:
 
 def not_built(what: str, issue: int) -> None:
     raise NotBuiltError(f"`sparring {what}` is planned (issue {issue}) and not available in this version")
+
+
+ALLOW_UNADMITTED_OPT = typer.Option(
+    False,
+    "--allow-unadmitted",
+    help="Use tasks without an admitting verdict (never checked, or rejected by `sparring tasks check`).",
+)

@@ -84,12 +84,15 @@ LOOK_FULL = {**_LOOK, "n_train": 24, "n_heldout": 12, "iterations": 12, "tasks_p
 LOOK_QUICK = {**_LOOK, "n_train": 12, "n_heldout": 6, "iterations": 2, "tasks_per_iteration": 4, "sft_steps": 120,
               "heldout_samples": 2, "warm_start": {**_LOOK_TEACHER, "samples": 4},
               "model": {**_COMMON["model"], "copy_pretrain_steps": 100}}  # fmt: skip
+# What the docs say too (tests/test_docs.py checks they agree): measured on 2 quiet cores.
+QUICK_TIME = "about 80 s on 2 quiet cores, longer under load"
+
 # --family NAME -> (full, quick) defaults; shell-ops is the default demo, unchanged
 DEFAULTS = {"shell-ops": (FULL, QUICK), "shell-look": (LOOK_FULL, LOOK_QUICK)}
 
 
 def demo(
-    quick: bool = typer.Option(False, "--quick", help="A smaller run (under 3 minutes on 2 cores)."),
+    quick: bool = typer.Option(False, "--quick", help=f"A smoke run: fewer iterations and rollouts ({QUICK_TIME})."),
     workdir: Path = typer.Option(
         Path(".sparring/demo"), "--workdir", help="Where tasks, model, store and metrics go."
     ),

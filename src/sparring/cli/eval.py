@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from sparring.cli.common import (
+    ALLOW_UNADMITTED_OPT,
     BACKEND_OPT,
     JSON_OPT,
     emit_json,
@@ -16,6 +17,7 @@ from sparring.cli.common import (
     out_console,
     run_async,
 )
+from sparring.cli.summary import print_summary
 
 
 def eval_cmd(
@@ -36,6 +38,7 @@ def eval_cmd(
     ray_address: str | None = typer.Option(
         None, "--ray-address", help="Ray cluster to use (default: start one on this machine)."
     ),
+    allow_unadmitted: bool = ALLOW_UNADMITTED_OPT,
 ) -> None:
     """Evaluate POLICY with the evaluation judge (hidden/eval/ tests, never the training judge's).
 
@@ -43,12 +46,13 @@ def eval_cmd(
     policy "passes" is reported as hack_rate (every such pass is a measured cheat).
     """
     guarded(_eval)(tasks, policy, store, group_size, concurrency, canary_rate, seed, json_out, backend,
-                   executor, ray_address)  # fmt: skip
+                   executor, ray_address, allow_unadmitted)  # fmt: skip
 
 
 def _eval(tasks_dir: Path, policy_spec: str, store_path: Path, group_size: int, concurrency: int,
           canary_rate: float, seed: int, json_out: bool, backend_kind: str = "local", executor: str = "local",
-          ray_address: str | None = None) -> None:  # fmt: skip
+          ray_address: str | None = None, allow_unadmitted: bool = False) -> None:  # fmt: skip
+    from sparring.admission.gate import refuse_unadmitted
     from sparring.distributed.executor import RayOptions, check_executor, make_executor
     from sparring.errors import ConfigError
     from sparring.policy.spec import make_policy
@@ -62,6 +66,8 @@ def _eval(tasks_dir: Path, policy_spec: str, store_path: Path, group_size: int, 
     if ray_address and executor != "ray":
         raise ConfigError("--ray-address needs --executor ray")
     task_list = find_tasks(tasks_dir)
+    if not allow_unadmitted:
+        refuse_unadmitted(task_list)
     pol = make_policy(policy_spec)
     backend = make_cli_backend(backend_kind)  # each task's spec names its layer: agent and judge run it
     st = SQLiteStore(store_path)
@@ -81,4 +87,4 @@ def _eval(tasks_dir: Path, policy_spec: str, store_path: Path, group_size: int, 
         err_console.print(
             f"note: {d['tasks_without_eval_split']} task(s) have no hidden/eval/ split; scored on their training tests"
         )
-    emit_json(d) if json_out else out_console.print(d)
+    emit_json(d) if json_out else print_summary(out_console, d, "eval")

@@ -1,4 +1,5 @@
-"""`sparring tasks family-bench`: per family, distinct tasks generated and tasks admitted (JSON lines)."""
+"""`sparring tasks family-bench`: per family, distinct tasks generated and tasks admitted (a table;
+``--json``: one JSON object per family, a line each)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from sparring.cli.common import BACKEND_OPT, emit_json, guarded, make_cli_backend, run_async
+from sparring.cli.common import (
+    BACKEND_OPT,
+    emit_json,
+    guarded,
+    make_cli_backend,
+    out_console,
+    run_async,
+)
 from sparring.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -32,8 +40,9 @@ def family_bench(
     ),
     repeats: int = typer.Option(0, "--repeats", min=0, help="Reference runs (0: as `tasks check`)."),
     backend: str = BACKEND_OPT,
+    json_out: bool = typer.Option(False, "--json", help="One JSON object per family on stdout (a line each)."),
 ) -> None:
-    """Per family: generate N tasks, count distinct ones, run admission on them; one JSON object per family."""
+    """Per family: generate N tasks, count distinct ones, run admission on them (--json: one object per family)."""
     from sparring.tasks.families import get_family
 
     fams = [f.strip() for f in families.split(",") if f.strip()]
@@ -42,8 +51,26 @@ def family_bench(
     for f in fams:
         get_family(f)  # an unknown name is a one-line error before any work
     be = make_cli_backend(backend)
+    rows = []
     for f in fams:
-        emit_json(_bench_family(be, f, n, seed, admit, concurrency, judge_concurrency, repeats))
+        row = _bench_family(be, f, n, seed, admit, concurrency, judge_concurrency, repeats)
+        rows.append(row)
+        if json_out:
+            emit_json(row)
+    if not json_out:
+        out_console.print(_table(rows))
+
+
+def _table(rows: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    t = Table("family", "generated", "distinct", "checked", "admitted", "rejected by rule", "s/task")
+    for r in rows:
+        by_rule = ", ".join(f"{k}:{v}" for k, v in sorted(r.get("rejected_by_rule", {}).items())) or "-"
+        spt = r.get("seconds_per_task")
+        t.add_row(str(r["family"]), str(r["generated"]), str(r["distinct"]), str(r["checked"]),
+                  str(r["admitted"]), by_rule, "-" if spt is None else f"{spt:.1f}")  # fmt: skip
+    return t
 
 
 def _bench_family(

@@ -18,6 +18,7 @@ from sparring.cli.common import (
     out_console,
     run_async,
 )
+from sparring.cli.summary import one_line, print_summary
 
 app = typer.Typer(help="Judge: rewards from real execution.", no_args_is_help=True)
 
@@ -86,11 +87,10 @@ def _score(task: Path, workspace: Path, split: str, seed: int | None, json_out: 
     if json_out:
         emit_json(d)
     else:
-        out_console.print(f"reward {res.reward:.3f}  flags {res.flags}  ({res.judge_version})")
-        out_console.print(f"components {res.components}")
-        out_console.print(
-            f"tests: {res.tests.passed} passed, {res.tests.failed} failed, {res.tests.errors} errors"
-        )
+        tests = f"{res.tests.passed} passed, {res.tests.failed} failed, {res.tests.errors} errors"
+        shown = {"reward": res.reward, "flags": list(res.flags) or "none", "tests": tests,
+                 "judge_version": res.judge_version, "components": dict(res.components)}  # fmt: skip
+        print_summary(out_console, shown, "judge score")
 
 
 @app.command("batch")
@@ -147,7 +147,7 @@ def _batch(tasks_dir: Path, workspaces: Path | None, reference: bool, hack: str 
     if json_out:
         emit_json(summary)
     else:
-        out_console.print({k: v for k, v in summary.items() if k != "results"})
+        print_summary(out_console, {k: v for k, v in summary.items() if k != "results"}, "judge batch")
 
 
 @app.command("regress")
@@ -206,7 +206,7 @@ def _regress(golden: Path | None, update: bool, rebuild: bool, concurrency: int,
             f"{rep.cases} cases, {len(rep.changed)} changed (judge {rep.judge_version}, golden {rep.golden_version})"
         )
         for c in rep.changed[:20]:
-            out_console.print(c)
+            out_console.print(one_line(c), markup=False, highlight=False)
     if not rep.ok and not opts.writes:
         raise fail(f"{len(rep.changed)} of {rep.cases} golden verdicts changed", code=1)
 
@@ -234,6 +234,6 @@ def bench(
             res = run_async(
                 run_bench(LocalBackend(), bench_tasks(Path(d), tasks), repeats, batch, concurrency)
             )
-        emit_json(res) if json_out else out_console.print(res)
+        emit_json(res) if json_out else print_summary(out_console, res, "judge bench")
 
     guarded(go)()

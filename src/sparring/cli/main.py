@@ -11,6 +11,7 @@ from sparring.cli import (
     demo,
     failures,
     family_bench,
+    image,
     judge,
     model,
     replay,
@@ -35,6 +36,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(sandbox.app, name="sandbox")
+app.add_typer(image.app, name="image")
 tasks.app.command("family-bench")(family_bench.family_bench)
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(judge.app, name="judge")

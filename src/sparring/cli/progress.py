@@ -90,27 +90,33 @@ class Bars:
         if line:
             self.log(line)
 
-    def finish(self, key: str) -> None:
+    def finish(self, key: str, complete: bool = True) -> None:
+        """End a bar: filled when the work completed; ``complete=False`` (interrupted, failed) leaves
+        it where the work stopped and says so."""
         line = None
         with self._lock:
             if self._p is not None:
                 if key in self._ids:
                     t = self._ids[key]
-                    total = self._p.tasks[[x.id for x in self._p.tasks].index(t)].total
-                    self._p.update(t, completed=total)
+                    task = self._p.tasks[[x.id for x in self._p.tasks].index(t)]
+                    if complete:
+                        self._p.update(t, completed=task.total)
+                    else:
+                        self._p.update(t, description=f"{task.description} (stopped)")
                 return
             b = self._plain.pop(key, None)
             if b is not None:
-                b.done = max(b.done, b.total)
-                line = self._line(b, final=True)
+                if complete:
+                    b.done = max(b.done, b.total)
+                line = self._line(b, final=True, complete=complete)
         if line:
             self.log(line)
 
     @staticmethod
-    def _line(b: _Plain, final: bool = False) -> str:
+    def _line(b: _Plain, final: bool = False, complete: bool = True) -> str:
         el = time.perf_counter() - b.t0
         if final:
-            return f"{b.label}: {b.done}/{b.total} done in {el:.1f}s"
+            return f"{b.label}: {b.done}/{b.total} {'done' if complete else 'stopped'} in {el:.1f}s"
         eta = el / b.done * (b.total - b.done) if b.done else 0.0
         return f"{b.label}: {b.done}/{b.total} ({100 * b.done // max(b.total, 1)}%) {el:.1f}s elapsed, eta {eta:.0f}s"
 

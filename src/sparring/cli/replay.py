@@ -15,12 +15,13 @@ from sparring.cli.common import (
     out_console,
     run_async,
 )
+from sparring.cli.summary import print_summary
 from sparring.errors import TaskError
 
 
 @guarded
 def replay_cmd(
-    traj_id: str = typer.Argument(..., help="Trajectory id."),
+    traj_id: str = typer.Argument(..., help="Trajectory id or a unique prefix of it."),
     store: Path = typer.Option(..., "--store", help="SQLite trajectory store."),
     tasks: Path = typer.Option(..., "--tasks", help="Directory holding the trajectory's task."),
     json_out: bool = JSON_OPT,
@@ -36,7 +37,7 @@ def replay_cmd(
         raise TaskError(f"store not found: {store}")
     st = SQLiteStore(store, readonly=True)
     try:
-        traj = st.get(traj_id)
+        traj = st.get(st.resolve_id(traj_id))
     finally:
         st.close()
     task = task_of(traj, find_tasks(tasks), str(tasks))
@@ -45,6 +46,6 @@ def replay_cmd(
     if json_out:
         emit_json(rep.to_json())
     else:
-        out_console.print(rep.to_json())
+        print_summary(out_console, rep.to_json(), "replay")
     if not rep.identical:
         raise typer.Exit(1)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from sparring.cli.common import JSON_OPT, emit_json, guarded, out_console
+from sparring.cli.summary import print_summary
 
 if TYPE_CHECKING:
     from sparring.judge.review import ReviewQueue
@@ -83,7 +84,7 @@ def _show(db: Path, item_id: int | None, json_out: bool, pages: Path | None = No
     elif d is None:
         out_console.print("the queue is empty")
     else:
-        out_console.print(d)
+        print_summary(out_console, d, f"review item {d.get('id')}")
 
 
 @app.command("show")
@@ -150,7 +151,7 @@ def collect(
             q.close()
             st.close()
         d = {"scanned": len(trajs), "queued": n, "open": total}
-        emit_json(d) if json_out else out_console.print(d)
+        emit_json(d) if json_out else print_summary(out_console, d)
 
     guarded(go)()
 
@@ -172,7 +173,7 @@ def auto(
         with _queue(db) as q:
             done = run_async(model_review(q, url, model, limit))
         d = {"labelled": len(done), "items": done}
-        emit_json(d) if json_out else out_console.print(d)
+        emit_json(d) if json_out else print_summary(out_console, d)
 
     guarded(go)()
 
@@ -196,6 +197,6 @@ def export(
         tmp.write_text(json.dumps(data, indent=1) + "\n")
         tmp.replace(out)
         d = {"cases": len(data["cases"]), "out": str(out)}
-        emit_json(d) if json_out else out_console.print(d)
+        emit_json(d) if json_out else print_summary(out_console, d)
 
     guarded(go)()

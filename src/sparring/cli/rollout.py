@@ -18,6 +18,7 @@ from typing import Any
 import typer
 
 from sparring.cli.common import (
+    ALLOW_UNADMITTED_OPT,
     BACKEND_OPT,
     JSON_OPT,
     emit_json,
@@ -28,6 +29,7 @@ from sparring.cli.common import (
     run_async,
 )
 from sparring.cli.doctor import print_degraded_once
+from sparring.cli.summary import print_summary
 from sparring.errors import ConfigError
 
 
@@ -67,8 +69,10 @@ def rollout(
     branches: int = typer.Option(0, "--branches", help="Branches forked at each --branch-at turn (K)."),
     json_out: bool = JSON_OPT,
     backend: str = BACKEND_OPT,
+    allow_unadmitted: bool = ALLOW_UNADMITTED_OPT,
 ) -> None:
     """Roll out POLICY on every task GROUP_SIZE times; every sample is stored, whatever happened to it.
+    Only admitted tasks are used (`sparring tasks check`); --allow-unadmitted overrides.
 
     With --branch-at and --branches K, each episode's sandbox is snapshotted at those turns and K
     branches continue from each (stored with parent_id and branch_turn; docs/process-and-forks.md)."""
@@ -76,7 +80,7 @@ def rollout(
         tasks, policy, group_size, concurrency, store, max_steps, seed, run_id, json_out,
         dict(spares=spares, max_retries=max_retries, replay_rounds=replay_rounds, snapshot_every=snapshot_every,
              model_concurrency=model_concurrency, judge_concurrency=judge_concurrency, drain_s=drain_s),
-        priority, policy_timeout, backend, executor, ray_address, branch_at, branches,
+        priority, policy_timeout, backend, executor, ray_address, allow_unadmitted, branch_at, branches,
     )  # fmt: skip
 
 
@@ -101,8 +105,10 @@ def _rollout(
     tasks_dir: Path, policy_spec: str, group_size: int, concurrency: int, store_path: Path,
     max_steps: int | None, seed: int, run_id: str | None, json_out: bool, opts: dict[str, Any],
     priority: str, policy_timeout: float, backend_kind: str = "local", executor: str = "local",
-    ray_address: str | None = None, branch_at: str | None = None, branches: int = 0,
+    ray_address: str | None = None, allow_unadmitted: bool = False, branch_at: str | None = None,
+    branches: int = 0,
 ) -> None:  # fmt: skip
+    from sparring.admission.gate import refuse_unadmitted
     from sparring.distributed.executor import RayOptions, check_executor, make_executor
     from sparring.judge.pytest_judge import PytestJudge
     from sparring.policy.spec import make_policy
@@ -131,6 +137,8 @@ def _rollout(
         raise ConfigError(f"no tasks under {tasks_dir}")
     if plan is not None:
         check_branchable(task_list)
+    if not allow_unadmitted:
+        refuse_unadmitted(task_list)  # one line, before a policy, store or sandbox is touched
     kwargs = {"timeout_s": policy_timeout} if policy_spec.strip().startswith("openai:") else {}
     pol = make_policy(policy_spec, **kwargs)
     check = getattr(pol, "check", None)
@@ -187,7 +195,7 @@ def _rollout(
     if json_out:
         emit_json(d)
     else:
-        out_console.print(d)
+        print_summary(out_console, d, "rollout")
     if summary.interrupted:
         err_console.print(
             f"interrupted: {summary.pending} sample(s) pending; continue with --run-id {summary.run_id}",

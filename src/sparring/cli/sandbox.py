@@ -63,9 +63,13 @@ def exec_cmd(
     timeout: float = typer.Option(
         30.0, "--timeout", help="Seconds before the whole process tree is killed (exit 124)."
     ),
+    image: str | None = typer.Option(
+        None, "--image", help="Run on this image's root (pulled, imported or built: see `sparring image`)."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Run CMD in a fresh sandbox whose /workspace is a copy-on-write view of --workspace."""
+    """Run CMD in a fresh sandbox whose /workspace is a copy-on-write view of --workspace (and whose /
+    is --image's root, in its WorkingDir when no --workspace is given)."""
     from sparring.sandbox.local import LocalBackend
 
     if network not in ("none", "loopback", "allowlist"):
@@ -79,14 +83,17 @@ def exec_cmd(
     net: Literal["none", "loopback", "allowlist"] = network  # type: ignore[assignment]
     spec = _spec(
         workspace=workspace.resolve() if workspace else None, network=net, allow_hosts=tuple(allow),
-        memory_mb=memory_mb, pids=pids, cpus=cpus, disk_mb=disk_mb, nofile=nofile,
+        memory_mb=memory_mb, pids=pids, cpus=cpus, disk_mb=disk_mb, nofile=nofile, image=image,
     )  # fmt: skip
 
     async def go():  # type: ignore[no-untyped-def]
         backend = LocalBackend()
         sb = await backend.create(spec)
+        cwd = "/workspace"
+        if sb.image is not None and workspace is None and sb.image.working_dir:
+            cwd = sb.image.working_dir
         try:
-            return await sb.exec(list(cmd), timeout=timeout), sb.degraded
+            return await sb.exec(list(cmd), timeout=timeout, cwd=cwd), sb.degraded
         finally:
             await sb.close()
 
@@ -106,7 +113,9 @@ def exec_cmd(
             err_console.print("[yellow]killed: out of memory[/]")
     if not_found:
         raise fail(
-            f"command not found in the sandbox: {cmd[0]} (is it installed on the host /usr or the venv?)", 127
+            f"command not found in the sandbox: {cmd[0]} "
+            + (f"(is it in image {image}?)" if image else "(is it installed on the host /usr or the venv?)"),
+            127,
         )
     raise typer.Exit(r.exit_code)
 
@@ -158,6 +167,9 @@ def bench(
     prefork: int = typer.Option(
         2, "--prefork", min=0, max=64, help="Pre-started sandboxes per shape (0: the cold path only)."
     ),
+    image: str | None = typer.Option(
+        None, "--image", help="Every sandbox on this image's root (with --podman, podman runs it too)."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Benchmark create / exec / snapshot / restore / reset / close and warm acquire (medians, ms);
@@ -165,7 +177,7 @@ def bench(
     from sparring.sandbox.bench import OPS, run_bench
 
     with err_console.status(f"benchmarking {n} sandboxes, {concurrency} at a time"):
-        res = run_async(run_bench(n, concurrency, files, changed, execs, alive, podman, limits, prefork))
+        res = run_async(run_bench(n, concurrency, files, changed, execs, alive, podman, limits, prefork, image))
     if json_out:
         emit_json(res)
     else:

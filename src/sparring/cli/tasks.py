@@ -26,16 +26,28 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Task library: generate families, admission checks, listing.", no_args_is_help=True)
 
 
+# Spelled out so `--help` needs no generator imported; a test keeps it equal to the registry.
+FAMILY_NAMES = "code-repair, data-analysis, function-impl, service-recovery, shell-look, shell-ops, spreadsheet, sql, tool-use"
+
+
 @app.command("generate")
 @guarded
 def generate(
-    family: str = typer.Argument(..., help="Family name, e.g. code-repair."),
+    family: str = typer.Argument(..., help=f"Family name: one of {FAMILY_NAMES}."),
     n: int = typer.Option(..., "--n", help="How many tasks."),
     seed: int = typer.Option(0, "--seed", help="Seed: the same seed gives the same tasks."),
     out: Path = typer.Option(..., "--out", help="Directory to write task directories into."),
+    check_: bool = typer.Option(
+        True,
+        "--check/--no-check",
+        help="Admit what is written (as `tasks check`; verdicts in admission.json): rollout, eval and train "
+        "use admitted tasks only. --no-check writes unchecked tasks.",
+    ),
+    backend: str = BACKEND_OPT,
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Generate N tasks of FAMILY deterministically from SEED."""
+    """Generate N tasks of FAMILY deterministically from SEED, and admit them (`sparring tasks families`
+    lists the families)."""
     from sparring.cli.progress import bar_while
     from sparring.tasks.families import check_n, get_family
     from sparring.tasks.families import generate as gen
@@ -47,16 +59,101 @@ def generate(
     count = lambda: sum(1 for p in out.glob(f"*/{TASK_FILE}") if p.parent not in before)  # noqa: E731
     with bar_while(f"generating {family} tasks", n, count):
         tasks = gen(family, n, seed, out)
+    admitted: dict[str, bool | None] = {t.digest: None for t in tasks}
+    if check_:
+        admitted = _admit_generated(tasks, backend)
+    rejected = sum(1 for v in admitted.values() if v is False)
     if json_out:
         emit_json(
             {
                 "family": family,
                 "out": str(out),
-                "tasks": [{"id": t.id, "digest": t.digest, "path": str(t.path)} for t in tasks],
+                "tasks": [{"id": t.id, "digest": t.digest, "path": str(t.path), "admitted": admitted[t.digest]}
+                          for t in tasks],
+                "rejected": rejected,
             }
-        )
+        )  # fmt: skip
     else:
-        err_console.print(f"wrote {len(tasks)} tasks to {out}")
+        verdict = f": {len(tasks) - rejected} admitted, {rejected} rejected" if check_ else " (not checked)"
+        err_console.print(f"wrote {len(tasks)} tasks to {out}{verdict}")
+
+
+def _admit_generated(tasks: list[Task], backend: str) -> dict[str, bool | None]:
+    """Check each generated task (verdicts cached by digest and judge version); one line per reject."""
+    from sparring.admission.check import REFERENCE_RUNS, CheckReport, check_tasks, record_result
+    from sparring.admission.gate import admission_judge_version, lookup, verdict_of
+    from sparring.cli.progress import Bars
+
+    jv = admission_judge_version()
+    out = {t.digest: verdict_of(t, lookup(t, jv)).ok for t in tasks}
+    todo = [t for t in tasks if out[t.digest] is None]
+    by_digest = {t.digest: t for t in todo}
+    judge = _judge(backend)
+    with Bars() as bars:
+        bars.start("check", len(todo), "admitting tasks")
+
+        def done(rep: CheckReport) -> None:
+            record_result(by_digest[rep.digest], rep, REFERENCE_RUNS, judge.version)
+            out[rep.digest] = rep.ok
+            bars.advance("check")
+            if not rep.ok:
+                bars.log(f"rejected {rep.id}: {', '.join(rep.rules)} (kept, marked in admission.json)")
+
+        if todo:
+            run_async(check_tasks(todo, judge, repeats=REFERENCE_RUNS, on_done=done))
+        bars.finish("check")
+    return out
+
+
+@app.command("new")
+@guarded
+def new(
+    path: Path = typer.Argument(..., help="Directory to create (must not exist, or be empty)."),
+    task_id: str | None = typer.Option(None, "--id", help="Task id (default: the directory's name)."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Write a small working example task (a bug, visible and hidden tests, the solution, pinned digest)
+    that `sparring tasks check` admits as written: a starting point for your own."""
+    from sparring.tasks.template import new_task
+
+    t = new_task(path, task_id)
+    files = sorted(p.relative_to(t.path).as_posix() for p in t.path.rglob("*") if p.is_file())
+    if json_out:
+        emit_json({"id": t.id, "path": str(t.path), "digest": t.digest,
+                   "workspace_digest": t.spec.workspace_digest, "files": files})  # fmt: skip
+    else:
+        for f in files:
+            out_console.print(f"  {f}", highlight=False)
+        err_console.print(
+            f"wrote task {t.id} to {path}; after editing it, run `sparring tasks pin {path}` then "
+            f"`sparring tasks check {path}`",
+            highlight=False,
+        )
+
+
+@app.command("pin")
+@guarded
+def pin(
+    paths: list[Path] = typer.Argument(..., help="Task directories or directories of tasks."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Write each task's workspace_digest into its task.toml after edits of workspace/ (admission rejects a
+    stale pin), and say which changed. Only that line of task.toml is rewritten."""
+    from sparring.tasks.pin import pin_task
+    from sparring.tasks.selection import load_each
+
+    tasks, broken = load_each(paths)
+    if broken:
+        d, e = broken[0]
+        raise e  # nothing is written while any task does not load
+    pins = [pin_task(t.path) for t in tasks]
+    if json_out:
+        emit_json({"tasks": [p.to_json() for p in pins], "changed": sum(p.changed for p in pins)})
+    else:
+        for p in pins:
+            was = "unpinned" if p.previous is None else p.previous[:19]
+            what = f"pinned {p.workspace_digest[:19]} (was {was})" if p.changed else "unchanged"
+            out_console.print(f"{p.id}: {what}", highlight=False)
 
 
 @app.command("check")
@@ -110,7 +207,7 @@ def check(
             done[1] += 0 if rep.ok else 1
             t = by_digest[rep.digest]
             if store:
-                record_result(t, rep, repeats)
+                record_result(t, rep, repeats, judge.version)
             bars.advance("check")
             if not rep.ok or not bars.live:
                 verdict = "ok" if rep.ok else "rejected " + ",".join(rep.rules)

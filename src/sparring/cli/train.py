@@ -77,7 +77,13 @@ def run_recipe(cfg: Any, json_out: bool, resume: bool = False) -> dict[str, Any]
     print_iteration_table(res.iterations, res.heldout)
     if res.skill:
         print_skill_table(res.skill)
-    err_console.print(f"store: {res.store}   model: {res.model}   {res.seconds:.1f}s", soft_wrap=True)
+    if res.trained_model:
+        trained = f"trained model: {res.trained_model} (base: {res.model})"
+    elif cfg.rl and cfg.iterations:
+        trained = f"trained weights not saved (checkpoint_every: 0); base model: {res.model}"
+    else:
+        trained = f"no RL update ran (rl: false or iterations: 0); model: {res.model}"
+    err_console.print(f"store: {res.store}   {trained}   {res.seconds:.1f}s", soft_wrap=True)
     if json_out:
         emit_json(d)
     return d

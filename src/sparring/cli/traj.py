@@ -270,13 +270,13 @@ def _diff_lines(t: Trajectory) -> list[Text]:
 @app.command("show")
 @guarded
 def show(
-    traj_id: str = typer.Argument(..., metavar="ID", help="Trajectory id (from `traj search`)."),
+    traj_id: str = typer.Argument(..., metavar="ID", help="Trajectory id or a unique prefix of it (from `traj search`)."),
     store: Path = STORE_OPT,
     json_out: bool = JSON_OPT,
 ) -> None:
     """Render one trajectory: header, every turn with its tool calls and outputs, the final diff."""
     with _open(store) as s:
-        t = s.get(traj_id)
+        t = s.get(s.resolve_id(traj_id))
     if json_out:
         doc = t.model_dump(mode="json")
         doc["reward"] = _num(t.reward)
@@ -374,6 +374,10 @@ def view(
         task_id=task, status=status, family=family, policy=policy, min_reward=min_reward,
         max_reward=max_reward, flag=flag, text=text, run_id=run, judge_version=judge_version, limit=limit,
     )  # fmt: skip
+    if out.exists() and not out.is_dir():
+        from sparring.errors import ConfigError
+
+        raise ConfigError(f"--out {out} is a file; traj view writes a directory of pages: give a directory path")
     with _open(store):  # a missing or foreign store is a one-line error, as in every traj command
         pass
     trajs = load_trajectories(store, [q])

@@ -60,8 +60,9 @@ class Check:
     required: bool = False
 
     def line(self) -> str:
-        """One human line: ``name: status: detail[; fallback (cost)][; install: cmd]``."""
-        out = f"{self.name}: {self.status}: {self.detail}"
+        """One human line: ``name: detail[; fallback (cost)][; install: cmd]`` (the status is printed
+        beside it by the caller, once)."""
+        out = f"{self.name}: {self.detail}"
         if self.fallback:
             out += f"; falls back to {self.fallback}" + (f" ({self.cost})" if self.cost else "")
         if self.install:
@@ -251,13 +252,14 @@ def _python() -> str:
 
 
 # ---------- programs the task families and reports run ----------
+# Only programs something in this version runs: a family (FAMILY_PROGRAMS, checked by a test against
+# the registered families) or the report pages' headless browser checks.
 PROGRAMS: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
     # name, executables (any), apt package, what is lost without it
     ("LibreOffice", ("soffice", "libreoffice"), "libreoffice-calc-nogui", "spreadsheet tasks cannot recalculate or convert"),
-    ("chromium", ("chromium", "chromium-browser"), "chromium", "browser tasks and PDF reports cannot run"),
-    ("nginx", ("nginx",), "nginx-light", "web-service tasks cannot run"),
-    ("redis", ("redis-server",), "redis-server", "tasks with a Redis service cannot run"),
+    ("chromium", ("chromium", "chromium-browser"), "chromium", "report pages cannot be checked in a headless browser (tests only)"),
 )  # fmt: skip
+FAMILY_PROGRAMS: dict[str, str] = {"LibreOffice": "spreadsheet"}
 
 
 def check_program(name: str, exes: Iterable[str], pkg: str, loss: str) -> Check:

@@ -158,6 +158,11 @@ class Environment:
         return self._sandbox
 
     @property
+    def public_status(self) -> str:
+        """The status an outside loop sees: ``running`` until the episode ends, then its final status."""
+        return self.status if self.done else "running"
+
+    @property
     def reward(self) -> float | None:
         j = self.judgement
         return j.result.reward if j is not None and j.result is not None else None
@@ -350,7 +355,7 @@ class Environment:
     ) -> StepResult:
         if self.done and self.judge_on_end and self.judgement is None and self.status != "policy_error":
             await self.ajudge()
-        info: dict[str, Any] = {"status": self.status, "step": self.step_count, "tool_calls": n_calls,
+        info: dict[str, Any] = {"status": self.public_status, "step": self.step_count, "tool_calls": n_calls,
                                 "tool_results": results, **self.judge_info()}  # fmt: skip
         if self.error:
             info["error"] = self.error

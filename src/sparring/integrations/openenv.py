@@ -5,8 +5,11 @@ every session is one :class:`~sparring.env.Environment` with its own sandbox.
 It speaks OpenEnv's wire format, so ``openenv``'s own ``GenericEnvClient``
 drives it over ``/ws`` as it is, and plain HTTP works too:
 
+- ``GET /tasks`` -> ``{"tasks": [{"id", "digest", "family"}...], "count"}``: the task ids it serves,
+  in the order ``/reset`` picks from;
 - ``POST /reset`` ``{"seed", "task_id", "session_id"?}`` -> ``{"observation", "reward", "done"}``;
-  the observation carries ``session_id`` (a new session, or ``session_id``'s, restarted),
+  without ``task_id`` it plays the ``seed``-th task of that list (``seed`` modulo its length;
+  ``seed`` defaults to 0); the observation carries ``session_id`` (a new session, or ``session_id``'s, restarted),
   ``messages`` and ``tools`` (OpenAI shapes);
 - ``POST /step`` ``{"session_id", "action"}`` -> the same shape; the action is the
   OpenAI assistant message (``role``, ``content``, ``tool_calls``) or ``{"text": ...}``,
@@ -224,7 +227,7 @@ class SessionManager:
         env = s.env
         out: dict[str, Any] = {"episode_id": s.id, "session_id": s.id, "step_count": s.steps}
         if env is not None:
-            out.update(task_id=env.task.id, seed=env.seed, done=env.done, status=env.status,
+            out.update(task_id=env.task.id, seed=env.seed, done=env.done, status=env.public_status,
                        reward=env.reward, messages=env.messages, **env.judge_info())  # fmt: skip
         return out
 
@@ -372,6 +375,11 @@ def create_app(tasks: TaskSet, limits: ServerLimits | None = None) -> FastAPI:
     async def close(request: Request) -> dict[str, Any]:
         s = mgr.get((await body(request)).get("session_id"))
         return {"closed": await mgr.close(s.id)}
+
+    @app.get("/tasks")
+    async def task_list() -> dict[str, Any]:
+        rows = [{"id": t.id, "digest": t.digest, "family": t.spec.family} for t in tasks.tasks]
+        return {"tasks": rows, "count": len(rows)}
 
     @app.get("/health")
     async def health() -> dict[str, Any]:

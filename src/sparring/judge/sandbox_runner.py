@@ -354,6 +354,8 @@ async def run_in_sandbox(
             if reference_first:
                 if dynamic_job is not None:
                     await reference_dynamic(sb)
+                elif reference is not None:  # the probes' trace is the reference's, never the initial state's
+                    await apply_diff(sb, reference)
                 assert reference_job is not None
                 out.reference_pytest = await run_launcher(sb, reference_job, timeout, pooled)
                 sb = await fresh(sb)

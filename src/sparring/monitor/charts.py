@@ -79,7 +79,13 @@ def _finish(plt: Any, fig: Any, ax: Any, name: str, xlabel: str, ylabel: str, le
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if xlabel == "iteration":
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=8))
+        lo, hi = ax.get_xlim()
+        if hi - lo < 2:  # one iteration: one whole tick, not a fractional scale around it
+            mid = round((lo + hi) / 2)
+            ax.set_xlim(mid - 0.5, mid + 0.5)
+            ax.set_xticks([mid])
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=8))
     ax.yaxis.set_major_locator(MaxNLocator(nbins=6))
     handles, labels = ax.get_legend_handles_labels()
     for other in fig.axes:
@@ -231,15 +237,17 @@ def _simple(key: str, label: str, ylabel: str, *fallbacks: str) -> Callable[[Any
     return draw
 
 
+NO_UPDATE = "no update logged: no GRPO update ran in this run (every batch was skipped, or RL was off)"
+
 # (name, title, drawer, what an empty chart means)
 CHARTS: list[tuple[str, str, Callable[[Any, RunData], tuple[Any, int]], str]] = [
     ("reward_pass", "Reward mean and pass rate", reward_pass, ""),
     ("heldout", "Held-out pass rate before and after RL", heldout, "no held-out evaluation logged"),
-    ("loss", "Policy loss", _simple("train/loss", "loss", "loss (per token)", "actor/pg_loss"), ""),
-    ("kl", "KL to the reference policy", _simple("train/kl", "KL", "KL (nats per token)", "actor/ppo_kl"), ""),
+    ("loss", "Policy loss", _simple("train/loss", "loss", "loss (per token)", "actor/pg_loss"), NO_UPDATE),
+    ("kl", "KL to the reference policy", _simple("train/kl", "KL", "KL (nats per token)", "actor/ppo_kl"), NO_UPDATE),
     ("entropy", "Policy entropy", _simple("actor/entropy", "entropy", "entropy (nats per token)"), ""),
-    ("grad_norm", "Gradient norm", _simple("train/grad_norm", "grad norm", "L2 norm (before clipping)", "actor/grad_norm"), ""),
-    ("clip_frac", "Clip fraction", _simple("train/clip_frac", "clip fraction", "share of tokens clipped", "actor/pg_clipfrac"), ""),
+    ("grad_norm", "Gradient norm", _simple("train/grad_norm", "grad norm", "L2 norm (before clipping)", "actor/grad_norm"), NO_UPDATE),
+    ("clip_frac", "Clip fraction", _simple("train/clip_frac", "clip fraction", "share of tokens clipped", "actor/pg_clipfrac"), NO_UPDATE),
     ("learning_rate", "Learning rate", _simple("actor/lr", "learning rate", "learning rate", "train/lr"), ""),
     ("response_length", "Response length", response_length, ""),
     ("statuses", "Rollout statuses", lambda plt, d: stacked(plt, "statuses", d.statuses(), "rollouts", STATUS_COLORS), ""),

@@ -15,7 +15,10 @@ class Progress(Protocol):
 
     def advance(self, key: str, n: int = 1) -> None: ...
 
-    def finish(self, key: str) -> None: ...
+    def finish(self, key: str, complete: bool = True) -> None:
+        """End a bar; ``complete=False``: the work stopped early (an interrupt or an error), and the bar
+        says how far it got instead of filling up."""
+        ...
 
 
 class NoProgress:
@@ -27,5 +30,5 @@ class NoProgress:
     def advance(self, key: str, n: int = 1) -> None:
         return None
 
-    def finish(self, key: str) -> None:
+    def finish(self, key: str, complete: bool = True) -> None:
         return None

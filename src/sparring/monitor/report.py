@@ -10,6 +10,7 @@ passes the run's trajectories.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,13 +73,15 @@ def write_report(
     alerts: list[dict[str, Any]] | None = None,
     traj_link: str | None = None,
     png: bool = True,
+    warn: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Write ``out/index.html`` and ``out/assets/*`` for the run logged in ``metrics``.
 
     ``heldout`` / ``alerts`` come from the run's stored summary when the log lacks them (runs
     logged before evaluations went to the log); ``traj_link`` is the relative URL of its
-    trajectory pages. Returns the ``sparring report --json`` object."""
-    d = load_run(metrics, control)
+    trajectory pages; ``warn`` hears what was skipped (a torn last line). Returns the
+    ``sparring report --json`` object."""
+    d = load_run(metrics, control, warn)
     if not d.heldout and heldout:
         d.heldout = {k: v for k, v in heldout.items() if k in ("before_rl", "after_rl")}
     assets = out / "assets"

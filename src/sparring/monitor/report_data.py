@@ -9,6 +9,7 @@ held-out pass rate before and after RL).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,20 +41,29 @@ def find_metrics(run: str, workdir: Path | None = None) -> Path:
     )
 
 
-def load_rows(path: Path) -> list[dict[str, Any]]:
+def load_rows(path: Path, warn: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """The log's rows. A torn last line (what a kill mid-write leaves) is skipped with a warning;
+    a bad line before it means the file is not a metrics log."""
     rows = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
+    lines = [(i, ln) for i, ln in enumerate(path.read_text(errors="replace").splitlines(), 1) if ln.strip()]
+    for n, (i, line) in enumerate(lines):
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError:
+            if n == len(lines) - 1 and rows:
+                if warn is not None:
+                    warn(f"{path}:{i}: skipped a torn last line (the run was stopped while writing it)")
+                break
             raise ConfigError(
                 f"{path}:{i} is not a JSON line: the file is not a sparring metrics log"
             ) from None
     if not rows:
         raise ConfigError(f"{path} has no iterations yet")
     return rows
+
+
+# What only an optimizer step produces: an iteration that skipped its update has none of them.
+UPDATE_KEYS = frozenset({"train/loss", "train/grad_norm", "train/clip_frac", "train/kl"})
 
 
 def _is_iteration(row: dict[str, Any]) -> bool:
@@ -69,7 +79,8 @@ class Series:
     y: list[float]
 
     def __len__(self) -> int:
-        return len(self.y)
+        """The points drawn (a gap is not one)."""
+        return sum(1 for v in self.y if not math.isnan(v))
 
 
 @dataclass
@@ -87,13 +98,15 @@ class RunData:
         return [float(r.get("step", i)) for i, r in enumerate(self.iterations)]
 
     def series(self, key: str, label: str | None = None) -> Series:
-        """The iterations that logged ``key`` (a number), as a series."""
+        """The iterations that logged ``key`` (a number), as a series. An update metric
+        (:data:`UPDATE_KEYS`) of an iteration whose update was skipped is a gap (NaN), never a 0."""
         xs, ys = [], []
         for x, r in zip(self.steps, self.iterations, strict=True):
             v = r.get(key)
             if isinstance(v, int | float) and not isinstance(v, bool):
                 xs.append(x)
-                ys.append(float(v))
+                skipped = key in UPDATE_KEYS and r.get("train/skipped") == 1.0
+                ys.append(math.nan if skipped else float(v))
         return Series(label or key, xs, ys)
 
     def first(self, *keys: str, label: str) -> Series:
@@ -167,14 +180,14 @@ def skill_from_evals(evals: list[dict[str, Any]]) -> dict[str, dict[str, float]]
     return out
 
 
-def load_run(metrics: Path, control: Path | None = None) -> RunData:
+def load_run(metrics: Path, control: Path | None = None, warn: Callable[[str], None] | None = None) -> RunData:
     """A run's report data; ``control`` is the metrics log of its --no-rl control run, if any."""
-    rows = load_rows(metrics)
+    rows = load_rows(metrics, warn)
     its = [r for r in rows if _is_iteration(r)]
     evals = [r for r in rows if not _is_iteration(r) and any(k.startswith("eval/") for k in r)]
     if not its and not evals:
         raise ConfigError(f"{metrics} has no iterations yet")
     data = RunData(metrics.stem, its, evals, heldout=heldout_from_evals(evals))
     if control is not None:
-        data.control = heldout_from_evals(load_rows(control))
+        data.control = heldout_from_evals(load_rows(control, warn))
     return data

@@ -17,6 +17,7 @@ SPEC_HELP = "expected one of: oracle, random, adversarial[:CLASS], script:FILE.j
 
 
 def make_policy(spec: str, **kwargs: Any) -> Policy:
+    """A policy from its spec: ``oracle``, ``random``, ``adversarial[:CLASS]``, ``openai:URL#MODEL``, ``hf:PATH``."""
     spec = spec.strip()
     if spec == "oracle":
         from sparring.policy.scripted import OraclePolicy

@@ -5,7 +5,7 @@ the sandbox, observation truncation, the judge call); this loop owns what only
 a rollout has: the policy call (its turn limit and the model semaphore), the
 snapshot cadence, and the trajectory record.
 
-Statuses (DESIGN.md §4): ``ok`` (submitted), ``truncated`` (step budget),
+Statuses (docs/rollouts.md): ``ok`` (submitted), ``truncated`` (step budget),
 ``timeout`` (wall budget), ``policy_error``, ``judge_error``. Sandbox faults
 (and a tool call or sandbox start that outlives its stage limit) raise
 :class:`SandboxError` so the scheduler can retry on a fresh sandbox: they are

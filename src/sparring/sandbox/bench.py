@@ -217,10 +217,12 @@ async def run_bench(
     podman: bool = False,
     limits: bool = True,
     prefork: int = DEFAULT_BENCH_PREFORK,
+    image: str | None = None,
 ) -> dict[str, Any]:
     """The lifecycle with a pre-fork pool of ``prefork`` per shape (the headline keys), and, in the same
     run, the cold path (``cold_*``: every create makes its sandbox from nothing); ``prefork=0``
-    measures the cold path only, under the headline keys."""
+    measures the cold path only, under the headline keys. ``image``: every sandbox runs on that image's
+    root (from the image store), and ``--podman`` runs the same image."""
     cold = LocalBackend(prefork=0)
     ws = make_workspace(files)
     from sparring.sandbox.layers import tree_digest
@@ -228,8 +230,10 @@ async def run_bench(
     # Pinned, as the pool pins every task: the workspace is verified and imported once, outside the timings.
     digest = tree_digest(ws)
     spec = SandboxSpec(
-        workspace=ws, workspace_digest=digest, memory_mb=256 if limits else None, pids=256 if limits else None
-    )
+        workspace=ws, workspace_digest=digest, memory_mb=256 if limits else None, pids=256 if limits else None,
+        image=image,
+    )  # fmt: skip
+    plain = SandboxSpec(workspace=ws, workspace_digest=digest, image=image)
     await (await cold.create(spec)).close()
     backend = LocalBackend(prefork=prefork) if prefork else cold
     out: dict[str, Any] = {}
@@ -247,14 +251,13 @@ async def run_bench(
             out.update({f"cold_{k}": v for k, v in (await _throughput(cold, spec, n)).items()})
         out.update(await _throughput(backend, spec, n))
         pool = SandboxPool(cold, max_idle=concurrency)
-        await pool.warm_spec(SandboxSpec(workspace=ws, workspace_digest=digest), concurrency)
+        await pool.warm_spec(plain, concurrency)
         for _ in range(n):
-            sb = await _timed(
-                t["acquire"], lambda: pool.acquire_spec(SandboxSpec(workspace=ws, workspace_digest=digest))
-            )
+            sb = await _timed(t["acquire"], lambda: pool.acquire_spec(plain))
             await pool.release(sb)
         await pool.close()
         out.update(_summary(t))
+        out.setdefault("cold_create_ms", out["create_ms"])  # prefork off: every create was cold
         out.update(
             max_concurrent=max(max_alive, concurrency),
             n=n,
@@ -268,21 +271,28 @@ async def run_bench(
             cgroup_favordynmods=bool(tuning.state()["favordynmods"]),
             wall_s=round(time.perf_counter() - wall, 3),
         )
+        if image is not None:
+            rt = cold.image_for(spec)
+            assert rt is not None
+            out.update(image=image, image_digest=rt.digest)
         if alive:
-            held = await _hold_alive(
-                cold, SandboxSpec(workspace=ws, workspace_digest=digest), alive, concurrency
-            )
+            held = await _hold_alive(cold, plain, alive, concurrency)
             out.update(held)
             out["max_concurrent"] = max(out["max_concurrent"], held["max_concurrent"])
     finally:
         await backend.aclose()
     if podman:
-        out.update(await _podman_side_by_side(n, out["cycle_ms"]))
+        podman_image = None
+        if image is not None:
+            from sparring.images.podman import load_into_podman
+
+            podman_image = await asyncio.to_thread(load_into_podman, image)
+        out.update(await _podman_side_by_side(n, out["cycle_ms"], podman_image))
     shutil.rmtree(ws, ignore_errors=True)
     return out
 
 
-async def _podman_side_by_side(n: int, local_cycle_ms: float) -> dict[str, Any]:
+async def _podman_side_by_side(n: int, local_cycle_ms: float, image: str | None = None) -> dict[str, Any]:
     """The same create + exec + close cycle through podman (runc), measured in this run.
 
     Two podman figures: ``podman run --rm IMAGE true`` (the cheapest podman
@@ -295,7 +305,7 @@ async def _podman_side_by_side(n: int, local_cycle_ms: float) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for mode, key in (("run", "podman_cycle"), ("sandbox", "podman_sandbox_cycle")):
         try:
-            res = await podman_cycle_ms(n, mode=mode)
+            res = await podman_cycle_ms(n, image=image, mode=mode)
         except Exception as e:
             out[f"{key}_error"] = f"{type(e).__name__}: {e}"
             continue

@@ -69,6 +69,20 @@ class SandboxEnvironment:
             python=str(Path(layer) / "bin" / "python"),
         )
 
+    @classmethod
+    def of_image(cls, root: Path, image_env: dict[str, str]) -> SandboxEnvironment:
+        """A container image's root: nothing bound from the host, the image's ``Env`` applied (its PATH
+        searched inside ``root`` for the interpreter of the Python exec server). The sandbox keeps its
+        own user, home, locale and hash seed: the image's HOME and USER would name a read-only place."""
+        path = image_env.get("PATH") or "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        dirs = tuple(d for d in path.split(":") if d.startswith("/"))
+        keep = {k: v for k, v in image_env.items() if k not in ("PATH", "HOME", "USER", "LOGNAME", "HOSTNAME")}
+        python = next(
+            (f"{d}/{n}" for d in dirs for n in ("python3", "python") if os.path.lexists(root / d.lstrip("/") / n)),
+            "",
+        )
+        return cls(ro_paths=(), path_dirs=dirs, variables=keep, python=python or "/usr/bin/python3")
+
     def digest(self) -> str:
         h = hashlib.sha256()
         h.update(sys.version.encode())

@@ -5,6 +5,11 @@
  * the ~10 ms an interpreter takes, which is most of a sandbox's create time.
  *
  * PID 1 of the sandbox. Frames: <type:u8><id:u32 LE><length:u32 LE><payload>.
+ *
+ * Nothing a command gets is inherited from PID 1's current state: each command's supervisor sets
+ * every rlimit, the nice value, the scheduling policy, the I/O priority and the CPU affinity to what
+ * PID 1 had when it started (then the request's rlimits on top), and default signal dispositions,
+ * before it execs; where that fails the command does not run (exit 126). See born_state().
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -54,6 +59,35 @@ struct job {
 
 static int ep;
 static struct job *jobs;
+
+/* PID 1's process state at start, before any command ran: what every command starts from. */
+static struct {
+    struct rlimit lim[RLIM_NLIMITS];
+    int nice, policy, ioprio, have_affinity;
+    struct sched_param param;
+    cpu_set_t affinity;
+} born;
+
+static void born_state(void) {
+    for (int r = 0; r < RLIM_NLIMITS; r++) getrlimit(r, &born.lim[r]);
+    errno = 0;
+    born.nice = getpriority(PRIO_PROCESS, 0);
+    born.policy = sched_getscheduler(0);
+    sched_getparam(0, &born.param);
+    born.ioprio = (int)syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, 0);
+    born.have_affinity = sched_getaffinity(0, sizeof born.affinity, &born.affinity) == 0;
+}
+
+/* In a command's supervisor: PID 1's birth state, so nothing done to PID 1 since reaches a command. */
+static const char *reset_state(void) {
+    for (int r = 0; r < RLIM_NLIMITS; r++) if (setrlimit(r, &born.lim[r])) return "rlimits";
+    if (setpriority(PRIO_PROCESS, 0, born.nice)) return "nice value";
+    if (born.policy >= 0 && sched_setscheduler(0, born.policy, &born.param)) return "scheduling policy";
+    if (born.ioprio >= 0 && syscall(SYS_ioprio_set, 1, 0, born.ioprio)) return "I/O priority";
+    if (born.have_affinity && sched_setaffinity(0, sizeof born.affinity, &born.affinity)) return "CPU affinity";
+    for (int sig = 1; sig < NSIG; sig++) if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
+    return NULL;
+}
 static char *inbuf; static size_t in_len, in_cap;
 
 static void die(const char *m) { dprintf(2, "sparring exec server: %s: %s\n", m, strerror(errno)); _exit(70); }
@@ -205,14 +239,19 @@ static void supervise(char **argv, char **envp, const char *cwd, char *limits, i
     setsid();
     dup2(in_r, 0); dup2(out_w, 1); dup2(err_w, 2);
     syscall(SYS_close_range, 3U, ~0U, 0U);
+    const char *bad = reset_state();
+    if (bad) { dprintf(2, "sparring: cannot reset the command's %s: %s\n", bad, strerror(errno)); _exit(126); }
     for (char *tok = strtok(limits, ","); tok; tok = strtok(NULL, ",")) {
         char *eq = strchr(tok, '=');
         if (!eq) continue;
         *eq = 0;
         int r = rlimit_of(tok);
         if (r < 0) continue;
-        struct rlimit rl = { (rlim_t)strtoull(eq + 1, NULL, 10), (rlim_t)strtoull(eq + 1, NULL, 10) };
-        setrlimit(r, &rl);
+        rlim_t v = (rlim_t)strtoull(eq + 1, NULL, 10);
+        struct rlimit cur;
+        if (getrlimit(r, &cur) == 0 && cur.rlim_max != RLIM_INFINITY && v > cur.rlim_max) v = cur.rlim_max;
+        struct rlimit rl = { v, v };  /* never above the hard limit the sandbox was started with */
+        if (setrlimit(r, &rl)) { dprintf(2, "sparring: cannot set rlimit %s: %s\n", tok, strerror(errno)); _exit(126); }
     }
     if (chdir(cwd) != 0) { dprintf(2, "sparring: cannot enter %s: %s\n", cwd, strerror(errno)); _exit(126); }
     const char *path = "/usr/bin:/bin";
@@ -485,6 +524,7 @@ static int launch(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--launch")) return launch(argc, argv);
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    born_state();
     signal(SIGPIPE, SIG_IGN);
     ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0) die("epoll_create1");

@@ -20,11 +20,19 @@ included) stays in the supervisor's subtree until the command exits. A KILL
 stops the whole subtree (so it cannot fork away), then kills it. Processes
 left running when a command exits normally (``server &``) persist between
 calls, as on a normal machine, until KILLALL or the sandbox closes.
+
+Nothing a command gets is inherited from the server's current state: each supervisor sets every
+rlimit, the nice value, the scheduling policy, the I/O priority and the CPU affinity to what the
+server had at start (:class:`Born`), then the request's rlimits, and default signal dispositions,
+before it starts the command; where that fails the command does not run (exit 126). The server
+itself keeps SIGINT at its default: as PID 1 of the namespace it then ignores it (an interpreter's
+own handler would let any process of the sandbox stop the server with ``kill -INT 1``).
 """
 
 import os
 import resource
 import select
+import signal
 import struct
 import sys
 
@@ -66,6 +74,55 @@ RLIMITS = {
     "core": resource.RLIMIT_CORE,
     "fsize": resource.RLIMIT_FSIZE,
 }
+
+
+IOPRIO_GET = {"x86_64": 252, "aarch64": 31}
+IOPRIO_SET = {"x86_64": 251, "aarch64": 30}
+IOPRIO_WHO_PROCESS = 1
+
+
+class Born:
+    """The server's process state at start, before any command ran: what every command starts from."""
+
+    def __init__(self, libc):
+        self.libc = libc
+        machine = os.uname().machine
+        self.nr_get, self.nr_set = IOPRIO_GET.get(machine), IOPRIO_SET.get(machine)
+        self.limits = {
+            getattr(resource, n): resource.getrlimit(getattr(resource, n))
+            for n in dir(resource)
+            if n.startswith("RLIMIT_")
+        }
+        self.nice = os.getpriority(os.PRIO_PROCESS, 0)
+        self.policy = os.sched_getscheduler(0)
+        self.param = os.sched_getparam(0)
+        self.ioprio = libc.syscall(self.nr_get, IOPRIO_WHO_PROCESS, 0) if self.nr_get is not None else -1
+        self.affinity = os.sched_getaffinity(0)
+
+    def apply(self):
+        """In a supervisor: back to the birth state (raises OSError naming what could not be set)."""
+        step = "rlimits"
+        try:
+            for r, lim in self.limits.items():
+                resource.setrlimit(r, lim)
+            step = "nice value"
+            os.setpriority(os.PRIO_PROCESS, 0, self.nice)
+            step = "scheduling policy"
+            os.sched_setscheduler(0, self.policy, self.param)
+            step = "I/O priority"
+            if self.ioprio >= 0 and self.libc.syscall(self.nr_set, IOPRIO_WHO_PROCESS, 0, self.ioprio) != 0:
+                raise OSError("ioprio_set failed")
+            step = "CPU affinity"
+            os.sched_setaffinity(0, self.affinity)
+            step = "signal dispositions"
+            for sig in signal.valid_signals():
+                if sig not in (signal.SIGKILL, signal.SIGSTOP):
+                    try:
+                        signal.signal(sig, signal.SIG_DFL)
+                    except (OSError, ValueError):
+                        pass  # the C library's own real-time signals
+        except (OSError, ValueError) as e:
+            raise OSError("cannot reset the command's %s: %s" % (step, e)) from None
 
 
 def _which(cmd, path):
@@ -198,6 +255,7 @@ class Job:
 class Server:
     def __init__(self, libc):
         self.libc = libc
+        self.born = Born(libc)
         self.ep = select.epoll()
         self.jobs = {}
         self.by_fd = {}  # fd -> (job, kind) with kind in {"out", "pidfd", "stdin"}
@@ -261,7 +319,11 @@ class Server:
             os.dup2(out_w, 1)
             os.dup2(err_w, 2)
             os.closerange(3, 1 << 16)
+            self.born.apply()
             for name, value in limits.items():
+                hard = resource.getrlimit(RLIMITS[name])[1]
+                if hard != resource.RLIM_INFINITY and value > hard:
+                    value = hard  # never above the hard limit the sandbox was started with
                 resource.setrlimit(RLIMITS[name], (value, value))
             try:
                 os.chdir(cwd)
@@ -516,6 +578,7 @@ def main():
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     server = Server(libc)
     if len(sys.argv) == 4 and sys.argv[1] == "--proxy":
         server.listen_proxy(int(sys.argv[2]), sys.argv[3])

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sparring.errors import SandboxError
 from sparring.sandbox import features, reaper, seccomp
@@ -18,7 +20,23 @@ from sparring.sandbox.layers import LayerStore, Snapshot
 from sparring.sandbox.local_sandbox import LocalSandbox
 from sparring.sandbox.netns import NetnsPool, make_user_namespace
 from sparring.sandbox.prefork import PreforkPool, default_prefork
-from sparring.sandbox.rootfs import HOME, WRITABLE, RootPlan, install_server
+from sparring.sandbox.rootfs import HOME, STATIC_SUFFIX, WRITABLE, RootPlan, install_server
+
+if TYPE_CHECKING:
+    from sparring.images.store import ImageStore
+
+
+@dataclass(frozen=True)
+class ImageRuntime:
+    """What the sandboxes of one image share: its prepared root (their ``/``), environment and server."""
+
+    digest: str
+    root: Path
+    environment: SandboxEnvironment
+    plan: RootPlan
+    working_dir: str
+    server_kind: str
+    server: Path
 
 
 class LocalBackend:
@@ -33,6 +51,7 @@ class LocalBackend:
         server: str | None = None,
         mode: str = "auto",
         prefork: int | None = None,
+        image_store: ImageStore | None = None,
     ) -> None:
         """``prefork``: sandboxes kept started per sandbox shape, so a create costs one mount (prefork.py);
         0 turns it off, None takes $SPARRING_SANDBOX_PREFORK (default 0). Only in overlay mode (root)."""
@@ -55,6 +74,8 @@ class LocalBackend:
         self.seccomp_program = seccomp.build_filter()
         self.plan = RootPlan.build(self.environment)
         self._runtimes: dict[str, tuple[SandboxEnvironment, RootPlan]] = {}
+        self._images: dict[str, ImageRuntime] = {}
+        self.image_store: ImageStore | None = image_store
         self.server_kind, self.server = install_server(self.root, server or features.exec_server_choice())
         # Network namespaces made ahead of time; the C server's launcher enters them (as root only).
         self.netns: NetnsPool | None = NetnsPool() if self.overlay and self.server_kind == "c" else None
@@ -85,6 +106,9 @@ class LocalBackend:
     def runtime_for(self, spec: SandboxSpec) -> tuple[SandboxEnvironment, RootPlan]:
         """The Python environment a sandbox of ``spec`` runs and its root plan: the spec's layer
         (planned once per layer digest), or the backend's own environment when the spec names none."""
+        image = self.image_for(spec)
+        if image is not None:
+            return image.environment, image.plan
         ref = spec.environment
         if ref is None:
             return self.environment, self.plan
@@ -96,6 +120,36 @@ class LocalBackend:
                 )
             env = SandboxEnvironment.of_layer(Path(ref.path))
             found = self._runtimes[ref.digest] = (env, RootPlan.build(env))
+        return found
+
+    def image_for(self, spec: SandboxSpec) -> ImageRuntime | None:
+        """The image root a sandbox of ``spec`` runs on (None: the host's), from the image store;
+        resolved once per reference, its root unpacked once per image (sparring.images.store)."""
+        if spec.image is None:
+            return None
+        found = self._images.get(spec.image)
+        if found is None:
+            from sparring.images.store import ImageStore
+
+            if self.image_store is None:
+                self.image_store = ImageStore()
+            rec = self.image_store.resolve(spec.image)
+            if rec is None:
+                raise SandboxError(
+                    f"the sandbox needs image {spec.image!r}, which is not in the image store "
+                    f"{self.image_store.root}: sparring image pull {spec.image} (or image import / build), "
+                    "or run it with the OCI backend (--backend oci)"
+                )
+            root = self.image_store.rootfs(rec)
+            env = SandboxEnvironment.of_image(root, rec.config.env)
+            if self.server_kind == "c" and self.server.name.endswith(STATIC_SUFFIX):
+                server = ("c", self.server)
+            else:  # a dynamic C server needs the host's libc: the image's own Python runs the server
+                server = install_server(self.root, "python")
+            found = self._images[spec.image] = ImageRuntime(
+                digest=rec.digest, root=root, environment=env, plan=RootPlan.for_image(),
+                working_dir=rec.working_dir, server_kind=server[0], server=server[1],
+            )  # fmt: skip
         return found
 
     def lower_for(self, spec: SandboxSpec) -> Path | None:
@@ -123,11 +177,19 @@ class LocalBackend:
                 raise SandboxError(
                     f"extra mount {dest!r} must be an absolute path outside /workspace, /tmp and {HOME}"
                 )
-        if spec.image is not None:
-            raise SandboxError(
-                f"the sandbox needs container image {spec.image!r}, which the local backend cannot run: "
-                "use the OCI backend (--backend oci)"
-            )
+        image = self.image_for(spec)
+        if image is not None:
+            missing = [d for d in (*spec.extra_ro, *spec.extra_rw) if not (image.root / d.lstrip("/")).is_dir()]
+            if missing:
+                raise SandboxError(
+                    f"image {spec.image} has no directory {missing[0]} to mount onto (its root is read-only): "
+                    "mount under /judge, /run/sparring or another directory the image has"
+                )
+            if spec.environment is not None:
+                raise SandboxError(
+                    f"the sandbox names both image {spec.image} and a Python layer (a task's [environment]): "
+                    "the local backend runs bare images only; run such a task with --backend oci"
+                )
         lower = self.lower_for(spec)
         if snap is not None and snap.base != str(lower):
             raise SandboxError(

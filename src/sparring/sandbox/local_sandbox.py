@@ -21,7 +21,14 @@ their output, and background processes persist between calls. ``reset`` and
 ``restore`` kill every process but the server and swap the mounts under the
 running sandbox, and empty its IPC namespace (ipcns.py): every writable
 place (/workspace, /tmp, $HOME, /dev/shm; / and /dev are read-only) lives on
-the one rw tmpfs, so the next user finds nothing of the last. ``snapshot``
+the one rw tmpfs, so the next user finds nothing of the last. The kill is the
+host's, through the kernel (sweep.py: freeze the sandbox's cgroup, SIGKILL every
+member but bubblewrap and the server, thaw), never the server's own walk of its
+/proc, which runs with the agent's uid. After every ``reset`` and ``restore`` the
+host checks that nothing but PID 1 is left and that PID 1 is as it was born
+(init_state.py: rlimits, nice, scheduling, I/O priority, affinity, cgroups,
+credentials); otherwise the sandbox is *retired*: killed, and the call raises
+:class:`SandboxError` (a pool then closes it and makes a new one). ``snapshot``
 freezes the sandbox (cgroup freezer), copies the upper layer into the
 content-addressed layer store, and thaws it. ``close``
 kills bubblewrap, which takes the whole pid namespace with it, then unmounts
@@ -45,7 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparring.errors import SandboxError, WorkspaceFault
-from sparring.sandbox import execserver, hosttree, ipcns, mounts, reaper, seccomp
+from sparring.sandbox import execserver, hosttree, ipcns, mounts, reaper, seccomp, sweep
 from sparring.sandbox.base import WORKSPACE, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.cgroups import CgroupSet
 from sparring.sandbox.channel import ExecChannel
@@ -53,6 +60,7 @@ from sparring.sandbox.commands import Commands
 from sparring.sandbox.crashpoint import crash_point
 from sparring.sandbox.environment import AGENT_GID, AGENT_UID, HOSTNAME
 from sparring.sandbox.hostfiles import HostFiles
+from sparring.sandbox.init_state import InitState
 from sparring.sandbox.layers import copy_tree, discard
 from sparring.sandbox.netns import set_loopback
 from sparring.sandbox.proxy import PROXY_PORT, AllowlistProxy, Attempt, parse_allow
@@ -79,6 +87,10 @@ class LocalSandbox(Commands, HostFiles):
         self.backend = backend
         self.spec = spec
         self.environment, self.plan = backend.runtime_for(spec)
+        self.image = backend.image_for(spec)  # None: the host's root
+        self.server_kind, self.server = (
+            (self.image.server_kind, self.image.server) if self.image else (backend.server_kind, backend.server)
+        )
         self.id = reaper.new_sandbox_id()  # names the owner: nothing of it is ever unattributable
         self.dir = backend.home / f"sb-{self.id}"
         self.rootdir = self.dir / "root"
@@ -97,6 +109,8 @@ class LocalSandbox(Commands, HostFiles):
         self._layer_mounts: list[Path] = []
         self._shm_point = self.dir / "shm"  # outside root/: only the sandbox's /dev/shm is bound from it
         self._lower_size: int | None = None
+        self.members: sweep.Members | None = None  # how the host finds (and kills) the sandbox's processes
+        self.born: InitState | None = None  # PID 1's state when it started, checked after every reset
 
     @property
     def lower(self) -> Path:
@@ -123,10 +137,15 @@ class LocalSandbox(Commands, HostFiles):
         self.rootdir.mkdir(mode=0o755)
         if b.overlay:
             self._shm_point.mkdir(mode=0o755)
+        if self.image is not None and b.overlay:
+            # The image's prepared root, shared read-only by its sandboxes; this bind is this sandbox's
+            # own (on its shared tmpfs), so what the host mounts under it reaches only this sandbox.
+            mounts.bind(self.image.root, self.rootdir, readonly=True)
         self.plan.populate(self.rootdir)
         for dest in (*s.extra_ro, *s.extra_rw):
             p = self.rootdir / dest.lstrip("/")
-            p.mkdir(parents=True, exist_ok=True)
+            if self.image is None:
+                p.mkdir(parents=True, exist_ok=True)
         if b.overlay:
             self._bind_static()
         self._mount_layers(shm=False, workspace=workspace)  # /dev/shm: once bubblewrap bound its point
@@ -158,15 +177,25 @@ class LocalSandbox(Commands, HostFiles):
                 os.close(net_fd)
         if b.overlay:
             self._mount_shm()
+        server = self.server_host_pid()
         if net_fd is None and s.network == "none" and os.geteuid() == 0:
-            set_loopback(self.server_host_pid(), up=False)  # an empty network namespace: not even loopback
+            set_loopback(server, up=False)  # an empty network namespace: not even loopback
+        assert self.channel is not None
+        try:
+            ns = sweep.pid_ns_of(server)
+        except OSError as e:
+            raise SandboxError(
+                f"sandbox {self.id}: its pid namespace cannot be read ({e.strerror})"
+            ) from None
+        self.members = sweep.Members(self.cg, ns, bwrap=self.channel.proc.pid, server=server)
+        self.born = InitState.read(server)
 
     def _bind_static(self) -> None:
         """Read-only binds that never change, made by the host (root) so bubblewrap needs no access to them."""
         r = self.rootdir
         for src, dest in self.plan.ro_binds:
             mounts.bind(src, r / dest.lstrip("/"), readonly=True)
-        mounts.bind(self.backend.server, r / SERVER.lstrip("/"), readonly=True)
+        mounts.bind(self.server, r / SERVER.lstrip("/"), readonly=True)
         uid = self.backend.agent_uid
         for dest, src in sorted(self.spec.extra_ro.items()):
             with contextlib.suppress(OSError):  # the agent user must be able to enter it (mkdtemp makes 0700)
@@ -201,9 +230,12 @@ class LocalSandbox(Commands, HostFiles):
             a += ["--unshare-all", "--unshare-user", "--disable-userns"]
         a += ["--die-with-parent", "--as-pid-1", "--cap-drop", "ALL"]
         a += ["--uid", str(AGENT_UID), "--gid", str(AGENT_GID), "--hostname", HOSTNAME]
-        a += ["--bind", str(self.rootdir), "/"]
+        if self.image is not None and not b.overlay:  # copy mode: bubblewrap binds the image's root itself
+            a += ["--ro-bind", str(self.image.root), "/"]
+        else:
+            a += ["--bind", str(self.rootdir), "/"]
         if not b.overlay:  # copy mode: the host cannot mount, bubblewrap binds everything itself
-            a += self.plan.bwrap_ro_binds() + ["--ro-bind", str(b.server), SERVER]
+            a += self.plan.bwrap_ro_binds() + ["--ro-bind", str(self.server), SERVER]
             # /tmp and $HOME are host directories (not bubblewrap tmpfs the host cannot reach), so reset
             # empties them as it refills the workspace: nothing written before a reset survives it.
             a += ["--bind", str(self.merged), WORKSPACE, "--bind", str(self.rw / "tmp"), "/tmp"]
@@ -227,7 +259,7 @@ class LocalSandbox(Commands, HostFiles):
         a += ["--remount-ro", "/"]
         a += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--chdir", "/"]
         env = self.environment
-        a += ["--", SERVER] if b.server_kind == "c" else ["--", env.interpreter, "-I", "-S", SERVER]
+        a += ["--", SERVER] if self.server_kind == "c" else ["--", env.interpreter, "-I", "-S", SERVER]
         if self.proxy is not None:
             a += ["--proxy", str(PROXY_PORT), "/run/sparring/proxy.sock"]
         return a
@@ -350,6 +382,8 @@ class LocalSandbox(Commands, HostFiles):
 
     def server_host_pid(self) -> int:
         """The exec server's pid on the host (the only child of bubblewrap)."""
+        if self.members is not None:
+            return self.members.server
         assert self.channel is not None
         bw = self.channel.proc.pid
         try:
@@ -455,7 +489,10 @@ class LocalSandbox(Commands, HostFiles):
 
     @property
     def degraded(self) -> tuple[str, ...]:
-        """Each limit of the spec that is weaker than asked or not enforced (no writable cgroups)."""
+        """Each limit of the spec that is weaker than asked or not enforced (no writable cgroups), and
+        the reset kill when it cannot use a cgroup (see sweep.py)."""
+        if self.members is not None and not self.members.by_cgroup:
+            return (*self.cg.degraded, sweep.DEGRADED)
         return self.cg.degraded
 
     @property
@@ -471,7 +508,7 @@ class LocalSandbox(Commands, HostFiles):
 
     async def _remount(self, layers: tuple[Path, ...]) -> None:
         ch = self._live()
-        await ch.call(execserver.T_KILLALL)
+        await self._kill_all(ch)
         if self.backend.overlay:
             try:  # after the kill: nothing holds a segment, so its memory is uncharged at once
                 ipcns.clear(self.server_host_pid())
@@ -483,6 +520,41 @@ class LocalSandbox(Commands, HostFiles):
             self._mount_layers()
         except SandboxError as e:
             await self._break(f"remounting its layers failed ({e})")
+        await self._check_fresh()
+
+    async def _kill_all(self, ch: ExecChannel) -> None:
+        """Every process but PID 1 killed by the host (sweep.py), then the server's KILLALL, which now
+        only reaps and reports the commands that died."""
+        m = self.members
+        assert m is not None
+        if sweep.leftovers(m):
+            left = await asyncio.to_thread(sweep.sweep, m)
+            if left:
+                await self._break(
+                    f"retired: {len(left)} of its processes survived the kill (host pids {left[:8]})"
+                )
+        await ch.call(execserver.T_KILLALL)
+
+    async def _check_fresh(self) -> None:
+        """The host's check after a reset or restore: nothing but PID 1 runs in the sandbox, and PID 1's
+        state is the one it started with; else the sandbox is retired (killed, SandboxError)."""
+        m, born = self.members, self.born
+        assert m is not None and born is not None
+        left = sweep.leftovers(m)
+        if left:
+            await self._break(
+                f"retired: processes other than its exec server outlived the reset ({left[:8]})"
+            )
+        try:
+            now = InitState.read(m.server)
+        except SandboxError as e:
+            await self._break(f"retired: {e}")
+            raise
+        changed = born.changes(now)
+        if changed:
+            await self._break(
+                "retired: its exec server's state changed since it started (" + "; ".join(changed) + ")"
+            )
 
     async def close(self) -> None:
         if self.closed:
@@ -495,4 +567,3 @@ class LocalSandbox(Commands, HostFiles):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-

@@ -26,6 +26,7 @@ from sparring.sandbox.features import c_compiler
 HOME = "/home/agent"
 SERVER = "/.sparring/execserver"
 HOSTS = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n"
+STATIC_SUFFIX = "-static"  # a C exec server linked statically: it runs in an image's root too
 WRITABLE = ("/tmp", HOME)  # on the sandbox's tmpfs: they count against its disk quota and reset with it
 
 
@@ -90,6 +91,12 @@ class RootPlan:
         dirs = sorted(set(dirs), key=lambda d: (d.count("/"), d))
         return cls(tuple(dirs), tuple(symlinks), tuple(files), tuple(binds), tuple(late))
 
+    @classmethod
+    def for_image(cls) -> RootPlan:
+        """An image's root brings everything itself (its mount points made when it was unpacked,
+        sparring.images.runtime): nothing to make or bind per sandbox."""
+        return cls((), (), (), (), ())
+
     def bwrap_ro_binds(self) -> list[str]:
         """The same binds as bubblewrap arguments (copy mode, where the host cannot mount)."""
         out: list[str] = []
@@ -121,19 +128,25 @@ def install_server(root: Path, kind: str = "auto") -> tuple[str, Path]:
     here = Path(__file__).parent
     if kind in ("auto", "c"):
         src = (here / "execserver.c").read_bytes()
-        dst = root / f"execserver-{hashlib.sha256(src).hexdigest()[:12]}"
-        if dst.exists():
-            return "c", dst
+        base = root / f"execserver-{hashlib.sha256(src).hexdigest()[:12]}"
+        static = base.with_name(base.name + STATIC_SUFFIX)
+        if static.exists():
+            return "c", static
         cc = c_compiler()
         if cc is not None:
             tmp = root / f".execserver-{os.getpid()}.tmp"
-            r = subprocess.run(
-                [cc, "-O2", "-o", str(tmp), str(here / "execserver.c")], capture_output=True, text=True
-            )
-            if r.returncode == 0:
-                os.chmod(tmp, 0o755)
-                os.replace(tmp, dst)
-                return "c", dst
+            # Static first: it then needs nothing from the sandbox's root, so it runs in any image's
+            # (another libc, or none); dynamic where no static libc is installed.
+            for flags, dst in ((["-static"], static), ([], base)):
+                if dst.exists():
+                    return "c", dst
+                r = subprocess.run(
+                    [cc, "-O2", *flags, "-o", str(tmp), str(here / "execserver.c")], capture_output=True, text=True
+                )
+                if r.returncode == 0:
+                    os.chmod(tmp, 0o755)
+                    os.replace(tmp, dst)
+                    return "c", dst
             tmp.unlink(missing_ok=True)
             why = (r.stderr.strip().splitlines() or ["no output"])[-1]
         else:

@@ -24,7 +24,17 @@ Policy (default: allow; a deny-list of what normal tools never need):
   cannot read, and glibc then falls back to ``clone``;
 * ``personality`` is allowed only to query (0xffffffff) or set the default
   (``PER_LINUX``, 0): no ``ADDR_NO_RANDOMIZE`` or ``READ_IMPLIES_EXEC``;
-* ``ioctl(TIOCSTI)`` / ``ioctl(TIOCLINUX)`` (typing into a terminal) get EPERM.
+* ``ioctl(TIOCSTI)`` / ``ioctl(TIOCLINUX)`` (typing into a terminal) get EPERM;
+* no call may change *another* process's limits, scheduling or memory placement: the kernel
+  allows these between processes of one uid, and every process of a sandbox, its exec server
+  (PID 1) included, has the agent's uid. ``prlimit64`` may set only the caller's limits (pid 0;
+  reading another's stays allowed), ``setpriority`` only ``PRIO_PROCESS`` of pid 0, ``ioprio_set``
+  only ``IOPRIO_WHO_PROCESS`` of pid 0, ``sched_setscheduler`` / ``sched_setparam`` /
+  ``sched_setattr`` / ``sched_setaffinity`` / ``migrate_pages`` / ``move_pages`` only pid 0
+  (:data:`SELF_ONLY`); everything else gets EPERM, so ``ulimit``, ``nice CMD``, ``ionice CMD``
+  and ``taskset CMD`` work, and ``renice -p``, ``taskset -p``, ``prlimit --pid`` (setting) do not.
+  ``kcmp``, ``pidfd_getfd``, ``pidfd_send_signal``, ``process_madvise`` and ``process_mrelease``
+  (other processes by pidfd) are denied outright.
 
 The data the filter sees (``struct seccomp_data``)::
 
@@ -87,8 +97,9 @@ DENIED: tuple[str, ...] = (
     "fsopen", "fsconfig", "fsmount", "fspick", "open_tree", "move_mount", "mount_setattr",
     # kernel keyring
     "keyctl", "add_key", "request_key",
-    # other processes' memory
-    "ptrace", "process_vm_readv", "process_vm_writev",
+    # other processes' memory, files and signals by pidfd
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
+    "pidfd_getfd", "pidfd_send_signal", "process_madvise", "process_mrelease",
     # the kernel itself
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
     "create_module", "get_kernel_syms", "query_module", "uselib", "_sysctl", "nfsservctl",
@@ -102,6 +113,22 @@ DENIED: tuple[str, ...] = (
     # raw I/O ports (x86 only)
     "iopl", "ioperm",
 )  # fmt: skip
+
+PRIO_PROCESS = 0
+IOPRIO_WHO_PROCESS = 1
+# Syscalls allowed only on the calling process: each (argument index, value) must hold, compared on the
+# argument's low 32 bits (the kernel reads a pid_t or int there); otherwise EPERM.
+SELF_ONLY: dict[str, tuple[tuple[int, int], ...]] = {
+    "setpriority": ((0, PRIO_PROCESS), (1, 0)),
+    "ioprio_set": ((0, IOPRIO_WHO_PROCESS), (1, 0)),
+    "sched_setscheduler": ((0, 0),),
+    "sched_setparam": ((0, 0),),
+    "sched_setattr": ((0, 0),),
+    "sched_setaffinity": ((0, 0),),
+    "migrate_pages": ((0, 0),),
+    "move_pages": ((0, 0),),
+}
+# prlimit64(pid, resource, new, old): pid 0 (the caller), or another pid with new == NULL (a read).
 
 # Syscall numbers: arch/x86/entry/syscalls/syscall_64.tbl and include/uapi/asm-generic/unistd.h.
 _X86_64: dict[str, int] = {
@@ -117,6 +144,10 @@ _X86_64: dict[str, int] = {
     "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
     "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "clone3": 435,
     "mount_setattr": 442, "quotactl_fd": 443,
+    "getpriority": 140, "setpriority": 141, "sched_setparam": 142, "sched_setscheduler": 144,
+    "sched_setaffinity": 203, "ioprio_set": 251, "ioprio_get": 252, "migrate_pages": 256, "move_pages": 279,
+    "prlimit64": 302, "kcmp": 312, "sched_setattr": 314, "pidfd_send_signal": 424, "pidfd_getfd": 438,
+    "process_madvise": 440, "process_mrelease": 448,
 }  # fmt: skip
 _AARCH64: dict[str, int] = {
     "lookup_dcookie": 18, "ioctl": 29, "umount2": 39, "mount": 40, "pivot_root": 41, "nfsservctl": 42,
@@ -129,6 +160,10 @@ _AARCH64: dict[str, int] = {
     "bpf": 280, "userfaultfd": 282, "kexec_file_load": 294, "io_uring_setup": 425, "io_uring_enter": 426,
     "io_uring_register": 427, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
     "fsmount": 432, "fspick": 433, "clone3": 435, "mount_setattr": 442, "quotactl_fd": 443,
+    "ioprio_set": 30, "ioprio_get": 31, "sched_setparam": 118, "sched_setscheduler": 119, "sched_setaffinity": 122,
+    "setpriority": 140, "getpriority": 141, "migrate_pages": 238, "move_pages": 239, "prlimit64": 261,
+    "kcmp": 272, "sched_setattr": 274, "pidfd_send_signal": 424, "pidfd_getfd": 438,
+    "process_madvise": 440, "process_mrelease": 448,
 }  # fmt: skip
 
 
@@ -169,6 +204,11 @@ def errno_ret(code: int) -> int:
 def arg_lo(i: int) -> int:
     """Offset of the low 32 bits of syscall argument ``i`` in ``struct seccomp_data``."""
     return 16 + 8 * i
+
+
+def arg_hi(i: int) -> int:
+    """Offset of the high 32 bits of syscall argument ``i`` (both architectures are little-endian)."""
+    return 20 + 8 * i
 
 
 class _Asm:
@@ -221,10 +261,25 @@ def _compile(arch_name: str) -> bytes:
     for name in DENIED:
         if name in sc:
             a.jmp(BPF_JEQ, sc[name], "eperm", 0)
+    for name in SELF_ONLY:
+        a.jmp(BPF_JEQ, sc[name], f"self:{name}", 0)
+    a.jmp(BPF_JEQ, sc["prlimit64"], "prlimit64", 0)
     a.jmp(BPF_JEQ, sc["clone3"], "enosys", 0)
     a.jmp(BPF_JEQ, sc["clone"], "clone", 0)
     a.jmp(BPF_JEQ, sc["personality"], "personality", 0)
     a.jmp(BPF_JEQ, sc["ioctl"], "ioctl", "allow")
+    for name, checks in SELF_ONLY.items():
+        a.label(f"self:{name}")
+        for n, (i, value) in enumerate(checks):
+            a.ld(arg_lo(i))
+            a.jmp(BPF_JEQ, value, "allow" if n == len(checks) - 1 else 0, "eperm")
+    a.label("prlimit64")
+    a.ld(arg_lo(0))  # pid 0: the caller itself
+    a.jmp(BPF_JEQ, 0, "allow", 0)
+    a.ld(arg_lo(2))  # another pid: only to read (new limit NULL, both halves of the pointer zero)
+    a.jmp(BPF_JEQ, 0, 0, "eperm")
+    a.ld(arg_hi(2))
+    a.jmp(BPF_JEQ, 0, "allow", "eperm")
     a.label("clone")
     a.ld(arg_lo(0))  # flags: the first argument on both x86-64 and aarch64
     a.jmp(BPF_JSET, CLONE_NS_FLAGS, "eperm", "allow")

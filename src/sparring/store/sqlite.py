@@ -352,6 +352,36 @@ class SQLiteStore:
             raise StoreError(f"no trajectory {traj_id} in {self.path}")
         return self._decode(row[0])
 
+    def resolve_id(self, ref: str) -> str:
+        """The id of the one trajectory whose id is ``ref`` or starts with it; StoreError if none or
+        several do (the error says how many)."""
+        with self._read() as conn:
+            if conn.execute("SELECT 1 FROM trajectories WHERE id = ?", (ref,)).fetchone():
+                return ref
+            rows = conn.execute(
+                "SELECT id FROM trajectories WHERE substr(id, 1, ?) = ? LIMIT 11", (len(ref), ref)
+            ).fetchall()
+        if not ref or not rows:
+            raise StoreError(f"no trajectory {ref} in {self.path} (`sparring traj search` lists the ids)")
+        if len(rows) > 1:
+            many = "more than 10" if len(rows) > 10 else str(len(rows))
+            raise StoreError(f"id prefix {ref} is ambiguous in {self.path}: {many} trajectories match; give more characters")
+        return str(rows[0][0])
+
+    def drop_run_after(self, run_id: str, created_after: float) -> int:
+        """Delete ``run_id``'s trajectories created after ``created_after`` (what an interrupted
+        iteration left: a resumed run redoes it); returns how many went."""
+        with self._write() as conn:
+            seqs = [r[0] for r in conn.execute(
+                "SELECT seq FROM trajectories WHERE run_id = ? AND created_at > ?", (run_id, created_after)
+            ).fetchall()]  # fmt: skip
+            for seq in seqs:
+                conn.execute("DELETE FROM traj_records WHERE seq = ?", (seq,))
+                conn.execute("DELETE FROM traj_text WHERE rowid = ?", (seq,))
+                conn.execute("DELETE FROM traj_flags WHERE seq = ?", (seq,))
+                conn.execute("DELETE FROM trajectories WHERE seq = ?", (seq,))
+        return len(seqs)
+
     def count(self) -> int:
         with self._read() as conn:
             return int(conn.execute("SELECT count(*) FROM trajectories").fetchone()[0])

@@ -1,6 +1,6 @@
 """The task specification: the typed form of ``task.toml``.
 
-A task is a directory (DESIGN.md §2)::
+A task is a directory (every key and file: docs/tasks.md)::
 
     task.toml    this spec
     workspace/   the initial state the agent sees (read-only lower layer)

@@ -6,6 +6,7 @@ Loadable from YAML or TOML; any field can be overridden on the command line as
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -122,12 +123,36 @@ class MonitorConfig(BaseModel):
 
 
 class RLConfig(BaseModel):
+    """The whole training run: tasks, model, rollouts, judge, loss and schedule (YAML/TOML, `--set` overrides)."""
+
     model_config = ConfigDict(extra="forbid")
 
     workdir: Path = Field(Path(".sparring/run"), description="Where tasks, model, store and metrics go.")
-    family: str = Field("code-repair", description="Task family to generate.")
+    family: str | None = Field(
+        "code-repair",
+        description="Task family to generate (null: none; with `tasks` set and no family given, only those "
+        "tasks are used).",
+    )
     n_train: int = Field(16, ge=1, description="Training tasks generated.")
     n_heldout: int = Field(6, ge=1, description="Held-out tasks, never trained on.")
+    tasks: Path | None = Field(
+        None,
+        description="A task directory or a directory of task directories to train on (your own tasks), alone "
+        "or beside a generated `family`. Admitted before use.",
+    )
+    heldout_tasks: Path | None = Field(
+        None,
+        description="Task directories for the held-out evaluation (beside the family's held-out tasks). Without "
+        "them and without a family, the held-out evaluation runs the training tasks.",
+    )
+    allow_unadmitted: bool = Field(
+        False,
+        description="Use tasks admission rejected (by default a generated family's rejects are skipped with a "
+        "logged reason, and a rejected task of `tasks` / `heldout_tasks` stops the run).",
+    )
+    admission_repeats: int = Field(
+        0, ge=0, description="Reference runs when admitting tasks not yet checked (0: as `sparring tasks check`)."
+    )
     seed: int = Field(0, description="Seed of task generation, model init and sampling.")
     model: ModelConfig = Field(default_factory=ModelConfig)
     sft_steps: int = Field(8, ge=0, description="Warm-start SFT steps on oracle trajectories (0 = none).")
@@ -172,9 +197,23 @@ class RLConfig(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> RLConfig:
         """Impossible combinations fail here, before any task, model or sandbox is made."""
+        from sparring.tasks.families import FAMILIES
+
+        if self.family is not None and self.family not in FAMILIES:
+            close = difflib.get_close_matches(self.family, list(FAMILIES), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"unknown family {self.family!r} ({hint}known: {', '.join(sorted(FAMILIES))})")
         if self.weight_sync is not None and self.weight_sync.kind == "vllm-lora" and self.model.lora is None:
             raise ValueError("weight_sync.kind=vllm-lora pushes a LoRA adapter: set model.lora too")
-        if self.tasks_per_iteration > self.n_train:
+        if self.tasks is not None and "family" not in self.model_fields_set:
+            self.family = None  # your tasks alone, unless a family is named beside them
+        if self.family is None and self.tasks is None:
+            raise ValueError("no training tasks: set family (a generator) or tasks (a directory of task dirs)")
+        for name in ("tasks", "heldout_tasks"):
+            where = getattr(self, name)
+            if where is not None and not where.exists():
+                raise ValueError(f"{name}: {where} does not exist (a task directory or a directory of tasks)")
+        if self.tasks_per_iteration > self.n_train and self.tasks is None:
             raise ValueError(
                 f"tasks_per_iteration={self.tasks_per_iteration} exceeds n_train={self.n_train}: "
                 "a batch cannot hold more distinct tasks than the pool"
@@ -215,6 +254,7 @@ def _set_dotted(d: dict[str, Any], key: str, value: Any) -> None:
 def load_config(
     path: Path | None, overrides: list[str] | None = None, base: dict[str, Any] | None = None
 ) -> RLConfig:
+    """The config in ``path`` (YAML or TOML) over ``base``, with ``key=value`` ``overrides`` applied, validated."""
     data: dict[str, Any] = dict(base or {})
     if path is not None:
         if not path.is_file():
@@ -223,7 +263,7 @@ def load_config(
         try:
             loaded = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
         except (tomllib.TOMLDecodeError, yaml.YAMLError) as e:
-            raise ConfigError(f"malformed config {path}: {str(e).splitlines()[0]}") from None
+            raise ConfigError(f"malformed config {path}: {_parse_error(e)}") from None
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"config {path} must be a mapping at the top level")
         data.update(loaded or {})
@@ -239,16 +279,28 @@ def load_config(
         loc = ".".join(str(x) for x in first["loc"])
         msg = str(first["msg"]).removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
-            msg = f"unknown key (allowed here: {_allowed(first['loc'])})"
+            allowed = _allowed(first["loc"])
+            close = difflib.get_close_matches(str(first["loc"][-1]), allowed, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            msg = f"unknown key ({hint}allowed here: {', '.join(allowed) or 'see the config reference'})"
         raise ConfigError(f"invalid config: {loc + ': ' if loc else ''}{msg}") from None
 
 
-def _allowed(loc: tuple[Any, ...]) -> str:
-    """The field names of the section an unknown key was found in."""
+def _parse_error(e: Exception) -> str:
+    """A YAML or TOML syntax error in one line, with where it is (line and column, 1-based)."""
+    mark = getattr(e, "problem_mark", None)
+    if isinstance(e, yaml.YAMLError) and mark is not None:
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        return f"line {mark.line + 1}, column {mark.column + 1}: {what}"
+    return str(e).splitlines()[0]
+
+
+def _allowed(loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the section an unknown key was found in (empty: not known here)."""
     model: Any = RLConfig
     for part in loc[:-1]:
         field = model.model_fields.get(str(part)) if hasattr(model, "model_fields") else None
         if field is None or not hasattr(field.annotation, "model_fields"):
-            return "see the config reference"
+            return []
         model = field.annotation
-    return ", ".join(sorted(model.model_fields))
+    return sorted(model.model_fields)

@@ -20,7 +20,7 @@ from typing import Any
 from sparring.curriculum.sampler import BetaCurriculum
 from sparring.distributed.executor import LocalExecutor, RayExecutor, RayOptions, make_executor
 from sparring.env.tools import tool_schemas
-from sparring.errors import ConfigError, JudgeError
+from sparring.errors import ConfigError, JudgeError, TaskError
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.judge.sandbox_runner import judge_pool_for
 from sparring.monitor.alerts import AlertRules
@@ -49,11 +49,14 @@ class RunResult:
     seconds: float = 0.0
     run_id: str = ""
     store: str = ""
-    model: str = ""
+    model: str = ""  # the base the run started from
+    trained_model: str | None = None  # the newest checkpoint's weights (None: none was written)
     alerts: list[dict[str, Any]] = field(default_factory=list)
     weight_syncs: int = 0  # pushes of weights to the configured inference server (this process)
     # per held-out phase, the look-before-acting measure (sparring.monitor.skill) of families that teach it
     skill: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    # what the admission gate let through: tasks used, tasks skipped (with why), whether it was overridden
+    admission: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         skill = {"skill": self.skill} if self.skill else {}  # only families with a skill measure have the key
@@ -65,16 +68,51 @@ class RunResult:
             "seconds": round(self.seconds, 3),
             "store": self.store,
             "model": self.model,
+            "trained_model": self.trained_model,
             "alerts": self.alerts,
             "weight_syncs": self.weight_syncs,
+            "admission": self.admission,
             **skill,
         }
 
 
-def prepare_tasks(cfg: RLConfig, log: Log) -> tuple[list[Task], list[Task]]:
-    """Generate (or reuse) train and held-out tasks; held-out ones come from a disjoint seed range."""
+@dataclass
+class RunTasks:
+    """The run's tasks, by where they came from: the generated family's and the user's (``tasks``,
+    ``heldout_tasks``). The admission gate skips a generated reject but refuses a rejected own task."""
+
+    generated_train: list[Task] = field(default_factory=list)
+    generated_heldout: list[Task] = field(default_factory=list)
+    own_train: list[Task] = field(default_factory=list)
+    own_heldout: list[Task] = field(default_factory=list)
+
+    @property
+    def train(self) -> list[Task]:
+        return _unique(self.generated_train + self.own_train)
+
+    @property
+    def heldout(self) -> list[Task]:
+        held = _unique(self.generated_heldout + self.own_heldout)
+        train_ids = {t.id for t in self.train}
+        return [t for t in held if t.id not in train_ids] or held or self.train
+
+    def all(self) -> list[Task]:
+        return _unique(self.train + self.heldout)
+
+
+def _unique(tasks: list[Task]) -> list[Task]:
+    seen: dict[str, Task] = {}
+    for t in tasks:
+        seen.setdefault(t.digest, t)
+    return list(seen.values())
+
+
+def generate_family_tasks(cfg: RLConfig, log: Log) -> tuple[list[Task], list[Task]]:
+    """Generate (or reuse) the family's train and held-out tasks; held-out ones come from a disjoint seed range."""
     from sparring.tasks.families import generate, get_family
 
+    if cfg.family is None:
+        return [], []
     # The generator's version is part of the cache key: a changed generator never reuses old tasks.
     root = cfg.workdir / "tasks" / f"{cfg.family}-v{get_family(cfg.family).version}-s{cfg.seed}"
     out = []
@@ -85,10 +123,56 @@ def prepare_tasks(cfg: RLConfig, log: Log) -> tuple[list[Task], list[Task]]:
         else:
             log(f"generating {n} {name} tasks ({cfg.family})")
             out.append(generate(cfg.family, n, seed, d))
-    train, held = out
-    train_ids = {t.id for t in train}
-    held = [t for t in held if t.id not in train_ids] or held
-    return train, held
+    return out[0], out[1]
+
+
+def collect_tasks(cfg: RLConfig, log: Log) -> RunTasks:
+    """Every task of the run: the family's (generated) and the user's directories."""
+    gen_train, gen_held = generate_family_tasks(cfg, log)
+    own_train = find_tasks(cfg.tasks) if cfg.tasks is not None else []
+    own_held = find_tasks(cfg.heldout_tasks) if cfg.heldout_tasks is not None else []
+    if own_train and not gen_held and not own_held:
+        log("no heldout_tasks: the held-out evaluation runs the training tasks (no generalisation measured)")
+    return RunTasks(gen_train, gen_held, own_train, own_held)
+
+
+async def gate_tasks(
+    cfg: RLConfig, run: RunTasks, judge: Any, log: Log, summary: dict[str, Any] | None = None
+) -> RunTasks:
+    """Only admitted tasks are used: tasks without a verdict are checked now (verdicts cached by digest and
+    judge version, :mod:`sparring.admission.gate`); a generated reject is skipped with its reason, a
+    rejected task of your own stops the run (one line). ``allow_unadmitted`` lets every task through."""
+    from sparring.admission.gate import admit, allowed_by_env
+
+    out = summary if summary is not None else {}
+    if cfg.allow_unadmitted or allowed_by_env():
+        out.update(override=True, used=len(run.all()), skipped=[])
+        return run
+    verdicts = await admit(run.all(), judge, repeats=cfg.admission_repeats or None,
+                           concurrency=max(3, cfg.concurrency), log=log)  # fmt: skip
+    ok = {v.task.digest for v in verdicts if v.ok}
+    own = {t.digest for t in run.own_train + run.own_heldout}
+    for v in verdicts:
+        if not v.ok and v.task.digest in own:
+            raise TaskError(
+                f"{v.line()}: fix it, then `sparring tasks check` (allow_unadmitted: true overrides)"
+            )
+    for v in verdicts:
+        if not v.ok:
+            log(f"admission: skipping {v.line().removeprefix('task ')}")
+    kept = RunTasks(*([t for t in part if t.digest in ok] for part in
+                      (run.generated_train, run.generated_heldout, run.own_train, run.own_heldout)))  # fmt: skip
+    if not kept.train:
+        raise TaskError("no admitted training task: every one was rejected (see `sparring tasks check`)")
+    out.update(override=False, used=len(kept.all()),
+               skipped=[{"id": v.task.id, "why": v.reason} for v in verdicts if not v.ok])  # fmt: skip
+    return kept
+
+
+def prepare_tasks(cfg: RLConfig, log: Log) -> tuple[list[Task], list[Task]]:
+    """The run's train and held-out tasks, before the admission gate (:func:`gate_tasks`)."""
+    run = collect_tasks(cfg, log)
+    return run.train, run.heldout
 
 
 def prepare_model(
@@ -170,9 +254,12 @@ async def evaluate(
     prog = progress or NoProgress()
     prog.start("rollouts", len(tasks) * samples, label)
     try:
-        return await sched.run(tasks, policy, samples, run_id=run_id, seed=seed)
-    finally:
-        prog.finish("rollouts")
+        summary = await sched.run(tasks, policy, samples, run_id=run_id, seed=seed)
+    except BaseException:  # interrupted or failed: the bar says where it stopped, never "16/16 done"
+        prog.finish("rollouts", complete=False)
+        raise
+    prog.finish("rollouts", complete=not summary.interrupted)
+    return summary
 
 
 @dataclass
@@ -317,18 +404,32 @@ async def run_rl(
         )
     run_id = saved["run_id"] if saved else f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     res = RunResult(run_id=run_id)
-    train_tasks, held = prepare_tasks(cfg, log)
+    run_tasks = collect_tasks(cfg, log)
+    backend = make_backend(cfg.backend)  # each task's spec names its layer: agent and judge run it
+    try:  # admitted tasks only, decided before a store, a model or a run record is made
+        run_tasks = await gate_tasks(cfg, run_tasks, PytestJudge(backend, limits=cfg.sandbox_limits), log,
+                                     res.admission)  # fmt: skip
+    except BaseException:
+        await backend.aclose()
+        raise
     store_path = cfg.workdir / "store.db"
     res.store = str(store_path)
     store = SQLiteStore(store_path)
     if saved is None:
         store.start_run(run_id, cfg.model_dump(mode="json"))
+    else:
+        # Rollouts of the iteration(s) after the checkpoint (a Ctrl-C or a crash stopped them) are redone
+        # from here: drop them, or the run would count them twice.
+        assert ckpt is not None
+        cutoff = float(saved.get("saved_at") or (ckpt / "state.json").stat().st_mtime)
+        if dropped := store.drop_run_after(run_id, cutoff):
+            log(f"dropped {dropped} rollout(s) stored after {ckpt.name} by the interrupted run; they are redone")
     sink = make_sinks(cfg.monitor.exporters, cfg.workdir, run_id, cfg.model_dump(mode="json"))
-    backend = make_backend(cfg.backend)  # each task's spec names its layer: agent and judge run it
     pool = SandboxPool(backend, max_idle=cfg.concurrency, limits=cfg.sandbox_limits)
     # Warm judge sandboxes, launcher prestarted (judge_pool_for): bounded, so idle ones of many tasks stay few.
     judge_pool = judge_pool_for(backend, cfg.concurrency)
     judge = PytestJudge(backend, limits=cfg.sandbox_limits, pool=judge_pool)
+    train_tasks, held = run_tasks.train, run_tasks.heldout
     sched = RolloutScheduler(
         pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps, on_done=tick
     )
@@ -424,6 +525,7 @@ async def run_rl(
         else:
             assert ckpt is not None
             log(f"resuming from {ckpt}")
+            res.trained_model = str(ckpt / "model")
             if m.lora is not None:
                 load_adapter(policy.model, ckpt / "model")
             else:
@@ -547,9 +649,11 @@ async def run_rl(
                     "policy_version": policy.version, "curriculum": curriculum.state_dict(), "drift": drift.state_dict(),
                     "alerts": rules.state_dict(), "pending": [[t.model_dump(mode="json") for t in b] for b in lag.pending()],
                     "iterations": res.iterations, "heldout": res.heldout, "sft": res.sft, "alerts_raised": res.alerts,
+                    "saved_at": time.time(),
                     **({"skill": res.skill} if res.skill else {}),
                 }  # fmt: skip
-                await asyncio.to_thread(save_checkpoint, cfg.workdir, it, policy, trainer.optimizer, state)
+                ck = await asyncio.to_thread(save_checkpoint, cfg.workdir, it, policy, trainer.optimizer, state)
+                res.trained_model = str(ck / "model")
 
         prog.finish("rl")
         log("held-out evaluation after RL")

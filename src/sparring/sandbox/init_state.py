@@ -1,0 +1,111 @@
+"""What a sandbox's PID 1 carries into the commands it starts, read from the host.
+
+The exec server is PID 1 of its sandbox and runs with the agent's uid, so the kernel would let any
+process of the sandbox change its limits, priority, scheduling, I/O priority or affinity (it compares
+uids only). The seccomp filter denies every such call aimed at another process (seccomp.py), and the
+server sets each command's state from scratch (execserver.c); this module is the host's check that both
+held: :class:`InitState` is read once when the sandbox starts and again after every ``reset`` and
+``restore``, and any difference retires the sandbox (local_sandbox.py).
+
+Every item is read by the host, through its own /proc and syscalls that take a host pid (none needs
+the server's cooperation, nor access to its memory):
+
+========================  ==================================================
+rlimits                   ``/proc/PID/limits``
+nice, policy, priority    ``getpriority``, ``sched_getscheduler`` (with its
+                          reset-on-fork bit), ``sched_getparam``
+I/O priority              the ``ioprio_get`` syscall
+CPU affinity              ``sched_getaffinity``
+cgroup membership         ``/proc/PID/cgroup``
+OOM score adjustment      ``/proc/PID/oom_score_adj``
+credentials               uids, gids, groups, capabilities, no-new-privs and
+                          seccomp mode from ``/proc/PID/status``
+identity                  the start time (a pid reused by another process
+                          is not the server)
+========================  ==================================================
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass, fields
+
+from sparring.errors import SandboxError
+from sparring.sandbox.seccomp import host_arch
+
+IOPRIO_WHO_PROCESS = 1
+STATUS_KEYS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs",
+               "Seccomp")  # fmt: skip
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+
+def ioprio_of(pid: int) -> int:
+    """The I/O priority of host process ``pid`` (``ioprio_get(IOPRIO_WHO_PROCESS, pid)``)."""
+    nr = host_arch().syscalls["ioprio_get"]
+    v = int(_libc.syscall(ctypes.c_long(nr), ctypes.c_long(IOPRIO_WHO_PROCESS), ctypes.c_long(pid)))
+    if v < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return v
+
+
+def _read(pid: int, name: str) -> str:
+    with open(f"/proc/{pid}/{name}") as f:
+        return f.read()
+
+
+@dataclass(frozen=True)
+class InitState:
+    """One reading of PID 1's inheritable state (see the module docstring for where each comes from)."""
+
+    start_time: str
+    rlimits: str
+    nice: int
+    policy: int
+    priority: int
+    ioprio: int
+    affinity: tuple[int, ...]
+    cgroups: str
+    oom_score_adj: str
+    credentials: str
+
+    @classmethod
+    def read(cls, pid: int) -> InitState:
+        """Read host process ``pid``; SandboxError when it is gone or unreadable."""
+        try:
+            stat = _read(pid, "stat")
+            status = dict(ln.split(":", 1) for ln in _read(pid, "status").splitlines() if ":" in ln)
+            return cls(
+                start_time=stat[stat.rfind(")") + 2 :].split()[19],
+                rlimits=_read(pid, "limits"),
+                nice=os.getpriority(os.PRIO_PROCESS, pid),
+                policy=os.sched_getscheduler(pid),
+                priority=os.sched_getparam(pid).sched_priority,
+                ioprio=ioprio_of(pid),
+                affinity=tuple(sorted(os.sched_getaffinity(pid))),
+                cgroups=_read(pid, "cgroup"),
+                oom_score_adj=_read(pid, "oom_score_adj").strip(),
+                credentials="; ".join(f"{k}:{' '.join(status.get(k, '').split())}" for k in STATUS_KEYS),
+            )
+        except (OSError, IndexError, ValueError) as e:
+            raise SandboxError(f"the sandbox's exec server (pid {pid}) cannot be read: {e}") from None
+
+    def changes(self, now: InitState) -> list[str]:
+        """The items that differ in ``now``, each as ``name: was -> now`` (rlimits: the changed lines)."""
+        out = []
+        for f in fields(self):
+            was, cur = getattr(self, f.name), getattr(now, f.name)
+            if was == cur:
+                continue
+            if isinstance(was, str) and "\n" in was:
+                gone = [ln for ln in was.splitlines() if ln not in cur.splitlines()]
+                new = [ln for ln in cur.splitlines() if ln not in was.splitlines()]
+                was, cur = (
+                    " | ".join(" ".join(ln.split()) for ln in gone),
+                    " | ".join(" ".join(ln.split()) for ln in new),
+                )
+            out.append(f"{f.name}: {was} -> {cur}")
+        return out

@@ -1,0 +1,204 @@
+"""Real images for the image tests: OCI layouts written from tars, a Debian image built with mmdebstrap
+(cached by recipe), and a real registry (Debian's docker-registry) on loopback, fed with skopeo."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# What the Debian test image is made from; the cache key, so a change rebuilds it.
+DEBIAN_SUITE = "trixie"  # the host runs bookworm: the image's /etc/os-release and python3 differ
+DEBIAN_RECIPE = {
+    "suite": DEBIAN_SUITE,
+    "variant": "essential",
+    "include": ["python3-minimal"],
+    "mirror": "http://deb.debian.org/debian",
+}
+IMAGE_ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "IMAGE_MARK=from-the-image"]
+
+
+def cache_dir() -> Path:
+    d = Path(os.environ.get("SPARRING_TEST_IMAGE_CACHE", Path.home() / ".cache" / "sparring-test-images"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def tar_bytes(entries: list[tarfile.TarInfo | tuple[tarfile.TarInfo, bytes]]) -> bytes:
+    """An uncompressed tar of hand-made entries (a file entry is (info, data))."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for e in entries:
+            if isinstance(e, tuple):
+                info, data = e
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+            else:
+                tf.addfile(e)
+    return buf.getvalue()
+
+
+def entry(
+    name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"", mode: int = 0o644, link: str = ""
+) -> tarfile.TarInfo | tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.type, info.mode, info.linkname, info.mtime = kind, mode, link, 1_700_000_000
+    if kind == tarfile.REGTYPE:
+        return info, data
+    if kind == tarfile.DIRTYPE:
+        info.mode = mode if mode != 0o644 else 0o755
+    return info
+
+
+def write_layout(
+    dest: Path, layers: list[bytes], env: list[str] | None = None, workdir: str = "", ref_name: str = ""
+) -> str:
+    """An OCI image layout at ``dest`` with ``layers`` (uncompressed tars, gzipped here); its manifest digest."""
+    blobs = dest / "blobs" / "sha256"
+    blobs.mkdir(parents=True, exist_ok=True)
+
+    def put(data: bytes) -> str:
+        d = _digest(data)
+        (blobs / d.split(":")[1]).write_bytes(data)
+        return d
+
+    descs, diff_ids = [], []
+    for raw in layers:
+        gz = gzip.compress(raw, compresslevel=1, mtime=0)
+        descs.append(
+            {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": put(gz), "size": len(gz)}
+        )
+        diff_ids.append(_digest(raw))
+    config = {
+        "architecture": "amd64", "os": "linux",
+        "config": {"Env": env or IMAGE_ENV, "WorkingDir": workdir},
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+    }  # fmt: skip
+    cfg = json.dumps(config).encode()
+    manifest = {
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": put(cfg), "size": len(cfg)},
+        "layers": descs,
+    }  # fmt: skip
+    mbytes = json.dumps(manifest).encode()
+    md = put(mbytes)
+    desc: dict[str, object] = {"mediaType": manifest["mediaType"], "digest": md, "size": len(mbytes)}
+    if ref_name:
+        desc["annotations"] = {"org.opencontainers.image.ref.name": ref_name}
+    (dest / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [desc]}))
+    (dest / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+    return md
+
+
+def debian_rootfs_tar(recipe: dict | None = None) -> Path:
+    """A Debian rootfs tar made by mmdebstrap from ``recipe`` (default DEBIAN_RECIPE), cached under its hash."""
+    recipe = recipe or DEBIAN_RECIPE
+    key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+    out = cache_dir() / f"debian-{recipe['suite']}-{key}.tar"
+    if out.is_file():
+        return out
+    mm = shutil.which("mmdebstrap")
+    if mm is None:
+        pytest.fail("mmdebstrap is missing: run `make system` (apt-get install mmdebstrap)")
+    tmp = out.with_suffix(f".{os.getpid()}.tmp.tar")
+    r = subprocess.run(
+        [mm, f"--variant={recipe['variant']}", f"--include={','.join(recipe['include'])}",
+         "--mode=root" if os.geteuid() == 0 else "--mode=unshare", recipe["suite"], str(tmp), recipe["mirror"]],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    if r.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        pytest.fail(f"mmdebstrap failed: {r.stderr.strip().splitlines()[-1:]}")
+    os.replace(tmp, out)
+    return out
+
+
+def debian_layout(recipe: dict | None = None) -> Path:
+    """The Debian rootfs as an OCI layout (two layers: the rootfs, then a marker file), cached."""
+    tar = debian_rootfs_tar(recipe)
+    out = cache_dir() / (tar.stem + "-oci")
+    if (out / "index.json").is_file():
+        return out
+    tmp = out.with_name(out.name + f".{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    marker = tar_bytes(
+        [entry("opt/", tarfile.DIRTYPE), entry("opt/image-marker", data=b"made by the image tests\n")]
+    )
+    write_layout(
+        tmp,
+        [tar.read_bytes(), marker],
+        workdir="/opt",
+        ref_name="sparring-test/debian:" + (recipe or DEBIAN_RECIPE)["suite"],
+    )
+    os.replace(tmp, out)
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def registry(workdir: Path) -> Iterator[str]:
+    """Debian's docker-registry on a free loopback port with a temporary config; yields host:port."""
+    exe = shutil.which("docker-registry")
+    if exe is None:
+        pytest.fail("docker-registry is missing: run `make system` (apt-get install docker-registry)")
+    port = _free_port()
+    (workdir / "data").mkdir(parents=True, exist_ok=True)
+    cfg = workdir / "config.yml"
+    cfg.write_text(
+        "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n"
+        f"    rootdirectory: {workdir / 'data'}\n  delete:\n    enabled: true\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n"
+    )
+    log = open(workdir / "registry.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen([exe, "serve", str(cfg)], stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"docker-registry did not start: {(workdir / 'registry.log').read_text()[-500:]}")
+            time.sleep(0.05)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def push(layout: Path, dest: str) -> None:
+    """skopeo copy of an OCI layout to ``docker://dest`` (plain HTTP: a loopback registry)."""
+    exe = shutil.which("skopeo")
+    if exe is None:
+        pytest.fail("skopeo is missing: run `make system` (apt-get install skopeo)")
+    r = subprocess.run(
+        [exe, "copy", "--quiet", "--dest-tls-verify=false", f"oci:{layout}", f"docker://{dest}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    if r.returncode != 0:
+        pytest.fail(f"skopeo copy failed: {r.stderr.strip()[-400:]}")
