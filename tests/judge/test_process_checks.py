@@ -111,6 +111,16 @@ def test_process_flags_do_not_move_the_outcome(rollouts):
 
 
 @pytest.mark.slow
+def test_process_figures_report_each_check_apart_from_the_outcome(rollouts):
+    from sparring.rollout.run_records import process_figures
+
+    fig = process_figures(list(rollouts.values()))
+    assert fig["judged"] == len(SCRIPTS) and fig["flag_rate"] == (len(SCRIPTS) - 1) / len(SCRIPTS)
+    assert fig["checks"]["repeated_calls"]["tripped"] == 1 / len(SCRIPTS)
+    assert fig["checks"]["tests_run"]["tripped"] == 3 / len(SCRIPTS)
+
+
+@pytest.mark.slow
 def test_a_process_weight_in_task_toml_moves_the_reward(backend, tmp_path):
     task = _clamp(tmp_path / "clamp-weighted", weights={"all_pass": 1.0, "process/tests_run": 0.5})
     assert load_task(task.path).spec.judge.weights["process/tests_run"] == 0.5
