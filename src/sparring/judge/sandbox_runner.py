@@ -311,6 +311,7 @@ async def run_in_sandbox(
             disk_mb=judge_disk_mb(lim.disk_mb),
             network=lim.network,  # loopback where the task declares it: its checker polls a service it starts
             environment=spec_for_task(task).environment,  # the agent's layer: same interpreter, same pins
+            image=task.spec.environment.image,  # and the agent's image: its system (and, locally, its Python)
         )
         t = time.perf_counter()
         try:
