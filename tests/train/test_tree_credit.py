@@ -113,6 +113,8 @@ def test_the_training_config_takes_credit_tree_with_branch_settings():
 
     cfg = load_config(None, ["credit=tree", "branch_at=first:2", "branches=3"])
     assert cfg.credit == "tree" and cfg.grpo.credit == "tree" and cfg.branches == 3
+    assert load_config(None, ["credit=tree", "branch_at=1", "branches=2"]).branch_at == "1"  # YAML's number
+    assert load_config(None, ["credit=tree", "branch_at=[1, 2]", "branches=2"]).branch_at == "1,2"
     for bad in (["credit=tree"], ["branch_at=1", "branches=2"], ["credit=tree", "branch_at=0", "branches=2"]):
         with pytest.raises(ConfigError):
             load_config(None, bad)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sparring.errors import ConfigError
 from sparring.sandbox.config import BackendConfig, LocalBackendConfig
@@ -213,6 +213,16 @@ class RLConfig(BaseModel):
         None, description="credit=tree: fork each training rollout after these turns: 1,2 | first:N | all."
     )
     branches: int = Field(0, ge=0, description="credit=tree: branches forked at each branch_at turn (K).")
+
+    @field_validator("branch_at", mode="before")
+    @classmethod
+    def _turns_as_text(cls, v: Any) -> Any:
+        """YAML reads ``branch_at: 1`` as a number and ``[1, 2]`` as a list: both mean turns."""
+        if isinstance(v, int) and not isinstance(v, bool):
+            return str(v)
+        if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            return ",".join(map(str, v))
+        return v
     grpo: GRPOConfig = Field(default_factory=GRPOConfig)
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
