@@ -41,6 +41,20 @@ def test_a_request_samples_the_same_tokens_alone_or_in_any_batch(policy, clamp_t
     assert len({tuple(x) for x in alone}) > 1, "different requests must get different random streams"
 
 
+def test_prompts_of_different_lengths_sample_the_same_alone_or_left_padded_together(policy, clamp_task):
+    reqs = [
+        ActRequest(messages=[*MESSAGES[:1], {"role": "user", "content": INSTRUCTION + " Quickly." * k}],
+                   tools=TOOLS, task=clamp_task, seed=2)
+        for k in (0, 3, 11)
+    ]  # fmt: skip
+    assert len({len(policy.encode_prompt(r.messages, r.tools).ids) for r in reqs}) == 3
+    alone = [policy.generate_turns([r])[0].trace for r in reqs]
+    together = [a.trace for a in policy.generate_turns(reqs)]
+    assert [t.completion_ids for t in alone] == [t.completion_ids for t in together]
+    for a, b in zip(alone, together, strict=True):  # the logprobs agree to float noise
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-4
+
+
 def test_concurrent_acts_sample_what_they_sample_alone(policy, clamp_task):
     """Which turns share a generate call (timing) does not change a sample: the #36 reproducibility bug."""
     reqs = [_req(clamp_task, seed=1, sample_index=i) for i in range(3)]
@@ -72,7 +86,9 @@ def test_a_long_episode_keeps_the_instruction_and_the_tools(policy, clamp_task):
     assert INSTRUCTION in text and "You are a careful software agent." in text
     assert all(t["function"]["name"] in text for t in TOOLS)  # the tool schemas stay
     assert "step 39" in text and "step 0" not in text  # the oldest middle turns went first
-    assert text.count("<tool_call>") - 1 == text.count("<|tool|>")  # no result without its call (1: the system's example)
+    assert text.count("<tool_call>") - 1 == text.count(
+        "<|tool|>"
+    )  # no result without its call (1: the system's example)
 
 
 def test_droppable_turns_never_include_the_head_or_the_last_turn():

@@ -128,3 +128,30 @@ def test_hf_gguf_spec_loads_the_cached_conversion_and_samples(smollm2_dir, clamp
     together = [a.trace.completion_ids for a in pol.generate_turns(reqs)]
     assert together == [pol.generate_turns([r])[0].trace.completion_ids for r in reqs]
     assert all(0 < len(ids) <= 6 for ids in together)
+
+
+def test_a_live_turn_is_the_same_call_in_process_and_behind_serve_policy(smollm2_dir, clamp_task):
+    """SmolLM2 sampled in process (hf:) and behind the policy server (openai:): same tokens, same calls."""
+    from sparring.policy.hf import HFPolicy
+    from sparring.policy.server import PolicyServer
+
+    with pytest.warns(UserWarning, match="cannot show tools"):
+        pol = HFPolicy(smollm2_dir, max_new_tokens=24, temperature=0.8, top_p=0.95, seed=0)
+    few_shot = next(t for t in RECORDED if any(m.get("tool_calls") for m in t["messages"]))
+    req = ActRequest(messages=few_shot["messages"], tools=few_shot["tools"], task=clamp_task, seed=11)
+    with PolicyServer(pol, name="smollm2") as srv:
+        client = OpenAIPolicy(srv.url, "smollm2", timeout_s=600, max_retries=0, temperature=0.8, max_tokens=24,
+                              extra_body={"seed": 11, "top_p": 0.95})  # fmt: skip
+
+        async def go():
+            try:
+                return await client.act(req), await pol.act(req)
+            finally:
+                await client.close()
+
+        remote, local = asyncio.run(go())
+    assert remote.trace is not None and local.trace is not None
+    assert remote.trace.prompt_ids == local.trace.prompt_ids
+    assert remote.trace.completion_ids == local.trace.completion_ids
+    assert _calls(remote.message) == _calls(local.message)
+    assert remote.message.get("parse_errors", []) == local.message.get("parse_errors", [])
