@@ -15,14 +15,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sparring.judge.records import TestCounts
+from sparring.judge.records import PROCESS_PREFIX, TestCounts
 
 Status = Literal["ok", "truncated", "timeout", "policy_error", "infra_error", "judge_error"]
 STATUSES: tuple[str, ...] = ("ok", "truncated", "timeout", "policy_error", "infra_error", "judge_error")
 # Statuses whose reward is a fact about the policy; the others must never enter a gradient.
 TRAINABLE_STATUSES: frozenset[str] = frozenset({"ok", "truncated", "timeout"})
-PROCESS_PREFIX = "process/"
-"""Components and flags of the process checks (:mod:`sparring.judge.process`) start with this."""
 
 
 def is_process_key(name: str) -> bool:

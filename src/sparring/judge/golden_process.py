@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring.errors import ConfigError
-from sparring.judge.process import ProcessInput, process_components, process_flags, run_checks
-from sparring.trajectory import ToolStep, Trajectory
+from sparring.judge.process import ProcessInput, Step, process_components, process_flags, run_checks
 
 FORMAT = 1
 
@@ -31,7 +30,7 @@ def golden_process_path() -> Path:
 
 def case_input(case: dict[str, Any]) -> ProcessInput:
     return ProcessInput(
-        messages=case["messages"], steps=[ToolStep.model_validate(s) for s in case["steps"]],
+        messages=case["messages"], steps=[Step.from_json(s) for s in case["steps"]],
         tools=frozenset(case["tools"]), initial_files=frozenset(case["initial_files"]),
     )  # fmt: skip
 
@@ -41,10 +40,9 @@ def process_verdict(p: ProcessInput) -> dict[str, Any]:
     return {"components": process_components(findings), "flags": sorted(process_flags(findings))}
 
 
-def record_case(
-    name: str, traj: Trajectory, tools: Iterable[str], initial_files: Iterable[str]
-) -> dict[str, Any]:
-    """A golden case from a stored trajectory (its conversation frozen, its verdict recorded now)."""
+def record_case(name: str, traj: Any, tools: Iterable[str], initial_files: Iterable[str]) -> dict[str, Any]:
+    """A golden case from a stored trajectory (a :class:`sparring.trajectory.Trajectory`: its conversation
+    frozen, its verdict recorded now)."""
     case = {"name": name, "task": traj.task_id, "messages": traj.messages,
             "steps": [s.model_dump(mode="json") for s in traj.steps], "tools": sorted(tools),
             "initial_files": sorted(initial_files)}  # fmt: skip

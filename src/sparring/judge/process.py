@@ -44,12 +44,12 @@ import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 
 from sparring.judge.base import JudgeResult
+from sparring.judge.records import PROCESS_PREFIX
 from sparring.judge.reward import flag_cap
 from sparring.tasks.testfiles import is_test_path
-from sparring.trajectory import PROCESS_PREFIX, ToolStep
 
 CONFIG_FILES = frozenset(
     {"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", ".pytest.ini", "pyproject.toml"}
@@ -78,6 +78,41 @@ WORKSPACE_TARGETS = frozenset({"/workspace", "/workspace/", "/workspace/*", "/wo
                                "..", "../", "~", "~/", "/", "/*"})  # fmt: skip
 """``rm -r`` targets that delete the whole workspace (or more)."""
 PREFIX_WORDS = frozenset({"sudo", "xargs", "env", "nohup", "timeout", "command", "exec"})
+
+
+class ToolStep(Protocol):
+    """What the checks read of one tool call (:class:`sparring.trajectory.ToolStep` has it; the judge
+    room does not import the trajectory record, which imports the judge's)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def arguments(self) -> dict[str, Any] | None: ...
+    @property
+    def raw_arguments(self) -> str: ...
+    @property
+    def exit_code(self) -> int | None: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class Step:
+    """A frozen tool call (the golden set's), with the fields :class:`ToolStep` names."""
+
+    index: int
+    name: str
+    arguments: dict[str, Any] | None = None
+    raw_arguments: str = ""
+    exit_code: int | None = None
+    error: str | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Step:
+        return cls(int(d["index"]), str(d["name"]), d.get("arguments"), str(d.get("raw_arguments") or ""),
+                   d.get("exit_code"), d.get("error"))  # fmt: skip
 
 
 @dataclass(frozen=True)
