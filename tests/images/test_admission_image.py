@@ -6,17 +6,14 @@ Python 3.8."""
 from __future__ import annotations
 
 import ast
-import gzip
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from image_support import DEBIAN_RECIPE, debian_layout, entry, tar_bytes
+from image_support import DEBIAN_RECIPE, debian_layout, entry, layered_layout, tar_bytes
 
 from sparring.admission.image import PYTEST_RANGE, PYTHON_RANGE, check_image_pinned, interpreter_problems
 from sparring.images.archive import import_archive
@@ -38,38 +35,6 @@ def _with_image(task_dir: Path, image: str) -> None:
     if "[environment]" not in text:
         text += "\n[environment]\n"
     f.write_text(text.replace("[environment]\n", f'[environment]\nimage = "{image}"\n', 1))
-
-
-def _layered(base: Path, layer: bytes, dest: Path) -> Path:
-    """An OCI layout at ``dest``: the image of layout ``base`` with one more layer (an uncompressed
-    tar). The base's blobs are hard-linked, not recompressed: a few ms instead of seconds."""
-    blobs = dest / "blobs" / "sha256"
-    blobs.mkdir(parents=True)
-    for b in (base / "blobs" / "sha256").iterdir():
-        try:
-            os.link(b, blobs / b.name)
-        except OSError:
-            shutil.copyfile(b, blobs / b.name)
-
-    def put(data: bytes) -> dict[str, object]:
-        d = hashlib.sha256(data).hexdigest()
-        (blobs / d).write_bytes(data)
-        return {"digest": f"sha256:{d}", "size": len(data)}
-
-    def get(desc: dict[str, str]) -> dict:
-        return json.loads((blobs / desc["digest"].split(":")[1]).read_bytes())
-
-    (top,) = json.loads((base / "index.json").read_text())["manifests"]
-    manifest = get(top)
-    config = get(manifest["config"])
-    config["rootfs"]["diff_ids"].append("sha256:" + hashlib.sha256(layer).hexdigest())
-    gz = gzip.compress(layer, mtime=0)
-    manifest["layers"].append({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", **put(gz)})
-    manifest["config"] = {**manifest["config"], **put(json.dumps(config).encode())}
-    desc = {"mediaType": manifest["mediaType"], **put(json.dumps(manifest).encode())}
-    (dest / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [desc]}))
-    (dest / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
-    return dest
 
 
 # --------------------------------------------------------------------------- image_pinned, the digest
@@ -167,7 +132,7 @@ def test_tasks_check_asks_the_image_and_refuses_what_the_judge_cannot_run(tmp_pa
     no_pytest = tar_bytes([entry("usr/lib/python3/dist-packages/.wh.pytest")])
     digests = {}
     for name, layer in (("old-python", old_python), ("no-pytest", no_pytest)):
-        layout = _layered(base, layer, tmp_path / name)
+        layout = layered_layout(base, layer, tmp_path / name)
         digests[name] = import_archive(store, layout, tag=f"sparring-test/{name}:1").digest
     env = {**os.environ, "SPARRING_IMAGE_ROOT": str(store.root)}
     cases = {
