@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
-EXTRAS ?= train,dev,parquet,trl,verifiers,openenv,gym,spreadsheet,report,ray
+EXTRAS ?= train,dev,parquet,trl,verifiers,openenv,gym,spreadsheet,report,ray,docs,gguf
 TEST_USER := sparring-test
 # A local wheel directory (this workplace keeps the CPU build of torch there); harmless elsewhere.
 WHEELS := $(wildcard /opt/wheels)
@@ -17,7 +17,7 @@ CONSTRAINTS := $(if $(WHEELS),constraints/local-cpu.txt,)
 PIP_FLAGS := $(if $(WHEELS),--find-links $(WHEELS),) $(if $(CONSTRAINTS),-c $(CONSTRAINTS),)
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) | sha1sum | cut -c1-12)-$(EXTRAS)
 
-.PHONY: setup system venv demo demo-quick test test-fast lint typecheck bench contract clean
+.PHONY: setup system venv demo demo-quick test test-fast lint typecheck bench contract clean docs
 
 setup: system venv
 
@@ -87,6 +87,10 @@ demo-quick: setup
 
 test: setup lint typecheck
 	$(VENV)/bin/pytest -q --durations=30
+
+# The documentation site (mkdocs.yml) into site/: open site/index.html.
+docs: setup
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 test-fast: setup
 	$(VENV)/bin/pytest -q -m "not slow"

@@ -1,7 +1,8 @@
-"""README's code snippets by name, so tests execute exactly what users copy (and the snippets cannot rot).
+"""The documentation's code snippets by name, so tests execute exactly what users copy (and the
+snippets cannot rot).
 
 A snippet is a fenced ``python`` block directly preceded by an HTML comment
-``<!-- snippet: NAME -->`` in README.md.
+``<!-- snippet: NAME -->`` in README.md or a page under docs/.
 """
 
 from __future__ import annotations
@@ -9,15 +10,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
 _SNIPPET_RE = re.compile(r"<!-- snippet: ([\w.-]+) -->\s*```python\n(.*?)```", re.DOTALL)
 
 
 def snippets() -> dict[str, str]:
-    return dict(_SNIPPET_RE.findall(README.read_text(encoding="utf-8")))
+    found: dict[str, str] = {}
+    for page in [README, *sorted((ROOT / "docs").rglob("*.md"))]:
+        found.update(_SNIPPET_RE.findall(page.read_text(encoding="utf-8")))
+    return found
 
 
 def snippet(name: str) -> str:
     found = snippets()
-    assert name in found, f"README.md has no snippet {name!r} (known: {sorted(found)})"
+    assert name in found, f"neither README.md nor docs/ has a snippet {name!r} (known: {sorted(found)})"
     return found[name]

@@ -1,4 +1,4 @@
-"""The layering of DESIGN.md §1, as a test: arrows between rooms point one way.
+"""The layering of the rooms (docs/concepts.md), as a test: arrows between rooms point one way.
 
 Every module under ``src/sparring`` is parsed with :mod:`ast` (function-local
 imports included, ``TYPE_CHECKING`` blocks too: a type-only import is still a
@@ -32,7 +32,7 @@ PACKAGE = "sparring"
 ROOT_ROOMS = ("errors", "trajectory", "chat_format", "textsafe", "pyast")
 
 # room -> the rooms (or single modules, "judge.records") it may import. A room may always import
-# itself. Read bottom-up: errors; sandbox; tasks; judge; admission; policy; env; rollout; store; ...; cli.
+# itself. Read bottom-up: errors; images; sandbox; tasks; judge; admission; policy; env; rollout; store; ...; cli.
 ROLLOUT_ROOMS = frozenset(
     {"errors", "sandbox", "tasks", "judge", "policy", "env", "store", "trajectory", "chat_format"}
 )
@@ -41,8 +41,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "chat_format": frozenset(),
     "textsafe": frozenset(),
     "pyast": frozenset(),
-    "sandbox": frozenset({"errors"}),
-    "tasks": frozenset({"errors", "sandbox", "pyast"}),  # protocols only: see CONCRETE_BACKENDS
+    "images": frozenset({"errors"}),  # the image store: below the sandbox, whose roots it makes
+    "sandbox": frozenset({"errors", "images"}),
+    "tasks": frozenset({"errors", "sandbox", "pyast", "images"}),  # protocols only: see CONCRETE_BACKENDS
     "judge": frozenset({"errors", "sandbox", "tasks", "pyast"}),  # never rollout, policy, train, env, store
     # runs the judge on a task to decide whether it enters the library (check, regress, bench)
     "admission": frozenset({"errors", "sandbox", "tasks", "judge"}),
@@ -165,7 +166,7 @@ def test_every_room_has_a_row_in_the_table() -> None:
 def test_imports_follow_the_layering() -> None:
     found = violations(SRC)
     new = {k: v for k, v in found.items() if k not in KNOWN_VIOLATIONS}
-    assert not new, "imports against DESIGN.md §1's arrows:\n" + "\n".join(sorted(new.values()))
+    assert not new, "imports against the layering's arrows:\n" + "\n".join(sorted(new.values()))
 
 
 def test_known_violations_only_shrink() -> None:

@@ -77,6 +77,10 @@ def test_rollout_refuses_a_rejected_task_naming_the_rule(no_override, tmp_path):
         "rollout", "--tasks", t.path, "--policy", "oracle", "--store", tmp_path / "s.db", cache=no_override
     )
     assert r.returncode != 0 and "not admitted (solution_passes" in r.stderr
+    rec["judge_version"] = "pytest-judge/0+old"
+    (t.path / ADMISSION_FILE).write_text(json.dumps(rec))
+    (v,) = verdicts([load_task(t.path)])
+    assert v.ok is None and "checked by judge pytest-judge/0+old, not by the current one" in v.line()
 
 
 @pytest.mark.slow

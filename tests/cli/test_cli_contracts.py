@@ -1,4 +1,4 @@
-"""The CLI contracts of DESIGN.md §8, through the real `sparring` executable."""
+"""The CLI contracts (docs/cli.md), through the real `sparring` executable."""
 
 from __future__ import annotations
 

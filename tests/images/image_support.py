@@ -24,7 +24,7 @@ DEBIAN_SUITE = "trixie"  # the host runs bookworm: the image's /etc/os-release a
 DEBIAN_RECIPE = {
     "suite": DEBIAN_SUITE,
     "variant": "essential",
-    "include": ["python3-minimal"],
+    "include": ["python3-minimal", "python3-pytest"],  # pytest: the judge runs in it (test_judge_in_image)
     "mirror": "http://deb.debian.org/debian",
 }
 IMAGE_ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "IMAGE_MARK=from-the-image"]

@@ -79,7 +79,7 @@ def test_the_sandbox_sees_the_image_root_not_the_host(image_env, tmp_path, works
     osr, usr, ident, files, ro, link, wd = asyncio.run(go())
     assert "sparring-busybox" in osr and "debian" not in osr.lower()  # the host is Debian
     assert usr.strip().endswith("1")  # no /usr in this image: the host's is not there
-    assert ident.split() == ["1000", "busybox", "/bin", "/home/agent"]
+    assert ident.split() == ["1000", "busybox", "/bin:/.sparring/bin", "/home/agent"]
     assert files == "from layer two\norig\n"
     assert "Read-only" in ro and ro.strip().endswith("1")
     assert link.strip().endswith(

@@ -1,4 +1,4 @@
-"""`sparring judge score|batch` through the real CLI: the DESIGN.md contract, odd workspaces, typed errors."""
+"""`sparring judge score|batch` through the real CLI: the documented contract, odd workspaces, typed errors."""
 
 from __future__ import annotations
 

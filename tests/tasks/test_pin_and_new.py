@@ -8,6 +8,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from sparring.admission.check import check_initial_state
 from sparring.tasks.loader import load_task, workspace_digest
 from sparring.tasks.pin import pin_task, pinned_text
@@ -77,3 +79,12 @@ def test_new_refuses_a_non_empty_directory_and_pin_a_broken_task(tmp_path):
     (tmp_path / "bad" / "task.toml").write_text('id = "bad"\n')
     r = sp("tasks", "pin", tmp_path / "bad")
     assert r.returncode != 0 and "family" in r.stderr
+
+
+@pytest.mark.slow
+def test_new_task_is_admitted_as_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARRING_ADMISSION_CACHE", str(tmp_path / "cache"))
+    assert sp("tasks", "new", tmp_path / "ex").returncode == 0
+    r = sp("tasks", "check", tmp_path / "ex", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["tasks"][0]["ok"] is True

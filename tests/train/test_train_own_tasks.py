@@ -53,8 +53,11 @@ def test_gate_skips_generated_rejects_and_refuses_own_rejects(tmp_path, monkeypa
         (t.path / ADMISSION_FILE).write_text(json.dumps(rec))
     _reject(run.generated_train[0], jv)
     logs: list[str] = []
-    kept = asyncio.run(gate_tasks(cfg, run, None, logs.append))
+    summary: dict = {}
+    kept = asyncio.run(gate_tasks(cfg, run, None, logs.append, summary))
     assert run.generated_train[0].id not in {t.id for t in kept.train} and len(kept.train) == 2
+    assert summary["override"] is False and summary["used"] == 3
+    assert [s["id"] for s in summary["skipped"]] == [run.generated_train[0].id]
     assert any("skipping" in ln and "solution_passes" in ln for ln in logs)
     _reject(own, jv)
     with pytest.raises(TaskError, match="task wc is not admitted \\(solution_passes"):

@@ -1,7 +1,7 @@
 """Admission: whether a task enters the library, decided by running the real judge on it.
 
 It sits above ``judge/`` (it scores the initial state, the reference solution,
-hacks and alternatives) and below the CLI and training (DESIGN.md §1); the task
+hacks and alternatives) and below the CLI and training (the layering: tests/test_layering.py); the task
 data it reads and writes (``tasks.loader.solution_diff``, the
 ``admission.json`` record) stays in ``tasks/``.
 

@@ -1,7 +1,7 @@
 """Admission checks: a task enters the library only if every rule holds.
 
 Each rule is a small named check; its name is the rejection rule that
-``sparring tasks check`` reports (DESIGN.md §8). The rules:
+``sparring tasks check`` reports (docs/families.md). The rules:
 
 ========================  =====================================================
 ``spec_valid``            task.toml parses and validates (reported by the CLI)
@@ -15,6 +15,11 @@ Each rule is a small named check; its name is the rejection rule that
                           against its expected_tests.txt) has a listed id, and every
                           listed id names a test that exists (:mod:`sparring.tasks.hidden_suite`)
 ``hidden_tests_present``  hidden/ holds test files
+``task_links``            no link in hidden/ or solution/, no link in workspace/ that
+                          resolves outside it (absolute, or ``..`` climbing out), no
+                          device, FIFO or socket anywhere: task readers never follow a
+                          link out of a task (:mod:`sparring.tasks.taskfs`), and
+                          admission names the task that tries
 ``original_not_reachable``  no VCS history in the workspace, and no workspace
                           file holds the bytes of a file the solution replaces
 ``initial_state_fails``   the hidden tests do not all pass on the initial state
@@ -40,7 +45,7 @@ Rules that execute score through the real judge in real sandboxes. The result
 ``admission.json`` so that ``sparring tasks regress`` can later tell whether a
 changed environment or judge changes the task's outcome.
 
-Admission runs the judge, so it is a room of its own above ``judge/`` (DESIGN.md §1);
+Admission runs the judge, so it is a room of its own above ``judge/`` (the layering: tests/test_layering.py);
 the task data it reads and writes (the reference's diff, the ``admission.json``
 record the registry reads) stays in ``tasks/``.
 """
@@ -62,7 +67,7 @@ from sparring.admission import flake
 from sparring.errors import TaskError
 from sparring.judge.base import Judge, JudgeResult
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks import hacks, hidden_suite, initial_outcomes
+from sparring.tasks import hacks, hidden_suite, initial_outcomes, taskfs
 from sparring.tasks.environment import alayer_for, layer_for
 from sparring.tasks.hacks import Variant
 from sparring.tasks.loader import (
@@ -173,11 +178,31 @@ def check_hidden_tests(task: Task) -> list[Problem]:
     it can run (unscored) and trip an execution rule by chance."""
     if not task.spec.judge.hidden_tests:
         return [Problem("hidden_tests_listed", "judge.hidden_tests is empty: list every hidden test id")]
-    if not task.hidden.is_dir() or not any(
-        p for p in task.hidden.rglob("*.py") if is_test_path(p.relative_to(task.hidden).as_posix())
+    if not any(
+        e.kind == "file" and e.rel.endswith(".py") and is_test_path(e.rel)
+        for e, _ in taskfs.walk(task.hidden)
     ):
         return [Problem("hidden_tests_present", "hidden/ holds no test files")]
     return [Problem("hidden_tests_listed", why) for why in hidden_suite.listing_problems(task)]
+
+
+def check_task_links(task: Task) -> list[Problem]:
+    """Links in hidden/ and solution/ (any), links out of workspace/, and special files anywhere: an
+    imported dataset's link to a host file must never reach a reader (or a sandbox)."""
+    out = []
+    for part in ("hidden", "solution"):
+        for e, _ in taskfs.walk(task.path / part):
+            if e.kind == "link":
+                out.append(Problem("task_links", f"{part}/{e.rel} is a link (to {e.target!r}): {part}/ holds "
+                                   "regular files only; copy the file in instead"))  # fmt: skip
+    out += [Problem("task_links", f"workspace/{line}: the link leaves workspace/; link inside it or copy the "
+                    "file in") for line in taskfs.escaping_links(task.workspace)]  # fmt: skip
+    for part in ("workspace", "hidden", "solution"):
+        for e, _ in taskfs.walk(task.path / part):
+            if e.kind == "other":
+                out.append(Problem("task_links", f"{part}/{e.rel} is not a regular file, directory or link "
+                                   f"(mode {oct(e.mode)}): tasks hold files only"))  # fmt: skip
+    return out
 
 
 def _sha(data: bytes) -> str:
@@ -193,30 +218,28 @@ def check_original_not_reachable(
     environment, where code copied from an installed package would sit.
     """
     out = []
-    for d in task.workspace.rglob("*"):
-        if d.name in VCS_DIRS:
+    ws = taskfs.walk(task.workspace, lambda e: True)  # no link followed: a link is not content
+    for e, _ in ws:
+        if e.rel.rsplit("/", 1)[-1] in VCS_DIRS:
             out.append(
-                Problem(
-                    "original_not_reachable",
-                    f"workspace holds version-control data: {d.relative_to(task.path)}",
-                )
+                Problem("original_not_reachable", f"workspace holds version-control data: workspace/{e.rel}")
             )
+    current = {e.rel: data for e, data in ws if data is not None}
     files, _ = task.solution_files()
     originals = {}
     for rel, data in files.items():
-        current = task.workspace / rel
-        if current.is_file() and current.read_bytes() == data:
+        if current.get(rel) == data:
             continue  # unchanged by the solution: not a secret
         if len(data) >= 64:  # tiny answers (a number) can collide by chance
             originals[_sha(data)] = rel
     if originals:
-        for p in task.workspace.rglob("*"):
-            if p.is_file() and not p.is_symlink() and _sha(p.read_bytes()) in originals:
-                rel = originals[_sha(p.read_bytes())]
+        for rel_ws, data in current.items():
+            if _sha(data) in originals:
+                rel = originals[_sha(data)]
                 out.append(
                     Problem(
                         "original_not_reachable",
-                        f"workspace/{p.relative_to(task.workspace)} holds the solution's {rel}",
+                        f"workspace/{rel_ws} holds the solution's {rel}",
                     )
                 )
         leaked = sorted(rel for h, rel in originals.items() if h in environment_hashes)
@@ -452,12 +475,12 @@ async def check_task(
 ) -> CheckReport:
     """Every rule. ``eval_judge`` runs hidden/eval/ (default: :func:`eval_judge_of` ``judge``)."""
     rep = CheckReport(task.id, task.digest, version=task.spec.version)
-    for check in (check_instruction, check_initial_state, check_hidden_tests):
+    for check in (check_instruction, check_task_links, check_initial_state, check_hidden_tests):
         rep.problems += check(task)
     rep.problems += check_original_not_reachable(task, environment_hashes)
     missing = check_solution_present(task)
     rep.problems += missing
-    if not missing and not any(p.rule.startswith("hidden_tests") for p in rep.problems):
+    if not missing and not any(p.rule.startswith("hidden_tests") or p.rule == "task_links" for p in rep.problems):
         ej = eval_judge if eval_judge is not None else eval_judge_of(judge)
         rep.problems += await check_execution(task, judge, repeats, rep, slots, ej)
     return rep

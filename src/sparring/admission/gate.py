@@ -101,13 +101,16 @@ class Verdict:
 
     def line(self) -> str:
         if self.ok is None:
-            return f"task {self.task.id} was never admitted: run `sparring tasks check {self.task.path}`"
+            return f"task {self.task.id} was {self.reason}: run `sparring tasks check {self.task.path}`"
         return f"task {self.task.id} is not admitted ({self.reason})"
 
 
 def verdict_of(task: Task, record: dict[str, Any] | None) -> Verdict:
     if record is None:
-        return Verdict(task, None, "never checked")
+        old = load_admission(task)  # same bytes, another judge: say so, it is not "never"
+        if old is not None and old.get("judge_version"):
+            return Verdict(task, None, f"checked by judge {old['judge_version']}, not by the current one")
+        return Verdict(task, None, "never admitted")
     if record.get("ok"):
         return Verdict(task, True)
     problems = record.get("problems") or [{"rule": "?", "detail": "rejected"}]

@@ -46,8 +46,7 @@ def generate(
     backend: str = BACKEND_OPT,
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Generate N tasks of FAMILY deterministically from SEED, and admit them (`sparring tasks families`
-    lists the families)."""
+    """Generate N tasks of FAMILY deterministically from SEED, and admit them (verdicts in admission.json)."""
     from sparring.cli.progress import bar_while
     from sparring.tasks.families import check_n, get_family
     from sparring.tasks.families import generate as gen

@@ -98,15 +98,21 @@ def train(
     json_out: bool = typer.Option(
         False, "--json", help="Print one JSON object on stdout; logs go to stderr."
     ),
+    allow_unadmitted: bool = typer.Option(
+        False, "--allow-unadmitted", help="Use tasks admission rejected (as --set allow_unadmitted=true)."
+    ),
 ) -> None:
-    """Run the RL recipe from a config file (the config is fully checked before any work starts)."""
-    guarded(_train)(config, set_, resume, json_out)
+    """Run the RL recipe from a config file (the config is fully checked before any work starts). Only
+    admitted tasks are used: tasks never checked are checked first (verdicts cached by digest)."""
+    guarded(_train)(config, set_, resume, json_out, allow_unadmitted)
 
 
-def _train(config: Path, overrides: list[str], resume: bool, json_out: bool) -> None:
+def _train(
+    config: Path, overrides: list[str], resume: bool, json_out: bool, allow_unadmitted: bool = False
+) -> None:
     from sparring.train.config import load_config
 
-    cfg = load_config(config, overrides)
+    cfg = load_config(config, [*overrides, *(["allow_unadmitted=true"] if allow_unadmitted else [])])
     run_recipe(cfg, json_out, resume)
     if not json_out:
         out_console.print("done")

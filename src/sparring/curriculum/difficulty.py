@@ -97,7 +97,7 @@ def measure(tasks: Iterable[Task], trajectories_of: Callable[[str], Iterable[Tra
     """Pass rates of ``tasks`` (per digest) over the judged rollouts ``trajectories_of(task_id)`` yields.
 
     The caller reads the store (``store.iter_search`` with the task id and any policy filter): the
-    curriculum counts, it does not open stores (DESIGN.md §1)."""
+    curriculum counts, it does not open stores (the layering: tests/test_layering.py)."""
     tasks = list(tasks)
     out = {t.digest: Measurement(t.id, t.spec.version, t.digest, t.spec.difficulty) for t in tasks}
     for task_id in sorted({t.id for t in tasks}):

@@ -30,6 +30,7 @@ AGENT_PASSWD = "agent:x:1000:1000:agent:/home/agent:/bin/sh\n"
 AGENT_GROUP = "agent:x:1000:\n"
 HOSTS = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BIN_DIR = "/.sparring/bin"  # last on a sandbox's PATH: `python` where the image has only python3
 
 
 @dataclass(frozen=True)
@@ -112,10 +113,27 @@ def _with_line(text: str, line: str, uid_field: int) -> str:
     return text + line
 
 
-def prepare(root: Path) -> None:
-    """Make ``root`` (a flattened image) usable as a sandbox's ``/``."""
+def _python_alias(root: Path, path: str) -> str | None:
+    """The image's ``python3`` when its PATH has no ``python`` (Debian's images): what the judge's
+    ``python`` command finds, through /.sparring/bin at the end of PATH."""
+    dirs = [d for d in path.split(":") if d.startswith("/")]
+    if any(os.path.lexists(root / d.lstrip("/") / "python") for d in dirs):
+        return None
+    return next((f"{d}/python3" for d in dirs if os.path.lexists(root / d.lstrip("/") / "python3")), None)
+
+
+def prepare(root: Path, path: str = DEFAULT_PATH) -> None:
+    """Make ``root`` (a flattened image whose config's PATH is ``path``) usable as a sandbox's ``/``."""
+    alias = _python_alias(root, path)
     rfd = os.open(root, _DIR)
     try:
+        if alias is not None:
+            bfd = _dir_at(rfd, BIN_DIR.lstrip("/"))
+            try:
+                remove_at(bfd, "python")
+                os.symlink(alias, "python", dir_fd=bfd)
+            finally:
+                os.close(bfd)
         for rel in MOUNT_POINTS:
             os.close(_dir_at(rfd, rel))
         for rel, mode in (("tmp", 0o1777), ("home/agent", 0o755), ("workspace", 0o755)):

@@ -37,7 +37,7 @@ from sparring.images.runtime import ImageConfig, prepare
 from sparring.images.unpack import Limits, remove_at, unpack_layer
 
 ROOT_ENV = "SPARRING_IMAGE_ROOT"
-ROOT_FORMAT = "1"  # bump when prepare() changes what a root holds: old roots are then made anew
+ROOT_FORMAT = "2"  # bump when prepare() changes what a root holds: old roots are then made anew
 MANIFEST_TYPES = (
     "application/vnd.oci.image.manifest.v1+json",
     "application/vnd.docker.distribution.manifest.v2+json",
@@ -257,7 +257,7 @@ class ImageStore:
             tmp.mkdir(mode=0o755)
             try:
                 flatten(layers, tmp)
-                prepare(tmp)
+                prepare(tmp, rec.config.path)
                 (tmp / ".sparring" / f"root-format-{ROOT_FORMAT}").write_text(rec.digest + "\n")
                 os.chmod(tmp, 0o755)
                 if d.exists():

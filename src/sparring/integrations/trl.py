@@ -38,6 +38,7 @@ from sparring.env.prompts import initial_messages
 from sparring.integrations.tasks import TaskSet
 from sparring.integrations.trl_environment import SparringToolEnv, environment_factory, tool_set_name
 from sparring.sandbox.base import WorkspaceDiff
+from sparring.tasks import taskfs
 from sparring.tasks.loader import Task
 
 SINGLE_TURN_SYSTEM = (
@@ -68,8 +69,8 @@ def single_turn_prompt(task: Task) -> list[dict[str, Any]]:
     """The task's instruction and the current content of its target files, as chat messages."""
     parts = [f"{task.spec.instruction}\n\nSuccess criteria: {task.spec.success_criteria}\n"]
     for rel in target_files(task):
-        p = task.workspace / rel
-        current = p.read_text(errors="replace") if p.is_file() else ""
+        data = taskfs.read_file(task.workspace, rel, follow_links=True)  # never out of the task
+        current = data.decode(errors="replace") if data is not None else ""
         parts.append(f"Current `{rel}`:\n```\n# file: {rel}\n{current}```")
     return [{"role": "system", "content": SINGLE_TURN_SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
 

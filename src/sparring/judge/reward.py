@@ -46,6 +46,7 @@ ZEROING_FLAGS: frozenset[str] = frozenset(
         "unrepresentable_path",
         "unparseable_source",  # a changed .py file the interpreter's parser rejects: no check could read it
         "binary_module",  # native code, bytecode or an archive in the diff: importable, unreadable to the checks
+        "import_shadowing",  # a workspace module offered to the tests' dependencies, or shadowing an installed one
     }
 )
 GATED: frozenset[str] = frozenset({"efficiency", "usage"})

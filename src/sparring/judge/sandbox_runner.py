@@ -58,6 +58,7 @@ from sparring.judge.hacks import is_test_path
 from sparring.sandbox.base import ExecResult, Sandbox, SandboxBackend, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.pool import resets_completely
 from sparring.sandbox.workspace import MAX_DIFF_BYTES
+from sparring.tasks import taskfs
 from sparring.tasks.loader import Task
 from sparring.tasks.sandbox_spec import spec_for_task
 
@@ -114,25 +115,21 @@ def is_collected(rel: str) -> bool:
 
 
 def regression_files(task: Task) -> dict[str, bytes]:
-    """The task's own test files, as they are in the pristine initial state."""
-    out: dict[str, bytes] = {}
-    if task.workspace.is_dir():
-        for p in sorted(task.workspace.rglob("*.py")):
-            rel = p.relative_to(task.workspace).as_posix()
-            if is_test_path(rel) and p.name != "conftest.py" and "__pycache__" not in rel:
-                out[rel] = p.read_bytes()
-    return out
+    """The task's own test files, as they are in the pristine initial state (regular files only: a link
+    is never read through on the host, see :mod:`sparring.tasks.taskfs`)."""
+
+    def want(rel: str) -> bool:
+        return (rel.endswith(".py") and is_test_path(rel) and rel.rsplit("/", 1)[-1] != "conftest.py"
+                and "__pycache__" not in rel)  # fmt: skip
+
+    return taskfs.files(task.workspace, want)
 
 
 def hidden_test_files(task: Task) -> dict[str, bytes]:
     """The hidden test files the judge collects (never mounted: they reach the sandbox as probes)."""
-    out: dict[str, bytes] = {}
-    if task.hidden.is_dir():
-        for p in sorted(task.hidden.rglob("*.py")):
-            rel = p.relative_to(task.hidden).as_posix()
-            if is_collected(rel) and not rel.startswith(ADMISSION_DIR + "/") and p.is_file():
-                out[rel] = p.read_bytes()
-    return out
+    return taskfs.files(
+        task.hidden, lambda rel: is_collected(rel) and not rel.startswith(ADMISSION_DIR + "/")
+    )
 
 
 def _stage(work: Path, task: Task) -> tuple[Path, Path]:
@@ -144,16 +141,14 @@ def _stage(work: Path, task: Task) -> tuple[Path, Path]:
     (cfg / "pytest.ini").write_text(PYTEST_INI)
     view = work / "hidden"
     view.mkdir()
-    if task.hidden.is_dir():
-        for p in sorted(task.hidden.rglob("*")):
-            rel = p.relative_to(task.hidden).as_posix()
-            if rel == ADMISSION_DIR or rel.startswith(ADMISSION_DIR + "/") or p.is_symlink():
-                continue
-            if p.is_dir():
-                (view / rel).mkdir(parents=True, exist_ok=True)
-            elif p.is_file() and not is_collected(rel):
-                (view / rel).parent.mkdir(parents=True, exist_ok=True)
-                (view / rel).write_bytes(p.read_bytes())
+    for e, data in taskfs.walk(task.hidden, lambda e: not is_collected(e.rel)):
+        if e.rel == ADMISSION_DIR or e.rel.startswith(ADMISSION_DIR + "/"):
+            continue
+        if e.kind == "dir":
+            (view / e.rel).mkdir(parents=True, exist_ok=True)
+        elif data is not None:  # regular files only: links and the rest are not staged
+            (view / e.rel).parent.mkdir(parents=True, exist_ok=True)
+            (view / e.rel).write_bytes(data)
     return cfg, view
 
 
@@ -292,8 +287,14 @@ async def apply_diff(sb: Sandbox, diff: WorkspaceDiff) -> None:
 async def run_driver(sb: Sandbox, job: dict[str, Any], timeout: float) -> list[dict[str, Any]] | None:
     r = await sb.exec([PYTHON, "-s", "/judge/cfg/sandbox_driver.py", "/workspace"], timeout=timeout,
                       stdin=(json.dumps(job) + "\n").encode())  # fmt: skip
+    return await asyncio.to_thread(driver_results, r.stdout)  # the candidate's bytes: read off the loop
+
+
+def driver_results(stdout: str) -> list[dict[str, Any]] | None:
+    """The driver's results: its last line, a JSON list (None if it is not one). Linear in ``stdout``,
+    which the sandbox caps at 1 MiB."""
     try:
-        out = json.loads(r.stdout.strip().splitlines()[-1]) if r.stdout.strip() else None
+        out = json.loads(stdout.strip().splitlines()[-1]) if stdout.strip() else None
     except (ValueError, RecursionError):  # the candidate's process wrote it: unparseable is no answer
         return None
     return out if isinstance(out, list) else None
@@ -347,6 +348,7 @@ async def run_in_sandbox(
             disk_mb=judge_disk_mb(lim.disk_mb),
             network=lim.network,  # loopback where the task declares it: its checker polls a service it starts
             environment=spec_for_task(task).environment,  # the agent's layer: same interpreter, same pins
+            image=task.spec.environment.image,  # and the agent's image: its system (and, locally, its Python)
         )
         t = time.perf_counter()
         try:
@@ -393,7 +395,8 @@ async def run_in_sandbox(
             elif wanted and pooled is not None:
                 beside = asyncio.create_task(pooled.in_reference_sandbox(spec, reference_phase))
             try:
-                stdin = job(out) if callable(job) else job
+                # The candidate's job reads the reference's report first (CPU work): off the event loop.
+                stdin = await asyncio.to_thread(job, out) if callable(job) else job
                 try:
                     await apply_diff(sb, diff)
                 except (OSError, SandboxError) as e:

@@ -5,7 +5,7 @@ the sandbox, observation truncation, the judge call); this loop owns what only
 a rollout has: the policy call (its turn limit and the model semaphore), the
 snapshot cadence, and the trajectory record.
 
-Statuses (DESIGN.md §4): ``ok`` (submitted), ``truncated`` (step budget),
+Statuses (docs/rollouts.md): ``ok`` (submitted), ``truncated`` (step budget),
 ``timeout`` (wall budget), ``policy_error``, ``judge_error``. Sandbox faults
 (and a tool call or sandbox start that outlives its stage limit) raise
 :class:`SandboxError` so the scheduler can retry on a fresh sandbox: they are
@@ -52,13 +52,18 @@ __all__ = [
 ]
 
 
+POLICY_TURN_S = 600.0
+"""Default seconds for one policy turn: a 135M model on 2 busy cores writes ~2 tokens/s."""
+
+
 @dataclass(frozen=True)
 class StageLimits:
     """Per-stage time limits in seconds (None: the stage's own default).
 
     A stage that overruns is typed by who owns it: sandbox start and tool calls
-    are infrastructure (retried), a policy turn is ``policy_error``, the whole
-    rollout is ``timeout`` (the task's wall budget), the judge is ``judge_error``.
+    are infrastructure (retried), a policy turn is ``policy_error``, the agent's
+    commands past the task's wall budget are ``timeout``, the judge is ``judge_error``.
+    The policy's time is its own: it never counts against the task's wall budget.
     """
 
     sandbox_start_s: float = 120.0
@@ -66,9 +71,15 @@ class StageLimits:
     tool_call_s: float | None = None
     """One tool call, beyond which the sandbox counts as hung (default: 4x the task's exec timeout + 10 s)."""
     policy_turn_s: float | None = None
-    """One policy turn (default: whatever is left of the rollout's wall budget)."""
+    """One policy turn (default: :data:`POLICY_TURN_S`); beyond it the episode is ``policy_error``."""
     rollout_s: float | None = None
-    """The whole agent loop (default: the task's ``limits.wall_s``)."""
+    """What the agent's commands may take in all (default: the task's ``limits.wall_s``)."""
+
+    @property
+    def turn_s(self) -> float:
+        """The policy's budget for one turn."""
+        return self.policy_turn_s or POLICY_TURN_S
+
     judge_s: float = 600.0
     """Scoring one final workspace."""
 
@@ -163,8 +174,9 @@ class Episode:
         self.policy_ms = self._policy_ms_at_mark if self.env.mark is not None else 0.0
         return self.env.rewind()
 
-    async def _act(self, req: ActRequest, remaining: float) -> Action:
-        limit = min(remaining, self.limits.policy_turn_s) if self.limits.policy_turn_s else remaining
+    async def _act(self, req: ActRequest) -> Action:
+        limit = self.limits.turn_s  # the policy's own budget: the task's wall clock is the commands'
+
         # asyncio.timeout, not wait_for: no extra task per turn on the hot path
         if self.model_sem is None:
             async with asyncio.timeout(limit):
@@ -178,11 +190,11 @@ class Episode:
         env.attach(sandbox)
         try:
             while not env.check_budgets():
-                await self._turn(env.remaining_s())
+                await self._turn()
         finally:
             env.detach()
 
-    async def _turn(self, remaining: float) -> None:
+    async def _turn(self) -> None:
         """One policy turn, applied to the Environment."""
         env = self.env
         req = ActRequest(
@@ -191,12 +203,11 @@ class Episode:
         )  # fmt: skip
         tp = time.perf_counter()
         try:
-            action = await self._act(req, remaining)
+            action = await self._act(req)
         except TimeoutError:
-            if self.limits.policy_turn_s and remaining > self.limits.policy_turn_s:
-                env.end("policy_error", f"policy turn exceeded {self.limits.policy_turn_s:g}s")
-            else:
-                env.end("timeout")
+            env.end(
+                "policy_error", f"policy turn exceeded {self.limits.turn_s:g}s (raise --policy-turn-timeout)"
+            )
             return
         except PolicyError as e:
             env.end("policy_error", str(e))

@@ -21,6 +21,7 @@ from sparring.errors import ConfigError
 from sparring.judge.canary import hack_rate, is_canary, mix_canaries
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
 from sparring.policy.base import Policy
+from sparring.rollout.episode import StageLimits
 from sparring.rollout.run_records import RolloutSummary, outcome_figures
 from sparring.rollout.scheduler import RolloutScheduler
 from sparring.sandbox.base import SandboxBackend
@@ -74,6 +75,7 @@ async def evaluate(
     canary_rate: float = 0.0,
     seed: int = 0,
     make_runner: Callable[[RolloutScheduler], Any] | None = None,
+    policy_turn_s: float | None = None,
 ) -> dict[str, Any]:
     """Roll ``policy`` out ``group_size`` times on every task (and on canaries at ``canary_rate``),
     judged by the evaluation judge in each task's pinned layer, into ``store``; the
@@ -91,7 +93,8 @@ async def evaluate(
         canaries = mix_canaries(tasks, canary_rate, seed, tmp)
         pool = SandboxPool(backend, max_idle=concurrency)
         try:
-            sched = RolloutScheduler(pool, judge, store, concurrency=concurrency, on_done=done.append)
+            sched = RolloutScheduler(pool, judge, store, concurrency=concurrency, on_done=done.append,
+                                     limits=StageLimits(policy_turn_s=policy_turn_s))  # fmt: skip
             if make_runner is None:
                 summary = await sched.run([*tasks, *canaries], policy, group_size, seed=seed)
             else:

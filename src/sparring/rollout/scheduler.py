@@ -8,7 +8,7 @@ For each task, ``group_size`` samples form one GRPO group. The scheduler:
 * over-provisions groups with ``spares``: G + S members start, and once G of
   them have a trainable result the rest are cancelled (not stored: they never
   finished), so one slow or failed member does not stall its group;
-* types every final status (DESIGN.md §4) and gives each stage its own time
+* types every final status (docs/rollouts.md) and gives each stage its own time
   limit (:class:`~sparring.rollout.episode.StageLimits`);
 * retries an infrastructure fault (sandbox died, hung, failed to start) on a
   fresh sandbox with exponential backoff. With ``snapshot_every`` = k the

@@ -75,7 +75,7 @@ class SandboxEnvironment:
         searched inside ``root`` for the interpreter of the Python exec server). The sandbox keeps its
         own user, home, locale and hash seed: the image's HOME and USER would name a read-only place."""
         path = image_env.get("PATH") or "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-        dirs = tuple(d for d in path.split(":") if d.startswith("/"))
+        dirs = (*(d for d in path.split(":") if d.startswith("/")), "/.sparring/bin")
         keep = {k: v for k, v in image_env.items() if k not in ("PATH", "HOME", "USER", "LOGNAME", "HOSTNAME")}
         python = next(
             (f"{d}/{n}" for d in dirs for n in ("python3", "python") if os.path.lexists(root / d.lstrip("/") / n)),

@@ -107,7 +107,7 @@ class LocalBackend:
         """The Python environment a sandbox of ``spec`` runs and its root plan: the spec's layer
         (planned once per layer digest), or the backend's own environment when the spec names none."""
         image = self.image_for(spec)
-        if image is not None:
+        if image is not None:  # the image is the whole environment: its own Python, not a host layer
             return image.environment, image.plan
         ref = spec.environment
         if ref is None:
@@ -184,11 +184,6 @@ class LocalBackend:
                 raise SandboxError(
                     f"image {spec.image} has no directory {missing[0]} to mount onto (its root is read-only): "
                     "mount under /judge, /run/sparring or another directory the image has"
-                )
-            if spec.environment is not None:
-                raise SandboxError(
-                    f"the sandbox names both image {spec.image} and a Python layer (a task's [environment]): "
-                    "the local backend runs bare images only; run such a task with --backend oci"
                 )
         lower = self.lower_for(spec)
         if snap is not None and snap.base != str(lower):

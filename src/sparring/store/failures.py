@@ -35,6 +35,7 @@ from typing import Any, Literal
 from sparring.errors import ConfigError, StoreError
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.store.base import TrajectoryStore, TrajQuery
+from sparring.tasks import taskfs
 from sparring.tasks.loader import Task, write_task
 from sparring.trajectory import Trajectory
 
@@ -124,11 +125,7 @@ def members(store: TrajectoryStore, query: TrajQuery, cid: str) -> list[Trajecto
 
 
 def _apply(task: Task, diff: WorkspaceDiff) -> dict[str, str | bytes]:
-    files: dict[str, str | bytes] = {
-        p.relative_to(task.workspace).as_posix(): p.read_bytes()
-        for p in task.workspace.rglob("*")
-        if p.is_file()
-    }
+    files: dict[str, str | bytes] = dict(taskfs.files(task.workspace))  # no link is read through
     for rel in diff.deleted:
         files.pop(rel, None)
         prefix = rel.rstrip("/") + "/"
@@ -139,11 +136,7 @@ def _apply(task: Task, diff: WorkspaceDiff) -> dict[str, str | bytes]:
 
 
 def _read_dir(d: Path) -> dict[str, str | bytes]:
-    return (
-        {p.relative_to(d).as_posix(): p.read_bytes() for p in d.rglob("*") if p.is_file()}
-        if d.is_dir()
-        else {}
-    )
+    return dict(taskfs.files(d))  # a task's own regular files: no link is read through
 
 
 def promote_tasks(trajs: list[Trajectory], tasks: dict[tuple[str, str], Task], out: Path, cid: str,

@@ -1,6 +1,6 @@
 """A task's sandbox, as a :class:`~sparring.sandbox.base.SandboxSpec`: workspace, limits, pinned layer.
 
-The sandbox room knows nothing of tasks (DESIGN.md §1): its pool and backends
+The sandbox room knows nothing of tasks (the layering: tests/test_layering.py): its pool and backends
 take resolved specs. Resolving one is a task-room job (the limits and the
 environment are the task's), done here once for every entry point: rollouts,
 the Environment, replay and the judge, whose sandbox carries the same layer.

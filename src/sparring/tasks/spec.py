@@ -1,6 +1,6 @@
 """The task specification: the typed form of ``task.toml``.
 
-A task is a directory (DESIGN.md §2)::
+A task is a directory (every key and file: docs/tasks.md)::
 
     task.toml    this spec
     workspace/   the initial state the agent sees (read-only lower layer)
@@ -99,8 +99,9 @@ class Environment(_Strict):
     requirements: list[str] = Field(default_factory=lambda: ["pytest"], description="Pinned requirements.")
     image: str | None = Field(
         None,
-        description="OCI image the task's sandboxes run (system packages the host lacks); needs the OCI "
-        "backend (--backend oci). The Python layer is mounted into it.",
+        description="OCI image the task's sandboxes run, pinned as REF@sha256:... (`sparring tasks pin` pins a "
+        "tag). The local backend runs it from the image store (its own Python judges); the OCI backend "
+        "mounts the Python layer into it.",
     )
 
 

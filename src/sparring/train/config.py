@@ -24,7 +24,9 @@ class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: Path | None = Field(
-        None, description="An existing hf model dir; None builds a tiny model in the workdir."
+        None,
+        description="An existing hf model dir, or a .gguf file (converted once, cached); None builds a tiny "
+        "model in the workdir.",
     )
     hidden: int = Field(64, description="Hidden size of the tiny model.")
     layers: int = Field(2, description="Transformer layers of the tiny model.")
@@ -37,13 +39,28 @@ class ModelConfig(BaseModel):
         "(sparring.train.pretrain; 0: none, the weights stay random).",
     )
     max_new_tokens: int = Field(64, description="Tokens the policy may generate per turn.")
-    max_prompt_tokens: int = Field(1536, description="Prompt tokens kept (oldest turns dropped first).")
+    max_prompt_tokens: int = Field(
+        1536,
+        description="Prompt tokens kept: whole middle turns are dropped first, oldest first; the system "
+        "prompt, the instruction, the tool schemas and the last turn are always kept.",
+    )
     temperature: float = Field(1.0, description="Sampling temperature of rollouts.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass of rollouts.")
+    tool_format: str | None = Field(
+        None,
+        description="Tool-call format of the model's chat template (sparring, hermes, qwen3_coder, "
+        "llama3_json); None detects it from the template (the CLI's hf:PATH#FORMAT).",
+    )
+    turn_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="Seconds one policy turn may take (None: 600); the tasks' wall clock bounds the commands only.",
+    )
     max_batch: int = Field(
         64,
         ge=1,
-        description="Turns sampled in one generate call. Which turns share a call depends on sandbox timing, "
-        "and the call's seed and padding on its members: 1 makes a seed pin the sampled tokens.",
+        description="Turns sampled in one generate call. Each turn samples from its own random stream "
+        "(run seed, task, sample, turn), so batching never changes the tokens a seed gives.",
     )
     lora: LoRASettings | None = Field(
         None, description="Train LoRA adapters in the RL stage instead of all weights (the warm start stays full)."
@@ -227,8 +244,11 @@ class RLConfig(BaseModel):
             raise ValueError(
                 f"grpo.staleness={self.grpo.staleness} >= iterations={self.iterations}: no update would run"
             )
-        if self.model.path is not None and not (self.model.path / "config.json").is_file():
-            raise ValueError(f"model.path {self.model.path} is not a model directory (no config.json there)")
+        gguf = self.model.path is not None and self.model.path.suffix == ".gguf" and self.model.path.is_file()
+        if self.model.path is not None and not gguf and not (self.model.path / "config.json").is_file():
+            raise ValueError(
+                f"model.path {self.model.path} is not a model directory (no config.json there) nor a .gguf file"
+            )
         if self.model.path is None and self.model.hidden % self.model.heads:
             raise ValueError(
                 f"model.hidden={self.model.hidden} is not a multiple of model.heads={self.model.heads}"

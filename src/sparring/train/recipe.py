@@ -30,6 +30,7 @@ from sparring.monitor.progress import NoProgress, Progress
 from sparring.monitor.skill import skill_metrics
 from sparring.policy.scripted import OraclePolicy
 from sparring.rollout.buffer import BatchLag
+from sparring.rollout.episode import StageLimits
 from sparring.rollout.scheduler import RolloutScheduler, RolloutSummary
 from sparring.sandbox.config import make_backend
 from sparring.sandbox.pool import SandboxPool
@@ -55,6 +56,8 @@ class RunResult:
     weight_syncs: int = 0  # pushes of weights to the configured inference server (this process)
     # per held-out phase, the look-before-acting measure (sparring.monitor.skill) of families that teach it
     skill: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    # what the admission gate let through: tasks used, tasks skipped (with why), whether it was overridden
+    admission: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         skill = {"skill": self.skill} if self.skill else {}  # only families with a skill measure have the key
@@ -69,6 +72,7 @@ class RunResult:
             "trained_model": self.trained_model,
             "alerts": self.alerts,
             "weight_syncs": self.weight_syncs,
+            "admission": self.admission,
             **skill,
         }
 
@@ -129,25 +133,31 @@ def collect_tasks(cfg: RLConfig, log: Log) -> RunTasks:
     own_train = find_tasks(cfg.tasks) if cfg.tasks is not None else []
     own_held = find_tasks(cfg.heldout_tasks) if cfg.heldout_tasks is not None else []
     if own_train and not gen_held and not own_held:
-        log("no heldout_tasks: the held-out evaluation runs the training tasks (it measures no generalisation)")
+        log("no heldout_tasks: the held-out evaluation runs the training tasks (no generalisation measured)")
     return RunTasks(gen_train, gen_held, own_train, own_held)
 
 
-async def gate_tasks(cfg: RLConfig, run: RunTasks, judge: Any, log: Log) -> RunTasks:
+async def gate_tasks(
+    cfg: RLConfig, run: RunTasks, judge: Any, log: Log, summary: dict[str, Any] | None = None
+) -> RunTasks:
     """Only admitted tasks are used: tasks without a verdict are checked now (verdicts cached by digest and
     judge version, :mod:`sparring.admission.gate`); a generated reject is skipped with its reason, a
     rejected task of your own stops the run (one line). ``allow_unadmitted`` lets every task through."""
     from sparring.admission.gate import admit, allowed_by_env
 
+    out = summary if summary is not None else {}
     if cfg.allow_unadmitted or allowed_by_env():
+        out.update(override=True, used=len(run.all()), skipped=[])
         return run
-    verdicts = await admit(run.all(), judge, repeats=cfg.admission_repeats or None, concurrency=cfg.concurrency,
-                           log=log)  # fmt: skip
+    verdicts = await admit(run.all(), judge, repeats=cfg.admission_repeats or None,
+                           concurrency=max(3, cfg.concurrency), log=log)  # fmt: skip
     ok = {v.task.digest for v in verdicts if v.ok}
     own = {t.digest for t in run.own_train + run.own_heldout}
     for v in verdicts:
         if not v.ok and v.task.digest in own:
-            raise TaskError(f"{v.line()}: fix it and run `sparring tasks check`, or set allow_unadmitted: true")
+            raise TaskError(
+                f"{v.line()}: fix it, then `sparring tasks check` (allow_unadmitted: true overrides)"
+            )
     for v in verdicts:
         if not v.ok:
             log(f"admission: skipping {v.line().removeprefix('task ')}")
@@ -155,6 +165,8 @@ async def gate_tasks(cfg: RLConfig, run: RunTasks, judge: Any, log: Log) -> RunT
                       (run.generated_train, run.generated_heldout, run.own_train, run.own_heldout)))  # fmt: skip
     if not kept.train:
         raise TaskError("no admitted training task: every one was rejected (see `sparring tasks check`)")
+    out.update(override=False, used=len(kept.all()),
+               skipped=[{"id": v.task.id, "why": v.reason} for v in verdicts if not v.ok])  # fmt: skip
     return kept
 
 
@@ -173,6 +185,10 @@ def prepare_model(
 ) -> Path:
     """The configured model dir, or a tiny model built here (cached by its settings and corpus)."""
     if cfg.model.path is not None:
+        if cfg.model.path.suffix == ".gguf" and cfg.model.path.is_file():  # converted once, then cached
+            from sparring.policy.gguf import cached_model_dir
+
+            return cached_model_dir(cfg.model.path)
         if not (cfg.model.path / "config.json").is_file():
             raise ConfigError(f"model.path {cfg.model.path} is not a model directory (no config.json)")
         return cfg.model.path
@@ -396,7 +412,8 @@ async def run_rl(
     run_tasks = collect_tasks(cfg, log)
     backend = make_backend(cfg.backend)  # each task's spec names its layer: agent and judge run it
     try:  # admitted tasks only, decided before a store, a model or a run record is made
-        run_tasks = await gate_tasks(cfg, run_tasks, PytestJudge(backend, limits=cfg.sandbox_limits), log)
+        run_tasks = await gate_tasks(cfg, run_tasks, PytestJudge(backend, limits=cfg.sandbox_limits), log,
+                                     res.admission)  # fmt: skip
     except BaseException:
         await backend.aclose()
         raise
@@ -418,12 +435,14 @@ async def run_rl(
     judge_pool = judge_pool_for(backend, cfg.concurrency)
     judge = PytestJudge(backend, limits=cfg.sandbox_limits, pool=judge_pool)
     train_tasks, held = run_tasks.train, run_tasks.heldout
+    limits = StageLimits(policy_turn_s=cfg.model.turn_timeout_s)  # the policy's own time per turn
     sched = RolloutScheduler(
-        pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps, on_done=tick
+        pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps, on_done=tick, limits=limits
     )
     eval_sched = RolloutScheduler(
-        pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.heldout_max_steps, on_done=tick
-    )
+        pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.heldout_max_steps, on_done=tick,
+        limits=limits,
+    )  # fmt: skip
     executor = make_rollout_executor(cfg, sched)  # where every scheduler of the run plays its samples
     executor.attach(eval_sched)
     m = cfg.model
@@ -464,7 +483,8 @@ async def run_rl(
         res.model = str(model_dir)
         policy = HFPolicy(
             model_dir, max_new_tokens=m.max_new_tokens, max_prompt_tokens=m.max_prompt_tokens,
-            temperature=m.temperature, seed=cfg.seed, max_batch=m.max_batch,
+            temperature=m.temperature, top_p=m.top_p, seed=cfg.seed, max_batch=m.max_batch,
+            tool_format=m.tool_format,
         )  # fmt: skip
         if examples:
             # in the model's own chat template (a hub model's, or Sparring's: the same text as above)
