@@ -376,6 +376,12 @@ def import_cmd(
         help="swe-bench: a git repository (or .tar.gz of one) for every instance, or a directory holding "
         "<owner>__<name> or <name> per repo. Nothing is downloaded.",
     ),
+    build: bool = typer.Option(
+        False,
+        "--build",
+        help="terminal-bench / harbor: build each Dockerfile with buildah (its RUN steps run) into the image "
+        "store and pin the task to the image's digest, instead of mapping it onto a Python layer.",
+    ),
     backend: str = BACKEND_OPT,
     json_out: bool = JSON_OPT,
 ) -> None:
@@ -386,7 +392,7 @@ def import_cmd(
     from sparring.tasks.importers.batch import RecordErrors
 
     try:
-        tasks = import_tasks(fmt, file, out, limit=limit, repos=repos,
+        tasks = import_tasks(fmt, file, out, limit=limit, repos=repos, build=build,
                              backend=make_cli_backend(backend) if fmt in NEEDS_BACKEND else None)  # fmt: skip
     except RecordErrors as e:
         for line in e.problems:

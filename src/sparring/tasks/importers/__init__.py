@@ -46,6 +46,8 @@ class ImportOptions:
     limit: int | None = None
     repos: Path | None = None
     backend: SandboxBackend | None = None
+    build: bool = False
+    """terminal-bench: build each Dockerfile with buildah and pin the task to the image."""
 
 
 def _function_jsonl(path: Path, out: Path, opts: ImportOptions) -> list[Task]:
@@ -65,7 +67,7 @@ def _terminal_bench(path: Path, out: Path, opts: ImportOptions) -> list[Task]:
 
     if opts.backend is None:
         raise ConfigError("--format terminal-bench needs a sandbox backend to run the task's solution in")
-    return import_terminal_bench(path, out, backend=opts.backend, limit=opts.limit)
+    return import_terminal_bench(path, out, backend=opts.backend, limit=opts.limit, build=opts.build)
 
 
 IMPORT_FORMATS: dict[str, Callable[[Path, Path, ImportOptions], list[Task]]] = {
@@ -86,6 +88,7 @@ def import_tasks(
     limit: int | None = None,
     repos: Path | None = None,
     backend: SandboxBackend | None = None,
+    build: bool = False,
 ) -> list[Task]:
     """Import with a named format; ConfigError naming the known formats otherwise."""
     try:
@@ -96,7 +99,7 @@ def import_tasks(
         ) from None
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"--limit must be a positive integer, got {limit!r}")
-    return importer(Path(path), Path(out), ImportOptions(limit=limit, repos=repos, backend=backend))
+    return importer(Path(path), Path(out), ImportOptions(limit=limit, repos=repos, backend=backend, build=build))
 
 
 __all__ = [

@@ -37,6 +37,7 @@ import asyncio
 import json
 import re
 import shlex
+import shutil
 import tempfile
 import tomllib
 from dataclasses import dataclass, field
@@ -239,6 +240,34 @@ def solution_command(script: str) -> str:
     return "bash -c " + shlex.quote(script)
 
 
+def built_image(src: Source) -> tuple[str, str, Files]:
+    """Build the task's Dockerfile with buildah (its ``RUN`` steps really run: images.builder) into the
+    image store, from a copy of the build context without the task's private entries (its tests and
+    solution can never be in the image). Returns the image pinned by digest, its work directory and
+    the files there (the workspace: what the COPY and RUN steps left, links not followed)."""
+    from sparring.errors import ImageError
+    from sparring.images.builder import build
+    from sparring.images.store import ImageStore
+
+    assert src.dockerfile is not None and src.context is not None
+    tag = f"sparring-import/{spec_id(src.root)}:latest"
+    store = ImageStore()
+    with tempfile.TemporaryDirectory(prefix="sparring-tb-ctx-") as tmp:
+        ctx = Path(tmp) / "context"
+        shutil.copytree(src.context, ctx, symlinks=True,
+                        ignore=lambda d, names: [n for n in names if Path(d) == src.context and n in PRIVATE])  # fmt: skip
+        shutil.copyfile(src.dockerfile, Path(tmp) / "Dockerfile")
+        try:
+            rec = build(store, ctx, tag, dockerfile=Path(tmp) / "Dockerfile", quiet=True)
+        except ImageError as e:
+            raise TaskError(f"{src.dockerfile.name}: {e}") from None
+    workdir = rec.config.working_dir or "/"
+    root = store.rootfs(rec) / workdir.strip("/")
+    files: Files = dict(taskfs.files(root)) if workdir.strip("/") and root.is_dir() else {}
+    files = {k: v for k, v in files.items() if "__pycache__/" not in k}
+    return f"{tag}@{rec.digest}", workdir, files
+
+
 async def run_solution(backend: SandboxBackend, workspace: Files, command: str, env: Environment,
                        limits: Limits) -> tuple[dict[str, bytes], list[str]]:  # fmt: skip
     """The files ``command`` (the oracle's one ``bash`` call) leaves in a sandbox over ``workspace``
@@ -250,7 +279,7 @@ async def run_solution(backend: SandboxBackend, workspace: Files, command: str, 
         for rel, data in workspace.items():
             (ws / rel).parent.mkdir(parents=True, exist_ok=True)
             (ws / rel).write_bytes(data.encode() if isinstance(data, str) else data)
-        spec = SandboxSpec(workspace=ws, environment=layer.ref(), network="none", memory_mb=limits.memory_mb,
+        spec = SandboxSpec(workspace=ws, environment=layer.ref(), image=env.image, network="none", memory_mb=limits.memory_mb,
                            pids=limits.pids, cpus=limits.cpus, disk_mb=limits.disk_mb)  # fmt: skip
         sb = await backend.create(spec)
         try:
@@ -272,29 +301,38 @@ def spec_id(root: Path) -> str:
     return f"{FAMILY}-" + (re.sub(r"[^a-z0-9.]+", "-", root.name.lower()).strip("-.") or "task")
 
 
-def task_draft(src: Source, backend: SandboxBackend) -> Draft:
-    """The task a directory becomes (its solution run in a sandbox); TaskError naming what cannot map."""
+def task_draft(src: Source, backend: SandboxBackend, build: bool = False) -> Draft:
+    """The task a directory becomes (its solution run in a sandbox); TaskError naming what cannot map.
+    ``build``: the Dockerfile is built with buildah (:func:`built_image`) and the task runs on that
+    image, pinned by digest; otherwise it is mapped (:mod:`.dockerfile`) onto a Python layer."""
     assert src.dockerfile is not None and src.context is not None and src.solution is not None
     if not src.dockerfile.is_file():
         raise TaskError(f"no {src.dockerfile.relative_to(src.root)}: the environment must be a Dockerfile")
-    m: Mapped = map_dockerfile(src.dockerfile)
-    workspace: Files = dict(workspace_files(m, src.context, PRIVATE if src.context == src.root else frozenset()))
-    hidden, ids = hidden_files(src, m.workdir)
-    try:
-        requirements = list(resolve(Environment(requirements=["pytest", *m.requirements])))
-    except TaskError as e:
-        raise TaskError(f"{src.dockerfile.name}: {e}") from None
-    env = Environment(requirements=requirements)
+    base = "?"
+    if build:
+        image, workdir, workspace = built_image(src)
+        env = Environment(image=image)
+        base = image
+    else:
+        m: Mapped = map_dockerfile(src.dockerfile)
+        workdir, base = m.workdir, m.base or "?"
+        workspace = dict(workspace_files(m, src.context, PRIVATE if src.context == src.root else frozenset()))
+        try:
+            requirements = list(resolve(Environment(requirements=["pytest", *m.requirements])))
+        except TaskError as e:
+            raise TaskError(f"{src.dockerfile.name}: {e}") from None
+        env = Environment(requirements=requirements)
+    hidden, ids = hidden_files(src, workdir)
     wall = min(src.agent_timeout_s or 900.0, MAX_WALL_S)
     limits = Limits(max_steps=50, wall_s=wall, exec_timeout_s=min(120.0, wall), memory_mb=src.memory_mb or 2048,
                     cpus=src.cpus or 1.0, disk_mb=512)  # fmt: skip
-    command = solution_command(_rewrite(_text(src.solution.parent, src.solution.name), m.workdir))
+    command = solution_command(_rewrite(_text(src.solution.parent, src.solution.name), workdir))
     files, deleted = asyncio.run(run_solution(backend, workspace, command, env, limits))
     if not files and not deleted:
         raise TaskError("the solution script changes nothing in the work directory")
     solution: Files = {**files, SOLUTION_CALLS: json.dumps([{"name": "bash", "arguments": {"command": command}}],
                                                           indent=1) + "\n"}  # fmt: skip
-    instruction = _rewrite(src.instruction.strip(), m.workdir) + (
+    instruction = _rewrite(src.instruction.strip(), workdir) + (
         f"\n\nWork in {WORKSPACE} (the current directory). When you are done, submit."
     )
     success = (f"The hidden tests ({len(ids)}) pass when run against the final state of {WORKSPACE}, "
@@ -305,7 +343,7 @@ def task_draft(src: Source, backend: SandboxBackend) -> Draft:
         "judge": JudgeSpec(hidden_tests=ids, weights={"all_pass": 1.0}, timeout_s=src.test_timeout_s or 120.0),
         "difficulty": TIERS.get(src.difficulty.lower(), 2),
         "tags": [FAMILY, "imported", src.layout, *src.tags],
-        "provenance": Provenance(generator=IMPORTER, source=f"{src.layout}:{src.root.name} (FROM {m.base or '?'})"),
+        "provenance": Provenance(generator=IMPORTER, source=f"{src.layout}:{src.root.name} (FROM {base})"),
         "environment": env,
     })  # fmt: skip
     return Draft(spec, workspace, hidden, solution, deleted)
@@ -324,15 +362,16 @@ def task_dirs(path: Path) -> list[Path]:
     return dirs
 
 
-def import_terminal_bench(path: Path, out: Path, *, backend: SandboxBackend, limit: int | None = None) -> list[Task]:
+def import_terminal_bench(path: Path, out: Path, *, backend: SandboxBackend, limit: int | None = None,
+                          build: bool = False) -> list[Task]:  # fmt: skip
     """Import Terminal-bench / Harbor task directories into out/<task id>/: all, or (naming every bad
-    task) none."""
+    task) none. ``build``: each Dockerfile is built with buildah, the task pinned to the image."""
     dirs = task_dirs(path)[:limit]
     problems: list[str] = []
     drafts: list[Draft] = []
     for d in dirs:
         try:
-            drafts.append(task_draft(read_source(d), backend))
+            drafts.append(task_draft(read_source(d), backend, build))
         except TaskError as e:
             problems.append(f"{d.name}: {e}")
     if problems:
