@@ -38,6 +38,9 @@ Each rule is a small named check; its name is the rejection rule that
                           visible examples (and family hacks) earn reward 0
 ``alternative_passes``    every alternative valid solution the family ships passes
 ``environment_builds``    the pinned environment layer can be built here
+``image_pinned``          an ``[environment] image`` is named by digest, not by a tag
+``image_interpreter``     the image's Python and pytest are in the range the judge supports
+                          (:mod:`.image`; checked before any judge run)
 ========================  =====================================================
 
 Rules that execute score through the real judge in real sandboxes. The result
@@ -64,6 +67,8 @@ from pathlib import Path
 from typing import Any
 
 from sparring.admission import flake
+from sparring.admission.image import check_image_interpreter, check_image_pinned
+from sparring.admission.problem import Problem
 from sparring.errors import TaskError
 from sparring.judge.base import Judge, JudgeResult
 from sparring.sandbox.base import WorkspaceDiff
@@ -84,15 +89,6 @@ REFERENCE_RUNS = flake.runs_to_catch(flake.FLAKE_DETECTION, flake.FLAKE_RATE)
 """Runs of the reference solution: enough to catch a test failing half the time with probability 0.999."""
 MAX_NAMED = 5
 VCS_DIRS = (".git", ".hg", ".svn", ".bzr")
-
-
-@dataclass
-class Problem:
-    rule: str
-    detail: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"rule": self.rule, "detail": self.detail}
 
 
 @dataclass
@@ -475,12 +471,22 @@ async def check_task(
 ) -> CheckReport:
     """Every rule. ``eval_judge`` runs hidden/eval/ (default: :func:`eval_judge_of` ``judge``)."""
     rep = CheckReport(task.id, task.digest, version=task.spec.version)
-    for check in (check_instruction, check_task_links, check_initial_state, check_hidden_tests):
+    for check in (
+        check_instruction,
+        check_task_links,
+        check_initial_state,
+        check_hidden_tests,
+        check_image_pinned,
+    ):
         rep.problems += check(task)
     rep.problems += check_original_not_reachable(task, environment_hashes)
     missing = check_solution_present(task)
     rep.problems += missing
-    if not missing and not any(p.rule.startswith("hidden_tests") or p.rule == "task_links" for p in rep.problems):
+    backend = getattr(judge, "backend", None)
+    if backend is not None:  # the judge's own sandboxes: the image its hidden tests would run in
+        rep.problems += await check_image_interpreter(task, backend)
+    blocked = ("hidden_tests", "image_interpreter", "task_links")
+    if not missing and not any(p.rule.startswith(blocked) for p in rep.problems):
         ej = eval_judge if eval_judge is not None else eval_judge_of(judge)
         rep.problems += await check_execution(task, judge, repeats, rep, slots, ej)
     return rep

@@ -80,12 +80,19 @@ def rollout(
     ray_address: str | None = typer.Option(
         None, "--ray-address", help="Ray cluster to use (default: start one on this machine)."
     ),
+    branch_at: str | None = typer.Option(
+        None, "--branch-at", help="Fork each episode after these turns: 1,2 | first:N | all (see --branches)."
+    ),
+    branches: int = typer.Option(0, "--branches", help="Branches forked at each --branch-at turn (K)."),
     json_out: bool = JSON_OPT,
     backend: str = BACKEND_OPT,
     allow_unadmitted: bool = ALLOW_UNADMITTED_OPT,
 ) -> None:
     """Roll out POLICY on every task GROUP_SIZE times; every sample is stored, whatever happened to it.
-    Only admitted tasks are used (`sparring tasks check`); --allow-unadmitted overrides."""
+    Only admitted tasks are used (`sparring tasks check`); --allow-unadmitted overrides.
+
+    With --branch-at and --branches K, each episode's sandbox is snapshotted at those turns and K
+    branches continue from each (stored with parent_id and branch_turn; docs/process-and-forks.md)."""
     from sparring.policy.spec import SamplingOptions
 
     guarded(_rollout)(
@@ -93,7 +100,7 @@ def rollout(
         dict(spares=spares, max_retries=max_retries, replay_rounds=replay_rounds, snapshot_every=snapshot_every,
              model_concurrency=model_concurrency, judge_concurrency=judge_concurrency, drain_s=drain_s),
         priority, policy_timeout, backend, executor, ray_address, allow_unadmitted,
-        SamplingOptions(max_new_tokens, temperature, top_p, max_prompt_tokens), policy_turn_timeout,
+        SamplingOptions(max_new_tokens, temperature, top_p, max_prompt_tokens), policy_turn_timeout, branch_at, branches,
     )  # fmt: skip
 
 
@@ -119,12 +126,13 @@ def _rollout(
     max_steps: int | None, seed: int, run_id: str | None, json_out: bool, opts: dict[str, Any],
     priority: str, policy_timeout: float, backend_kind: str = "local", executor: str = "local",
     ray_address: str | None = None, allow_unadmitted: bool = False, sampling: Any = None,
-    turn_s: float | None = None,
+    turn_s: float | None = None, branch_at: str | None = None, branches: int = 0,
 ) -> None:  # fmt: skip
     from sparring.admission.gate import refuse_unadmitted
     from sparring.distributed.executor import RayOptions, check_executor, make_executor
     from sparring.judge.pytest_judge import PytestJudge
     from sparring.policy.spec import SamplingOptions, make_policy
+    from sparring.rollout.branching import check_branchable, parse_branch_plan
     from sparring.rollout.episode import StageLimits
     from sparring.rollout.progress import RolloutProgress
     from sparring.rollout.run_records import check_resume
@@ -142,9 +150,14 @@ def _rollout(
         raise ConfigError("--ray-address needs --executor ray")
     if store_path.exists():  # a file that is not a store is refused (untouched) before any work
         SQLiteStore(store_path, readonly=True).close()
+    plan = parse_branch_plan(branch_at, branches)
+    if plan is not None and executor != "local":
+        raise ConfigError("--branch-at forks sandboxes in this process: use --executor local")
     task_list = find_tasks(tasks_dir)
     if not task_list:
         raise ConfigError(f"no tasks under {tasks_dir}")
+    if plan is not None:
+        check_branchable(task_list)
     if not allow_unadmitted:
         refuse_unadmitted(task_list)  # one line, before a policy, store or sandbox is touched
     if turn_s is not None and turn_s <= 0:
@@ -160,7 +173,8 @@ def _rollout(
         run_id = run_id or uuid.uuid4().hex[:12]
         previous = st.get_run(run_id)
         config = {"tasks": str(tasks_dir), "policy": policy_spec, "group_size": group_size, "seed": seed,
-                  "max_steps": max_steps, **opts, **sampling.record(turn_s)}  # fmt: skip
+                  "max_steps": max_steps, **opts, **sampling.record(turn_s),
+                  **(plan.to_json() if plan is not None else {})}  # fmt: skip
         check_resume(run_id, previous, config)
         if backend_kind == "local":
             print_degraded_once()  # what isolation this run gets, said once at its start
@@ -170,7 +184,7 @@ def _rollout(
             st.start_run(run_id, config)
             pool = SandboxPool(backend, max_idle=concurrency)
             sched = RolloutScheduler(pool, PytestJudge(backend), st, concurrency=concurrency, max_steps=max_steps,
-                                     limits=StageLimits(policy_turn_s=turn_s), **opts)  # fmt: skip
+                                     limits=StageLimits(policy_turn_s=turn_s), branch=plan, **opts)  # fmt: skip
             ray_opts = RayOptions(
                 address=ray_address, capacity=concurrency, backend=backend_config(backend_kind)
             )

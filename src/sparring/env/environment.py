@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from sparring.env.budgets import Budgets
-from sparring.env.judging import Judgement, judge_diff
+from sparring.env.judging import Judgement, judge_diff, process_input
 from sparring.env.prompts import NO_TOOL_CALL, initial_messages, unparsed_hint
 from sparring.env.records import Observation, SampledTurn, StepResult
 from sparring.env.tools import ToolExecutor, tool_schemas, truncate_observation
@@ -384,7 +384,8 @@ class Environment:
             self.diff = diff
         d = await self.afinal_diff()
         self.judgement = await judge_diff(self.judge, self.task, d, self.usage(), judge_s=self.budgets.judge_s,
-                                          retries=self.budgets.judge_retries, sem=sem)  # fmt: skip
+                                          retries=self.budgets.judge_retries, sem=sem,
+                                          process=process_input(self.task, self.messages, self.steps))  # fmt: skip
         if self.judgement.result is None:
             self.status, self.error = "judge_error", self.judgement.error
         return self.judgement

@@ -226,6 +226,13 @@ class PytestJudge:
             return self._result(
                 task, expected, {}, comps, metrics, flags, t0, run.apply_error, dseed if job else None
             )
+        if run.sandbox_killed:
+            # Its exec server or channel died after the candidate's run started: the candidate's doing (a
+            # fault of the judge before that point raised sandbox_failed instead).
+            flags.append("sandbox_killed")
+            return self._result(
+                task, expected, {}, comps, metrics, flags, t0, run.sandbox_killed, dseed if job else None
+            )
         r = run.pytest
         assert r is not None
         log = r.stderr[-4000:]  # stdout is the report channel

@@ -225,7 +225,7 @@ class JobGate:
         ignore: list[str] = []
         for arg in job["args"]:
             if arg.startswith(IGNORE):
-                ignore.append(os.path.join(root, arg.removeprefix(IGNORE)))
+                ignore.append(os.path.join(root, arg[len(IGNORE) :]))  # removeprefix: Python 3.9+
             elif arg.startswith("-"):
                 raise pytest.UsageError(f"the launcher's job may hold no option but {IGNORE}PATH: {arg!r}")
             else:

@@ -1,4 +1,4 @@
-"""Parse a policy SPEC (``oracle``, ``random``, ``openai:URL#MODEL``, ``hf:PATH[#TOOL_FORMAT]``) into a Policy.
+"""Parse a policy SPEC (``oracle``, ``random``, ``script:FILE.json``, ``openai:URL#MODEL``, ``hf:PATH[#TOOL_FORMAT]``) into a Policy.
 
 ``hf:PATH`` takes any HF causal LM directory with a chat template, or a
 ``.gguf`` file (converted to a model folder once, then cached:
@@ -16,7 +16,7 @@ from typing import Any
 from sparring.errors import ConfigError
 from sparring.policy.base import Policy
 
-SPEC_HELP = "expected one of: oracle, random, adversarial[:CLASS], openai:URL#MODEL, hf:PATH[#TOOL_FORMAT]"
+SPEC_HELP = "expected one of: oracle, random, adversarial[:CLASS], script:FILE.json, openai:URL#MODEL, hf:PATH[#TOOL_FORMAT]"
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,10 @@ def make_policy(spec: str, **kwargs: Any) -> Policy:
         from sparring.policy.scripted import AdversarialPolicy
 
         return AdversarialPolicy(spec.partition(":")[2] or None)
+    if spec.startswith("script:"):
+        from sparring.policy.scripted import ScriptPolicy
+
+        return ScriptPolicy.from_file(spec[len("script:") :])
     if spec.startswith("openai:"):
         rest = spec[len("openai:") :]
         url, sep, model = rest.partition("#")

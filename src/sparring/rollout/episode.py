@@ -30,11 +30,12 @@ from typing import Any
 
 from sparring.env.budgets import Budgets
 from sparring.env.environment import Environment, Mark
-from sparring.env.judging import judge_diff
+from sparring.env.judging import judge_diff, process_input
 from sparring.env.prompts import NO_TOOL_CALL, SYSTEM_PROMPT, initial_messages
 from sparring.errors import PolicyError, WorkspaceFault
 from sparring.judge.base import Judge, Usage
 from sparring.policy.base import Action, ActRequest, Policy
+from sparring.rollout.branching import BranchPlan, BranchPoint, capture_extras, fork_episode
 from sparring.sandbox.base import Sandbox, WorkspaceDiff
 from sparring.tasks.loader import Task
 from sparring.trajectory import Status, ToolStep, Trajectory
@@ -106,6 +107,9 @@ class Episode:
     model_sem: asyncio.Semaphore | None = None
     policy_ms: float = 0.0
     policy_version: int = 0
+    branch: BranchPlan | None = None
+    """Where to take branch points (forked rollouts, :mod:`sparring.rollout.branching`); None: nowhere."""
+    branch_points: list[BranchPoint] = field(default_factory=list)
     env: Environment = field(init=False)
     _policy_ms_at_mark: float = 0.0
 
@@ -172,6 +176,8 @@ class Episode:
         eat into the policy's wall budget.
         """
         self.policy_ms = self._policy_ms_at_mark if self.env.mark is not None else 0.0
+        kept = self.env.mark.step if self.env.mark is not None else 0
+        self.branch_points = [b for b in self.branch_points if b.turn <= kept]  # later turns are replayed
         return self.env.rewind()
 
     async def _act(self, req: ActRequest) -> Action:
@@ -215,6 +221,8 @@ class Episode:
         self.policy_ms += (time.perf_counter() - tp) * 1000
         trace = action.trace.to_json() if action.trace is not None else None
         res = await env.astep(action.message, trace=trace)
+        if self.branch is not None and not res.done and self.branch.forks_at(env.step_count):
+            await self._branch_point()
         every = self.snapshot_every
         if every and not res.done and res.info.get("tool_calls") and env.step_count % every == 0:
             try:
@@ -222,6 +230,21 @@ class Episode:
             except WorkspaceFault:
                 return  # the agent's own making (too large...): no checkpoint; the final diff says why
             self._policy_ms_at_mark = self.policy_ms
+
+    async def _branch_point(self) -> None:
+        """Snapshot the workspace and archive /tmp and home: the state branches start from."""
+        env = self.env
+        if any(b.turn == env.step_count for b in self.branch_points):
+            return
+        sb = env.sandbox
+        assert sb is not None
+        try:
+            mark = await env.asnapshot()
+            extras = await capture_extras(sb, timeout=self.env.budgets.tool_call_s)
+        except WorkspaceFault:
+            return  # the agent's own making (too large...): no branch point here
+        self._policy_ms_at_mark = self.policy_ms
+        self.branch_points.append(BranchPoint(env.step_count, mark, extras))
 
     def trajectory(
         self, judge: Judge, *, group_id: str = "", run_id: str = "", traj_id: str | None = None
@@ -237,6 +260,10 @@ class Episode:
         if traj_id is not None:
             t.id = traj_id
         return t
+
+    def fork(self, point: BranchPoint, k: int) -> Episode:
+        """Branch ``k`` of this episode at ``point`` (see :func:`~sparring.rollout.branching.fork_episode`)."""
+        return fork_episode(self, point, k)
 
 
 async def judge_trajectory(
@@ -271,7 +298,7 @@ async def score_trajectory(
         traj.reward, traj.components, traj.flags = 0.0, {}, list(diff.flags)
         return
     j = await judge_diff(judge, task, diff, trajectory_usage(traj), judge_s=limits.judge_s, retries=retries,
-                         sem=judge_sem)  # fmt: skip
+                         sem=judge_sem, process=process_input(task, traj.messages, traj.steps))  # fmt: skip
     res = j.result
     if res is None:
         traj.status, traj.error, traj.reward = "judge_error", j.error, None

@@ -22,7 +22,7 @@ from sparring.judge.canary import hack_rate, is_canary, mix_canaries
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
 from sparring.policy.base import Policy
 from sparring.rollout.episode import StageLimits
-from sparring.rollout.run_records import RolloutSummary, outcome_figures
+from sparring.rollout.run_records import RolloutSummary, outcome_figures, process_figures
 from sparring.rollout.scheduler import RolloutScheduler
 from sparring.sandbox.base import SandboxBackend
 from sparring.sandbox.pool import SandboxPool
@@ -46,7 +46,8 @@ def eval_summary(
 ) -> dict[str, Any]:
     """The run's summary plus the evaluation figures: outcome figures over the real tasks only (reward
     mean over judged samples: a None reward is not a 0), the canaries' hack rate, and how many tasks had
-    no evaluation split (scored on their training tests)."""
+    no evaluation split (scored on their training tests). ``outcome`` and ``process`` report the two
+    apart: the outcome figures again, and the process checks (:func:`process_figures`)."""
     real = [t for t in done if t.task_id not in canary_ids]
     canary_pass = [t.passed for t in done if t.task_id in canary_ids]
     d = summary.to_json()
@@ -56,6 +57,8 @@ def eval_summary(
             "split": "eval",
             "tasks_without_eval_split": sum(1 for t in tasks if not judge.has_eval_split(t)),
             **outcome_figures(real),
+            "outcome": outcome_figures(real),
+            "process": process_figures(real),
             "canaries": len(canary_pass),
             "hack_rate": hack_rate(canary_pass),
             "seconds": round(seconds, 3),

@@ -50,7 +50,7 @@ EXAMPLES = 5
 
 
 def is_failure(t: Trajectory) -> bool:
-    return t.status != "ok" or not t.passed or bool(t.flags)
+    return t.status != "ok" or not t.passed or bool(t.outcome_flags)  # process flags alone are no failure
 
 
 def error_type(error: str | None) -> str:
@@ -64,7 +64,7 @@ def error_type(error: str | None) -> str:
 
 
 def signature(t: Trajectory) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
-    return (t.status, error_type(t.error), tuple(sorted(t.failing_tests)), tuple(sorted(t.flags)))
+    return (t.status, error_type(t.error), tuple(sorted(t.failing_tests)), tuple(sorted(t.outcome_flags)))
 
 
 def cluster_id(sig: tuple[str, str, tuple[str, ...], tuple[str, ...]]) -> str:
@@ -145,7 +145,7 @@ def promote_tasks(trajs: list[Trajectory], tasks: dict[tuple[str, str], Task], o
     if trajs and trajs[0].status in ("infra_error", "policy_error", "judge_error"):
         raise ConfigError(f"cluster {cid} holds {trajs[0].status} samples: their workspace is not the policy's "
                           "work; promote it --as regression instead")  # fmt: skip
-    flagged = sorted({f for t in trajs for f in t.flags})
+    flagged = sorted({f for t in trajs for f in t.outcome_flags})
     if flagged:
         # The judge's static checks read only what an agent *added* to the initial workspace. A flagged
         # workspace promoted into a task makes the flagged code the task's own: invisible to those checks

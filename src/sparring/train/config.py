@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sparring.errors import ConfigError
 from sparring.sandbox.config import BackendConfig, LocalBackendConfig
@@ -204,6 +204,25 @@ class RLConfig(BaseModel):
         1, ge=0, description="Rounds of replacing zero-variance groups by fresh tasks per iteration."
     )
     checkpoint_every: int = Field(1, ge=0, description="Checkpoint every N iterations (0: never).")
+    credit: Literal["flat", "tree"] = Field(
+        "flat",
+        description="Credit assignment: flat (GRPO: one advantage per episode) or tree (per turn, from "
+        "rollouts forked at branch_at; sparring.train.tree_credit). Sets grpo.credit.",
+    )
+    branch_at: str | None = Field(
+        None, description="credit=tree: fork each training rollout after these turns: 1,2 | first:N | all."
+    )
+    branches: int = Field(0, ge=0, description="credit=tree: branches forked at each branch_at turn (K).")
+
+    @field_validator("branch_at", mode="before")
+    @classmethod
+    def _turns_as_text(cls, v: Any) -> Any:
+        """YAML reads ``branch_at: 1`` as a number and ``[1, 2]`` as a list: both mean turns."""
+        if isinstance(v, int) and not isinstance(v, bool):
+            return str(v)
+        if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            return ",".join(map(str, v))
+        return v
     grpo: GRPOConfig = Field(default_factory=GRPOConfig)
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
@@ -214,6 +233,21 @@ class RLConfig(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> RLConfig:
         """Impossible combinations fail here, before any task, model or sandbox is made."""
+        if self.credit == "tree":
+            if not self.branch_at or self.branches < 1:
+                raise ValueError("credit=tree needs branch_at (1,2 | first:N | all) and branches >= 1")
+            from sparring.rollout.branching import parse_branch_plan
+
+            try:
+                parse_branch_plan(self.branch_at, self.branches)
+            except ConfigError as e:
+                raise ValueError(str(e).replace("--branch-at", "branch_at").replace("--branches", "branches")) from None
+            if self.executor != "local":
+                raise ValueError("credit=tree forks sandboxes in the training process: use executor=local")
+        elif self.branch_at or self.branches:
+            raise ValueError("branch_at/branches fork rollouts for credit=tree only: set credit: tree")
+        if self.grpo.credit != self.credit:
+            self.grpo = self.grpo.model_copy(update={"credit": self.credit})
         from sparring.tasks.families import FAMILIES
 
         if self.family is not None and self.family not in FAMILIES:

@@ -309,8 +309,9 @@ async def sample_batch(
         summary = await evaluate(sched, batch, policy, run_id, _seed(cfg, it, round_), cfg.group_size, progress, label)
         seconds += summary.seconds
         trajs += summary.trajectories
-        curriculum.update((t.task_id, t.passed) for t in summary.trajectories if t.trainable)
-        dead = zero_variance_groups(summary.trajectories)
+        roots = [t for t in summary.trajectories if t.parent_id is None]  # forked branches are extra samples
+        curriculum.update((t.task_id, t.passed) for t in roots if t.trainable)
+        dead = zero_variance_groups(roots)
         if round_ == cfg.resample_rounds or not dead:
             break
         batch = curriculum.replacements(len(dead), exclude=seen)
@@ -435,9 +436,15 @@ async def run_rl(
     judge_pool = judge_pool_for(backend, cfg.concurrency)
     judge = PytestJudge(backend, limits=cfg.sandbox_limits, pool=judge_pool)
     train_tasks, held = run_tasks.train, run_tasks.heldout
+    from sparring.rollout.branching import check_branchable, parse_branch_plan
+
+    plan = parse_branch_plan(cfg.branch_at, cfg.branches) if cfg.credit == "tree" else None
+    if plan is not None:
+        check_branchable(train_tasks)
     limits = StageLimits(policy_turn_s=cfg.model.turn_timeout_s)  # the policy's own time per turn
-    sched = RolloutScheduler(
-        pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps, on_done=tick, limits=limits
+    sched = RolloutScheduler(  # credit=tree: training rollouts fork (held-out evaluations never do)
+        pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps, on_done=tick, limits=limits,
+        branch=plan,
     )
     eval_sched = RolloutScheduler(
         pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.heldout_max_steps, on_done=tick,
