@@ -199,9 +199,10 @@ def write_task_record(task: Task, name: str, record: dict[str, Any]) -> Path:
 
 def read_task_record(task: Task, name: str) -> dict[str, Any] | None:
     """The record ``name`` beside task.toml, if it is about these exact bytes (same digest); else None."""
+    data = taskfs.read_file(task.path, name)  # a regular file beside task.toml, never through a link
     try:
-        rec = json.loads((task.path / name).read_text())
-    except (OSError, ValueError):
+        rec = json.loads(data) if data is not None else None
+    except ValueError:
         return None
     return rec if isinstance(rec, dict) and rec.get("digest") == task.digest else None
 
