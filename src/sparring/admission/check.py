@@ -33,6 +33,8 @@ Each rule is a small named check; its name is the rejection rule that
                           visible examples (and family hacks) earn reward 0
 ``alternative_passes``    every alternative valid solution the family ships passes
 ``environment_builds``    the pinned environment layer can be built here
+``judge_runs``            the judge could score the task at all (a judge fault, e.g. the reference's
+                          run timing out, is reported here; the other tasks' checks go on)
 ========================  =====================================================
 
 Rules that execute score through the real judge in real sandboxes. The result
@@ -59,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring.admission import flake
-from sparring.errors import TaskError
+from sparring.errors import JudgeError, TaskError
 from sparring.judge.base import Judge, JudgeResult
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks import hacks, hidden_suite, initial_outcomes
@@ -78,6 +80,9 @@ PLACEHOLDERS = ("todo", "tbd", "fix it", "fix", "xxx", "lorem ipsum", "do the ta
 REFERENCE_RUNS = flake.runs_to_catch(flake.FLAKE_DETECTION, flake.FLAKE_RATE)
 """Runs of the reference solution: enough to catch a test failing half the time with probability 0.999."""
 MAX_NAMED = 5
+JUDGE_FAULT = "judge_runs"
+"""The rule of a task the judge could not score (a judge fault, not a verdict on the task): reported, never
+cached by the loop's gate, so the next check runs it again."""
 VCS_DIRS = (".git", ".hg", ".svn", ".bzr")
 
 
@@ -463,6 +468,21 @@ async def check_task(
     return rep
 
 
+def _judge_fault_in(e: BaseException) -> JudgeError | None:
+    """The JudgeError ``e`` is or (a TaskGroup's ExceptionGroup) holds, if every leaf is one; else None."""
+    if isinstance(e, JudgeError):
+        return e
+    if isinstance(e, BaseExceptionGroup):
+        rest = e.split(JudgeError)[1]
+        faults = e.subgroup(JudgeError)
+        if rest is None and faults is not None:
+            leaf: BaseException = faults
+            while isinstance(leaf, BaseExceptionGroup):
+                leaf = leaf.exceptions[0]
+            return leaf if isinstance(leaf, JudgeError) else None
+    return None
+
+
 async def check_tasks(
     tasks: list[Task],
     judge: Judge,
@@ -488,7 +508,16 @@ async def check_tasks(
             except TaskError as e:
                 rep = CheckReport(t.id, t.digest, [Problem("environment_builds", str(e))], t.spec.version)
             else:
-                rep = await check_task(t, judge, repeats, hashes, slots, eval_judge)
+                try:
+                    rep = await check_task(t, judge, repeats, hashes, slots, eval_judge)
+                except (JudgeError, ExceptionGroup) as e:
+                    # One task the judge cannot score (its reference's run timed out on a loaded machine)
+                    # is that task's result, not the end of every other task's check.
+                    fault = _judge_fault_in(e)
+                    if fault is None:
+                        raise
+                    why = " ".join(str(fault).split())[:300]
+                    rep = CheckReport(t.id, t.digest, [Problem(JUDGE_FAULT, why)], t.spec.version)
             if on_done is not None:
                 on_done(rep)
             return rep
