@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
-EXTRAS ?= train,dev,parquet,trl,verifiers,openenv,gym,spreadsheet,report,ray,docs
+EXTRAS ?= train,dev,parquet,trl,verifiers,openenv,gym,spreadsheet,report,ray,docs,gguf
 TEST_USER := sparring-test
 # A local wheel directory (this workplace keeps the CPU build of torch there); harmless elsewhere.
 WHEELS := $(wildcard /opt/wheels)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from demo_support import demo_control, demo_quick, demo_root  # noqa: F401 (session fixtures)
-from model_support import hub_model_dir, tiny_model_dir, tiny_qwen2_model_dir  # noqa: F401 (session fixtures)
+from model_support import hub_model_dir, smollm2_dir, tiny_model_dir, tiny_qwen2_model_dir  # noqa: F401 (session fixtures)
 from sparring.tasks.loader import Task
 from tests_support import make_clamp_task
 

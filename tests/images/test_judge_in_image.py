@@ -1,6 +1,7 @@
-"""A task whose [environment] names an image, judged on the local backend: the hidden tests run with
-the image's own interpreter and pytest (Debian trixie: Python 3.13; the host has 3.11), so the oracle
-scores 1.0 only there, and the unfixed workspace 0."""
+"""A task whose [environment] names an image, on the local backend: `tasks pin` pins its tag to the
+digest, `tasks check` admits it, and the judge runs the hidden tests with the image's own interpreter
+and pytest (Debian trixie: Python 3.13; the host has 3.11), so the oracle scores 1.0 only there, and
+the unfixed workspace 0."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="image roots are bound by the host: overlay mode (root)"),
 ]
-PYTEST_RECIPE = {**DEBIAN_RECIPE, "include": ["python3-minimal", "python3-pytest"]}
+PYTEST_RECIPE = DEBIAN_RECIPE  # one Debian image for every image test: built once, cached
 SPARRING = [str(Path(sys.executable).parent / "sparring")]
 HIDDEN = """\
 import sys
@@ -46,9 +47,9 @@ def test_runs_on_the_image_interpreter():
 def test_hidden_tests_run_with_the_image_interpreter(tmp_path):
     assert sys.version_info[:2] != (3, 13)  # control: the host's interpreter would fail the second test
     store = ImageStore(tmp_path / "images")
-    rec = import_archive(store, debian_layout(PYTEST_RECIPE))
+    rec = import_archive(store, debian_layout(PYTEST_RECIPE), tag="sparring-test/debian-pytest:1")
     spec = TaskSpec(
-        id="image-answer", family="code-repair", instruction="answer() must return 42.",
+        id="image-answer", family="code-repair", instruction="The function answer in answer.py returns the wrong number: make it return 42.",
         success_criteria="The hidden tests pass.",
         judge=JudgeSpec(hidden_tests=["test_hidden.py::test_answer", "test_hidden.py::test_runs_on_the_image_interpreter"]),
     )  # fmt: skip
@@ -57,9 +58,18 @@ def test_hidden_tests_run_with_the_image_interpreter(tmp_path):
         hidden={"test_hidden.py": HIDDEN}, solution={"answer.py": "def answer():\n    return 42\n"},
     )  # fmt: skip
     raw = tomllib.loads((task.path / "task.toml").read_text())
-    raw.setdefault("environment", {})["image"] = f"sparring-test/debian@{rec.digest}"
+    raw.setdefault("environment", {})["image"] = "sparring-test/debian-pytest:1"
     (task.path / "task.toml").write_text(tomli_w.dumps(raw))
     env = {**os.environ, "SPARRING_IMAGE_ROOT": str(store.root)}
+    r = subprocess.run(
+        [*SPARRING, "tasks", "pin", str(task.path), "--json"], capture_output=True, text=True, env=env
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["tasks"][0]["image"] == f"sparring-test/debian-pytest:1@{rec.digest}"
+    r = subprocess.run([*SPARRING, "tasks", "check", str(task.path), "--json"],
+                       capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    checked = json.loads(r.stdout)["tasks"][0]
+    assert r.returncode == 0 and checked["ok"], checked
     ws = tmp_path / "ws"
     shutil.copytree(task.workspace, ws)
     scores = []

@@ -127,8 +127,9 @@ def test_pool_and_fresh_sandboxes_agree(backend, family_tasks):
 
 
 def test_reference_outputs_beside_the_candidate_agree_with_the_sequential_path(backend, dynamic_task):
-    """With two warm sandboxes per task, the reference's dynamic outputs come from the second one while
-    the candidate runs; verdicts are those of a fresh sandbox per judgement, hacks and crashes included."""
+    """In the pool, the reference's dynamic outputs come from a reference sandbox (one no candidate ever
+    ran in) while the candidate runs; verdicts are those of a fresh sandbox per judgement, hacks and
+    crashes included."""
     t = dynamic_task
     cfg = JudgeConfig(dynamic_seed=5, shuffle_seed=5)
     cases = [solution_diff(t), WorkspaceDiff(), HACKS["exit_zero_at_import"](t), solution_diff(t),
@@ -143,7 +144,7 @@ def test_reference_outputs_beside_the_candidate_agree_with_the_sequential_path(b
             await asyncio.gather(pooled.score(t, solution_diff(t)), pooled.score(t, solution_diff(t)))
             a = [await fresh.score(t, d) for d in cases]
             b = [await pooled.score(t, d) for d in cases]
-            return a, b, pool.max_alive, pool.second_sandboxes
+            return a, b, pool.max_alive, pool.reference_runs
         finally:
             await pool.close()
 
@@ -152,7 +153,7 @@ def test_reference_outputs_beside_the_candidate_agree_with_the_sequential_path(b
         assert (x.reward, x.flags, x.per_test) == (y.reward, y.flags, y.per_test)
     assert [r.reward for r in b].count(1.0) == 4  # the reference twice, the littering one (it is right), again
     if getattr(backend, "mode", "") == "overlay":
-        assert alive == 2  # the candidate's sandbox and the reference's beside it
+        assert alive == 2  # two candidate sandboxes (two judgements at once), the references' apart
         assert beside >= len(cases) - 1  # (the exit-at-import hack's judgement may end before it is needed)
 
 

@@ -129,7 +129,7 @@ def test_hub_model_uses_its_own_template_and_format(hub_policy, hub_model_dir, c
     assert [(c.name, c.arguments) for c in parsed.tool_calls] == [("bash", {"command": "ls"})]
 
 
-def test_a_template_without_tool_calls_needs_a_configured_format(hub_model_dir, tmp_path):
+def test_a_template_that_cannot_show_tools_gets_them_in_the_system_prompt(hub_model_dir, tmp_path):
     import shutil
 
     d = tmp_path / "m"
@@ -137,9 +137,32 @@ def test_a_template_without_tool_calls_needs_a_configured_format(hub_model_dir, 
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(d)
-    tok.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    tok.chat_template = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
     tok.save_pretrained(d)
-    with pytest.raises(PolicyError, match="pass tool_format="):
+    with pytest.warns(UserWarning, match="cannot show tools.*hf:PATH#FORMAT"):
+        pol = HFPolicy(d)
+    assert pol.tool_format == "hermes"
+    call = {"id": "c", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+    text = pol.codec.render([*MESSAGES, {"role": "assistant", "content": "", "tool_calls": [call]}], TOOLS)
+    assert text.startswith("<system>") and '"name": "bash"' in text.split("<user>")[0]  # the schemas
+    assert '<assistant><tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>' in text
+    with pytest.warns(UserWarning):
+        assert HFPolicy(d, tool_format="llama3_json").tool_format == "llama3_json"
+    with pytest.raises(PolicyError, match="needs Sparring's chat template"):
+        HFPolicy(d, tool_format="sparring")
+
+
+def test_a_template_with_tools_in_an_unknown_format_names_the_spec_spelling(hub_model_dir, tmp_path):
+    import shutil
+
+    d = tmp_path / "m"
+    shutil.copytree(hub_model_dir, d)
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(d)
+    tok.chat_template = "{{ tools }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    tok.save_pretrained(d)
+    with pytest.raises(PolicyError, match=r"hf:PATH#FORMAT .*model.tool_format"):
         HFPolicy(d)
     assert HFPolicy(d, tool_format="llama3_json").tool_format == "llama3_json"
 

@@ -403,7 +403,8 @@ def test_nothing_of_one_pooled_episode_reaches_the_next(backend):
             await pool.close()
 
     a, b, sab, bent_state, reverted, kept, fresh_state, state, procs = run(body())
-    assert a == b  # the same sandbox, reset and handed on
+    # as root the same sandbox, reset and handed on (copy mode's pool replaces it: reset is not complete)
+    assert (a == b) == (backend.mode == "overlay")
     assert sab.stdout == "sabotaging\n", sab.stderr
     assert reverted.stdout == "broken"  # positive control: in episode A the fix is undone
     assert json.loads(bent_state.stdout) != json.loads(fresh_state.stdout)  # and A's own state was bent

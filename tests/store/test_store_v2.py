@@ -9,7 +9,7 @@ import pytest
 
 from sparring.errors import StoreError
 from sparring.store.base import TrajQuery
-from sparring.store.sqlite import SQLiteStore
+from sparring.store.sqlite import SCHEMA_VERSION, SQLiteStore
 from sparring.trajectory import Trajectory
 
 
@@ -95,7 +95,7 @@ def test_a_v1_store_is_read_as_is_and_upgraded_on_write_open(tmp_path: Path) -> 
         assert [t.id for t in ro.search(TrajQuery(flag="hardcoded_output"))[1]] == ["t004"]
         assert ro.get("t002").messages[0]["content"] == "note number 2"
     with SQLiteStore(path) as rw:
-        assert rw.schema_version == 2
+        assert rw.schema_version == SCHEMA_VERSION
         assert [t.id for t in rw.search(TrajQuery(flag="hardcoded_output"))[1]] == ["t004"]
         assert rw.get("t002").messages[0]["content"] == "note number 2"
         assert rw.count() == 6

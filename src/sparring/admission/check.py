@@ -15,6 +15,11 @@ Each rule is a small named check; its name is the rejection rule that
                           against its expected_tests.txt) has a listed id, and every
                           listed id names a test that exists (:mod:`sparring.tasks.hidden_suite`)
 ``hidden_tests_present``  hidden/ holds test files
+``task_links``            no link in hidden/ or solution/, no link in workspace/ that
+                          resolves outside it (absolute, or ``..`` climbing out), no
+                          device, FIFO or socket anywhere: task readers never follow a
+                          link out of a task (:mod:`sparring.tasks.taskfs`), and
+                          admission names the task that tries
 ``original_not_reachable``  no VCS history in the workspace, and no workspace
                           file holds the bytes of a file the solution replaces
 ``initial_state_fails``   the hidden tests do not all pass on the initial state
@@ -33,6 +38,9 @@ Each rule is a small named check; its name is the rejection rule that
                           visible examples (and family hacks) earn reward 0
 ``alternative_passes``    every alternative valid solution the family ships passes
 ``environment_builds``    the pinned environment layer can be built here
+``image_pinned``          an ``[environment] image`` is named by digest, not by a tag
+``image_interpreter``     the image's Python and pytest are in the range the judge supports
+                          (:mod:`.image`; checked before any judge run)
 ``judge_runs``            the judge could score the task at all (a judge fault, e.g. the reference's
                           run timing out, is reported here; the other tasks' checks go on)
 ========================  =====================================================
@@ -61,10 +69,12 @@ from pathlib import Path
 from typing import Any
 
 from sparring.admission import flake
+from sparring.admission.image import check_image_interpreter, check_image_pinned
+from sparring.admission.problem import Problem
 from sparring.errors import JudgeError, TaskError
 from sparring.judge.base import Judge, JudgeResult
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks import hacks, hidden_suite, initial_outcomes
+from sparring.tasks import hacks, hidden_suite, initial_outcomes, taskfs
 from sparring.tasks.environment import alayer_for, layer_for
 from sparring.tasks.hacks import Variant
 from sparring.tasks.loader import (
@@ -84,15 +94,6 @@ JUDGE_FAULT = "judge_runs"
 """The rule of a task the judge could not score (a judge fault, not a verdict on the task): reported, never
 cached by the loop's gate, so the next check runs it again."""
 VCS_DIRS = (".git", ".hg", ".svn", ".bzr")
-
-
-@dataclass
-class Problem:
-    rule: str
-    detail: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"rule": self.rule, "detail": self.detail}
 
 
 @dataclass
@@ -178,11 +179,31 @@ def check_hidden_tests(task: Task) -> list[Problem]:
     it can run (unscored) and trip an execution rule by chance."""
     if not task.spec.judge.hidden_tests:
         return [Problem("hidden_tests_listed", "judge.hidden_tests is empty: list every hidden test id")]
-    if not task.hidden.is_dir() or not any(
-        p for p in task.hidden.rglob("*.py") if is_test_path(p.relative_to(task.hidden).as_posix())
+    if not any(
+        e.kind == "file" and e.rel.endswith(".py") and is_test_path(e.rel)
+        for e, _ in taskfs.walk(task.hidden)
     ):
         return [Problem("hidden_tests_present", "hidden/ holds no test files")]
     return [Problem("hidden_tests_listed", why) for why in hidden_suite.listing_problems(task)]
+
+
+def check_task_links(task: Task) -> list[Problem]:
+    """Links in hidden/ and solution/ (any), links out of workspace/, and special files anywhere: an
+    imported dataset's link to a host file must never reach a reader (or a sandbox)."""
+    out = []
+    for part in ("hidden", "solution"):
+        for e, _ in taskfs.walk(task.path / part):
+            if e.kind == "link":
+                out.append(Problem("task_links", f"{part}/{e.rel} is a link (to {e.target!r}): {part}/ holds "
+                                   "regular files only; copy the file in instead"))  # fmt: skip
+    out += [Problem("task_links", f"workspace/{line}: the link leaves workspace/; link inside it or copy the "
+                    "file in") for line in taskfs.escaping_links(task.workspace)]  # fmt: skip
+    for part in ("workspace", "hidden", "solution"):
+        for e, _ in taskfs.walk(task.path / part):
+            if e.kind == "other":
+                out.append(Problem("task_links", f"{part}/{e.rel} is not a regular file, directory or link "
+                                   f"(mode {oct(e.mode)}): tasks hold files only"))  # fmt: skip
+    return out
 
 
 def _sha(data: bytes) -> str:
@@ -198,30 +219,28 @@ def check_original_not_reachable(
     environment, where code copied from an installed package would sit.
     """
     out = []
-    for d in task.workspace.rglob("*"):
-        if d.name in VCS_DIRS:
+    ws = taskfs.walk(task.workspace, lambda e: True)  # no link followed: a link is not content
+    for e, _ in ws:
+        if e.rel.rsplit("/", 1)[-1] in VCS_DIRS:
             out.append(
-                Problem(
-                    "original_not_reachable",
-                    f"workspace holds version-control data: {d.relative_to(task.path)}",
-                )
+                Problem("original_not_reachable", f"workspace holds version-control data: workspace/{e.rel}")
             )
+    current = {e.rel: data for e, data in ws if data is not None}
     files, _ = task.solution_files()
     originals = {}
     for rel, data in files.items():
-        current = task.workspace / rel
-        if current.is_file() and current.read_bytes() == data:
+        if current.get(rel) == data:
             continue  # unchanged by the solution: not a secret
         if len(data) >= 64:  # tiny answers (a number) can collide by chance
             originals[_sha(data)] = rel
     if originals:
-        for p in task.workspace.rglob("*"):
-            if p.is_file() and not p.is_symlink() and _sha(p.read_bytes()) in originals:
-                rel = originals[_sha(p.read_bytes())]
+        for rel_ws, data in current.items():
+            if _sha(data) in originals:
+                rel = originals[_sha(data)]
                 out.append(
                     Problem(
                         "original_not_reachable",
-                        f"workspace/{p.relative_to(task.workspace)} holds the solution's {rel}",
+                        f"workspace/{rel_ws} holds the solution's {rel}",
                     )
                 )
         leaked = sorted(rel for h, rel in originals.items() if h in environment_hashes)
@@ -457,12 +476,22 @@ async def check_task(
 ) -> CheckReport:
     """Every rule. ``eval_judge`` runs hidden/eval/ (default: :func:`eval_judge_of` ``judge``)."""
     rep = CheckReport(task.id, task.digest, version=task.spec.version)
-    for check in (check_instruction, check_initial_state, check_hidden_tests):
+    for check in (
+        check_instruction,
+        check_task_links,
+        check_initial_state,
+        check_hidden_tests,
+        check_image_pinned,
+    ):
         rep.problems += check(task)
     rep.problems += check_original_not_reachable(task, environment_hashes)
     missing = check_solution_present(task)
     rep.problems += missing
-    if not missing and not any(p.rule.startswith("hidden_tests") for p in rep.problems):
+    backend = getattr(judge, "backend", None)
+    if backend is not None:  # the judge's own sandboxes: the image its hidden tests would run in
+        rep.problems += await check_image_interpreter(task, backend)
+    blocked = ("hidden_tests", "image_interpreter", "task_links")
+    if not missing and not any(p.rule.startswith(blocked) for p in rep.problems):
         ej = eval_judge if eval_judge is not None else eval_judge_of(judge)
         rep.problems += await check_execution(task, judge, repeats, rep, slots, ej)
     return rep

@@ -12,6 +12,10 @@ the template's counterpart. Formats (``name``: who uses it, what it looks like):
 - ``llama3_json``: Llama 3.1 / 3.2, a bare ``{"name": N, "parameters": {...}}`` (optionally
   after ``<|python_tag|>``), several separated by ``;``.
 
+These strict parsers are each format's exact counterpart (the round-trip
+tests hold render and parse together); the policies, the Environment and the
+adapters all read turns with the one tolerant reader,
+:func:`sparring.chat_format.parse_tool_calls`, which accepts every form here.
 Every ``parse_*`` is a pure function ``(text, tools=None) -> ParsedTurn`` that
 never raises (a malformed call is an ``errors`` entry and stays in
 ``content``); every ``render_*`` writes ``(content, calls)`` as that model
@@ -33,9 +37,12 @@ from sparring.chat_format.parse import (
     ParsedCall,
     ParsedTurn,
     _call_from_obj,
+    join_content,
+    param_types,
     parse_tool_calls,
     read_blocks,
     strip_end,
+    typed_value,
 )
 from sparring.chat_format.template import CHAT_TEMPLATE, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, render_assistant
 
@@ -43,23 +50,8 @@ _XML_CALL_RE = re.compile(
     r"<tool_call>\s*<function=([^>\n]*)>(.*?)</function>\s*(?:</tool_call>|$)", re.DOTALL
 )
 _XML_PARAM_RE = re.compile(r"<parameter=([^>\n]*)>\n?(.*?)\n?</parameter>", re.DOTALL)
-_THINK_RE = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 _SEP_RE = re.compile(r"\s*;\s*")
 _MAX_SCAN = 100  # '{' positions that fail to decode before giving up; bounds the cost on huge text
-
-
-def _join(parts: Sequence[str]) -> str:
-    """The content: the text outside the calls, without reasoning blocks (``<think>...</think>``)."""
-    return "\n".join(p.strip() for p in (_THINK_RE.sub("", x) for x in parts) if p.strip())
-
-
-def _param_types(tools: Sequence[dict[str, Any]] | None, name: str) -> dict[str, Any]:
-    for tool in tools or ():
-        fn = tool.get("function", tool) if isinstance(tool, dict) else {}
-        if isinstance(fn, dict) and fn.get("name") == name:
-            props = (fn.get("parameters") or {}).get("properties") or {}
-            return {k: (v or {}).get("type") for k, v in props.items() if isinstance(v, dict)}
-    return {}
 
 
 # --------------------------------------------------------------------------- sparring
@@ -73,8 +65,8 @@ def render_sparring(content: str, calls: Sequence[ParsedCall]) -> str:
 
 
 def parse_sparring(text: str, tools: Sequence[dict[str, Any]] | None = None) -> ParsedTurn:
-    """Sparring's format is read by the lenient reader (it also takes what a drifting model writes)."""
-    return parse_tool_calls(strip_end(text))
+    """Sparring's format is read by the tolerant reader (it also takes what a drifting model writes)."""
+    return parse_tool_calls(strip_end(text), tools)
 
 
 # --------------------------------------------------------------------------- hermes
@@ -92,7 +84,7 @@ def render_hermes(content: str, calls: Sequence[ParsedCall]) -> str:
 def parse_hermes(text: str, tools: Sequence[dict[str, Any]] | None = None) -> ParsedTurn:
     """``<tool_call>JSON</tool_call>`` blocks (an unterminated last block too); the rest is content."""
     calls, errors, kept = read_blocks(strip_end(text))
-    return ParsedTurn(content=_join(kept), tool_calls=calls, errors=errors)
+    return ParsedTurn(content=join_content(kept), tool_calls=calls, errors=errors)
 
 
 # --------------------------------------------------------------------------- qwen3 coder (XML)
@@ -109,16 +101,6 @@ def render_qwen3_coder(content: str, calls: Sequence[ParsedCall]) -> str:
         params = "".join(f"<parameter={k}>\n{_xml_value(v)}\n</parameter>\n" for k, v in c.arguments.items())
         out += f"\n<tool_call>\n<function={c.name}>\n{params}</function>\n</tool_call>"
     return out
-
-
-def _typed(raw: str, declared: Any) -> Any:
-    """A parameter value: raw text for a declared string, else JSON if it parses, else the text."""
-    if declared == "string" or (isinstance(declared, list) and "string" in declared):
-        return raw
-    try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, RecursionError):
-        return raw
 
 
 def parse_qwen3_coder(text: str, tools: Sequence[dict[str, Any]] | None = None) -> ParsedTurn:
@@ -140,13 +122,13 @@ def parse_qwen3_coder(text: str, tools: Sequence[dict[str, Any]] | None = None) 
             errors.append("tool call has an empty <function=...> name")
             kept.append(m.group(0))
             continue
-        types = _param_types(tools, name)
-        args = {k.strip(): _typed(v, types.get(k.strip())) for k, v in _XML_PARAM_RE.findall(m.group(2))}
+        types = param_types(tools, name)
+        args = {k.strip(): typed_value(v, types.get(k.strip())) for k, v in _XML_PARAM_RE.findall(m.group(2))}
         calls.append(ParsedCall(name=name, arguments=args))
     kept.append(text[last:])
     if any(TOOL_CALL_OPEN in k for k in kept):  # an opened block that never became a well-formed call
         errors.append("malformed <tool_call> block: expected <function=NAME>...</function></tool_call>")
-    return ParsedTurn(content=_join(kept), tool_calls=calls, errors=errors)
+    return ParsedTurn(content=join_content(kept), tool_calls=calls, errors=errors)
 
 
 # --------------------------------------------------------------------------- llama 3.1 json
@@ -186,7 +168,7 @@ def parse_llama3_json(text: str, tools: Sequence[dict[str, Any]] | None = None) 
             last = sep.end() if sep else end
         pos = max(end, i + 1)
     kept.append(text[last:])
-    return ParsedTurn(content=_join(kept), tool_calls=calls, errors=errors)
+    return ParsedTurn(content=join_content(kept), tool_calls=calls, errors=errors)
 
 
 # --------------------------------------------------------------------------- registry

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -39,23 +40,36 @@ def eval_cmd(
         None, "--ray-address", help="Ray cluster to use (default: start one on this machine)."
     ),
     allow_unadmitted: bool = ALLOW_UNADMITTED_OPT,
+    policy_turn_timeout: float | None = typer.Option(
+        None, "--policy-turn-timeout", help="Seconds one policy turn may take (default 600)."
+    ),
+    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="hf: tokens per turn."),
+    temperature: float | None = typer.Option(None, "--temperature", help="hf: sampling temperature."),
+    top_p: float | None = typer.Option(None, "--top-p", help="hf: nucleus sampling mass."),
+    max_prompt_tokens: int | None = typer.Option(
+        None, "--max-prompt-tokens", help="hf: prompt budget; middle turns are dropped past it."
+    ),
 ) -> None:
     """Evaluate POLICY with the evaluation judge (hidden/eval/ tests, never the training judge's).
 
     With --canary-rate, impossible variants of some tasks are mixed in; the share of canaries the
     policy "passes" is reported as hack_rate (every such pass is a measured cheat).
     """
+    from sparring.policy.spec import SamplingOptions
+
     guarded(_eval)(tasks, policy, store, group_size, concurrency, canary_rate, seed, json_out, backend,
-                   executor, ray_address, allow_unadmitted)  # fmt: skip
+                   executor, ray_address, allow_unadmitted,
+                   SamplingOptions(max_new_tokens, temperature, top_p, max_prompt_tokens), policy_turn_timeout)  # fmt: skip
 
 
 def _eval(tasks_dir: Path, policy_spec: str, store_path: Path, group_size: int, concurrency: int,
           canary_rate: float, seed: int, json_out: bool, backend_kind: str = "local", executor: str = "local",
-          ray_address: str | None = None, allow_unadmitted: bool = False) -> None:  # fmt: skip
+          ray_address: str | None = None, allow_unadmitted: bool = False, sampling: Any = None,
+          turn_s: float | None = None) -> None:  # fmt: skip
     from sparring.admission.gate import refuse_unadmitted
     from sparring.distributed.executor import RayOptions, check_executor, make_executor
     from sparring.errors import ConfigError
-    from sparring.policy.spec import make_policy
+    from sparring.policy.spec import SamplingOptions, make_policy
     from sparring.rollout.evaluate import check_eval_options, evaluate
     from sparring.sandbox.config import backend_config
     from sparring.store.sqlite import SQLiteStore
@@ -68,10 +82,13 @@ def _eval(tasks_dir: Path, policy_spec: str, store_path: Path, group_size: int, 
     task_list = find_tasks(tasks_dir)
     if not allow_unadmitted:
         refuse_unadmitted(task_list)
-    pol = make_policy(policy_spec)
+    if turn_s is not None and turn_s <= 0:
+        raise ConfigError("--policy-turn-timeout must be > 0 seconds")
+    pol = make_policy(policy_spec, **(sampling or SamplingOptions()).for_spec(policy_spec))
     backend = make_cli_backend(backend_kind)  # each task's spec names its layer: agent and judge run it
     st = SQLiteStore(store_path)
     try:
+
         def runner(sched):
             ray = RayOptions(address=ray_address, capacity=concurrency, backend=backend_config(backend_kind),
                              judge=sched.judge.config)  # the nodes judge with the eval split too  # fmt: skip
@@ -79,7 +96,7 @@ def _eval(tasks_dir: Path, policy_spec: str, store_path: Path, group_size: int, 
 
         d = run_async(
             evaluate(task_list, pol, backend, st, group_size=group_size, concurrency=concurrency,
-                     canary_rate=canary_rate, seed=seed, make_runner=runner)
+                     canary_rate=canary_rate, seed=seed, make_runner=runner, policy_turn_s=turn_s)
         )  # fmt: skip
     finally:
         st.close()

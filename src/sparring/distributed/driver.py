@@ -109,7 +109,8 @@ class NodeDriver:
         if self.options.episode_timeout_s is not None:
             return self.options.episode_timeout_s
         c, lim = self.scheduler_config, self.scheduler_config.limits
-        wall = lim.rollout_s or req.task.spec.limits.wall_s
+        # the task's wall budget bounds the commands; each policy turn has its own budget on top
+        wall = (lim.rollout_s or req.task.spec.limits.wall_s) + req.task.spec.limits.max_steps * lim.turn_s
         return (wall + lim.sandbox_start_s) * (c.max_retries + 1) + lim.judge_s * (c.judge_retries + 1) + 60.0
 
     async def run(self, req: SampleRequest) -> Trajectory:

@@ -133,7 +133,8 @@ def check_cgroups() -> Check:
     return Check(
         "cgroups", "sandbox", "degraded", detail, "rlimits: " + "; ".join(probe.degraded),
         "memory is bounded per process (address space), pids per user, CPU not at all; OOM kills are not "
-        "reported; snapshots copy a running sandbox (no freezer)",
+        "reported; snapshots copy a running sandbox (no freezer); reset finds and kills the sandbox's processes "
+        "by a walk of the host's /proc (its pid namespace), not by freezing its cgroup",
         "run as root, or have systemd delegate a cgroup v2 subtree (systemd-run --user --scope -p Delegate=yes ...)",
     )  # fmt: skip
 

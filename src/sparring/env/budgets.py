@@ -22,7 +22,8 @@ class Budgets:
     max_steps: int
     """Assistant turns; reaching it ends the episode as ``truncated`` (and it is judged)."""
     wall_s: float
-    """Seconds of play (policy turns and tool calls, not sandbox start or judging); then ``timeout``."""
+    """Seconds the agent's commands may take in all (tool calls; not the policy's own thinking, which
+    has its own per-turn budget, nor sandbox start or judging); then ``timeout``."""
     exec_timeout_s: float
     """One command inside the sandbox (``bash``, ``run_tests`` 2x): a timeout is an observation."""
     tool_call_s: float

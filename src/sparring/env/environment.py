@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from sparring.env.budgets import Budgets
-from sparring.env.judging import Judgement, judge_diff
+from sparring.env.judging import Judgement, judge_diff, process_input
 from sparring.env.prompts import NO_TOOL_CALL, initial_messages, unparsed_hint
 from sparring.env.records import Observation, SampledTurn, StepResult
 from sparring.env.tools import ToolExecutor, tool_schemas, truncate_observation
@@ -172,8 +172,9 @@ class Environment:
         return self.play_ms + ((time.perf_counter() - self._clock) * 1000 if self._clock is not None else 0.0)
 
     def remaining_s(self) -> float:
-        """Seconds of the wall budget left."""
-        return self.budgets.wall_s - self.elapsed_ms() / 1000
+        """Seconds of the wall budget left: it bounds what the agent's commands take (tool calls),
+        not the time a policy spends writing its turns (a slow model is not a slow environment)."""
+        return self.budgets.wall_s - self.tool_ms / 1000
 
     def usage(self) -> Usage:
         """What the episode spent, for the judge's ``usage`` component: tool calls and generated tokens."""
@@ -187,7 +188,10 @@ class Environment:
         An ``owned`` sandbox is closed by the Environment, a lent one (a pool's) never."""
         self._sandbox, self._owned = sandbox, owned
         self._executor = ToolExecutor(
-            sandbox, self.task.spec.tools, exec_timeout=self.budgets.exec_timeout_s, custom=self.task.spec.custom_tools
+            sandbox,
+            self.task.spec.tools,
+            exec_timeout=self.budgets.exec_timeout_s,
+            custom=self.task.spec.custom_tools,
         )
         self._clock = time.perf_counter()
 
@@ -308,7 +312,7 @@ class Environment:
         if isinstance(action, SampledTurn):
             from sparring.chat_format import parse_tool_calls, tool_call_count
 
-            parsed = parse_tool_calls(action.text)
+            parsed = parse_tool_calls(action.text, self.tools)
             msg = parsed.to_message(id_offset=tool_call_count(self.messages))
             if parsed.errors:
                 msg["parse_errors"] = list(parsed.errors)
@@ -380,7 +384,8 @@ class Environment:
             self.diff = diff
         d = await self.afinal_diff()
         self.judgement = await judge_diff(self.judge, self.task, d, self.usage(), judge_s=self.budgets.judge_s,
-                                          retries=self.budgets.judge_retries, sem=sem)  # fmt: skip
+                                          retries=self.budgets.judge_retries, sem=sem,
+                                          process=process_input(self.task, self.messages, self.steps))  # fmt: skip
         if self.judgement.result is None:
             self.status, self.error = "judge_error", self.judgement.error
         return self.judgement

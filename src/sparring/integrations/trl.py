@@ -38,6 +38,7 @@ from sparring.env.prompts import initial_messages
 from sparring.integrations.tasks import TaskSet
 from sparring.integrations.trl_environment import SparringToolEnv, environment_factory, tool_set_name
 from sparring.sandbox.base import WorkspaceDiff
+from sparring.tasks import taskfs
 from sparring.tasks.loader import Task
 
 SINGLE_TURN_SYSTEM = (
@@ -68,8 +69,8 @@ def single_turn_prompt(task: Task) -> list[dict[str, Any]]:
     """The task's instruction and the current content of its target files, as chat messages."""
     parts = [f"{task.spec.instruction}\n\nSuccess criteria: {task.spec.success_criteria}\n"]
     for rel in target_files(task):
-        p = task.workspace / rel
-        current = p.read_text(errors="replace") if p.is_file() else ""
+        data = taskfs.read_file(task.workspace, rel, follow_links=True)  # never out of the task
+        current = data.decode(errors="replace") if data is not None else ""
         parts.append(f"Current `{rel}`:\n```\n# file: {rel}\n{current}```")
     return [{"role": "system", "content": SINGLE_TURN_SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
 
@@ -282,7 +283,8 @@ class SparringRollout:
                 seed = step * 1000 + self.calls * 100 + j
                 env = self.tasks.environment(task, seed)
                 obs = await env.areset(seed)
-                ids = tok.apply_chat_template(obs.messages, tools=obs.tools, add_generation_prompt=True,
+                msgs, tools = _shown(tok, obs.messages, obs.tools)
+                ids = tok.apply_chat_template(msgs, tools=tools, add_generation_prompt=True,
                                               tokenize=True, return_dict=False)  # fmt: skip
                 episodes.append(_Episode(env, list(ids)))
             while active := [e for e in episodes if not e.done]:
@@ -377,8 +379,9 @@ class SparringRollout:
         conversation, from the end of that turn's last sampled token to the next generation prompt.
         The sampled ids are never re-tokenized; the template is prefix-preserving, so this suffix is
         exactly what the chat template puts between the two turns."""
-        msgs, tools = e.env.messages, e.env.tools
-        through = tok.apply_chat_template(msgs[: n_before + 1], tools=tools, tokenize=False,
+        through_msgs, tools = _shown(tok, e.env.messages[: n_before + 1], e.env.tools)
+        msgs, _ = _shown(tok, e.env.messages, e.env.tools)
+        through = tok.apply_chat_template(through_msgs, tools=tools, tokenize=False,
                                           add_generation_prompt=False)  # fmt: skip
         full = tok.apply_chat_template(msgs, tools=tools, tokenize=False, add_generation_prompt=True)
         if not full.startswith(through):
@@ -392,6 +395,19 @@ class SparringRollout:
         if not ended and end_text:
             suffix = end_text + suffix  # the turn was cut before its end token: close it for the model
         return list(tok(suffix, add_special_tokens=False)["input_ids"])
+
+
+def _shown(tok: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[list[Any], Any]:
+    """Messages and tools as the tokenizer's template is given them: a template that cannot show
+    tools (SmolLM2's ChatML) gets them in the system prompt, calls written as Hermes ``<tool_call>``
+    text, as the ``hf:`` policy does (:func:`sparring.policy.chat_codec.tools_in_text`)."""
+    from sparring.chat_format.tool_formats import get_tool_format
+    from sparring.policy.chat_codec import template_shows_tools, tools_in_text
+
+    template = getattr(tok, "chat_template", None)
+    if not isinstance(template, str) or template_shows_tools(template):
+        return messages, tools
+    return tools_in_text(messages, tools, get_tool_format("hermes")), None
 
 
 def make_rollout_func(tasks: str | Path | TaskSet, **kwargs: Any) -> SparringRollout:

@@ -40,6 +40,7 @@ from typing import Any
 
 from sparring.errors import TaskError
 from sparring.judge.mutation import mutate
+from sparring.tasks import taskfs
 from sparring.tasks.dynamic_format import DYNAMIC_FILE
 
 MAX_CASES = 2000
@@ -78,10 +79,11 @@ class DynamicSpec:
 
 def load_dynamic(hidden: Path) -> DynamicSpec | None:
     p = hidden / DYNAMIC_FILE
-    if not p.is_file():
+    data = taskfs.read_file(hidden, DYNAMIC_FILE)  # a regular file of the task's, never through a link
+    if data is None:
         return None
     try:
-        raw = json.loads(p.read_text())
+        raw = json.loads(data)
         spec = DynamicSpec(
             module=str(raw["module"]),
             function=str(raw["function"]),

@@ -32,6 +32,7 @@ from sparring.errors import ConfigError, TaskError
 from sparring.judge.base import JudgeRunError
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
 from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
+from sparring.tasks import taskfs
 from sparring.tasks.hacks import HACKS
 from sparring.tasks.loader import Task, load_task, relative_name, solution_diff
 
@@ -66,8 +67,10 @@ def workspaces(task: Task) -> dict[str, WorkspaceDiff]:
     out.update({f"hack:{k}": make(task) for k, make in sorted(HACKS.items())})
     for kind, prefix in (("hacks", "admission-hack"), ("alternatives", "alternative")):
         root = task.hidden / ADMISSION_DIR / kind
-        if root.is_dir():
-            out.update({f"{prefix}:{d.name}": overlay_diff(d) for d in sorted(root.iterdir()) if d.is_dir()})
+        if not taskfs.is_dir(task.hidden, f"{ADMISSION_DIR}/{kind}"):  # no link on the way
+            continue
+        names = sorted({e.rel.split("/", 1)[0] for e, _ in taskfs.walk(root) if e.kind == "dir"})
+        out.update({f"{prefix}:{n}": overlay_diff(root / n) for n in names})
     return out
 
 
@@ -92,11 +95,7 @@ def fresh_cases(out: Path) -> list[Case]:
 
 def task_files(task: Task) -> dict[str, Any]:
     """A task directory as an embedded file map (the encoding of :meth:`WorkspaceDiff.to_json`)."""
-    files = {}
-    for p in sorted(task.path.rglob("*")):
-        rel = p.relative_to(task.path).as_posix()
-        if p.is_file() and not p.is_symlink() and rel not in SKIP_FILES:
-            files[rel] = p.read_bytes()
+    files = taskfs.files(task.path, lambda rel: rel not in SKIP_FILES)  # regular files, no link read through
     enc: dict[str, Any] = WorkspaceDiff(files=files).to_json()["files"]  # type: ignore[assignment]
     return enc
 

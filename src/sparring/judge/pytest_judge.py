@@ -47,7 +47,7 @@ from sparring.judge.hacks import static_flags
 from sparring.judge.importable import split_importable
 from sparring.judge.probe import ProbePlan, build_plan
 from sparring.judge.records import TestCounts
-from sparring.judge.report import parse_report, split_ids
+from sparring.judge.report import RunReport, parse_report, split_ids
 from sparring.judge.reward import components_from_tests, compose_reward, efficiency, usage_efficiency
 from sparring.judge.sandbox_runner import (
     JudgePool,
@@ -59,9 +59,10 @@ from sparring.judge.sandbox_runner import (
 )
 from sparring.judge.static import static_components
 from sparring.judge.version import judge_version
-from sparring.judge.withheld import SKIPPED, RefTrace, host_outcomes, reference_trace
+from sparring.judge.withheld import SKIPPED, HostOutcomes, RefTrace, host_outcomes, reference_trace
 from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
-from sparring.tasks.hidden_suite import EVAL_DIR, EVAL_IDS_FILE
+from sparring.tasks import taskfs
+from sparring.tasks.hidden_suite import EVAL_DIR, EVAL_IDS_FILE, eval_ids
 from sparring.tasks.loader import Task
 
 
@@ -95,6 +96,13 @@ def tampering(diff: WorkspaceDiff) -> list[str]:
     return sorted(p for p in touched if is_test_path(p) or p.split("/")[-1] in names or p.endswith(".pth"))
 
 
+def _read_report(stdout: str, plan: ProbePlan, trace: RefTrace) -> tuple[RunReport, HostOutcomes]:
+    """The launcher's report and the host's outcomes from it: CPU work over the candidate's bytes, run in a
+    worker thread (linear and capped: :mod:`sparring.judge.report`)."""
+    rep = parse_report(stdout)
+    return rep, host_outcomes(rep, plan, trace)
+
+
 class PytestJudge:
     """Judge kind ``pytest``. Stateless; safe to share across concurrent rollouts."""
 
@@ -115,7 +123,7 @@ class PytestJudge:
         self.version = judge_version(self.config.model_dump(exclude={"dynamic_seed", "shuffle_seed"}))
 
     def has_eval_split(self, task: Task) -> bool:
-        return (task.hidden / EVAL_DIR / EVAL_IDS_FILE).is_file()
+        return taskfs.is_file(task.hidden, f"{EVAL_DIR}/{EVAL_IDS_FILE}")
 
     def uses_eval_split(self, task: Task) -> bool:
         """The eval judge runs hidden/eval/ where a task has one; a task without one falls back to the
@@ -125,8 +133,7 @@ class PytestJudge:
     def expected_ids(self, task: Task) -> list[str]:
         if not self.uses_eval_split(task):
             return [t for t in task.spec.judge.hidden_tests if not t.startswith(EVAL_DIR + "/")]
-        f = task.hidden / EVAL_DIR / EVAL_IDS_FILE
-        return [ln.strip() for ln in f.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+        return eval_ids(task) or []
 
     async def score_or_error(
         self, task: Task, diff: WorkspaceDiff, usage: Usage | None = None
@@ -219,10 +226,18 @@ class PytestJudge:
             return self._result(
                 task, expected, {}, comps, metrics, flags, t0, run.apply_error, dseed if job else None
             )
+        if run.sandbox_killed:
+            # Its exec server or channel died after the candidate's run started: the candidate's doing (a
+            # fault of the judge before that point raised sandbox_failed instead).
+            flags.append("sandbox_killed")
+            return self._result(
+                task, expected, {}, comps, metrics, flags, t0, run.sandbox_killed, dseed if job else None
+            )
         r = run.pytest
         assert r is not None
         log = r.stderr[-4000:]  # stdout is the report channel
-        rep = parse_report(r.stdout)
+        # The candidate's process wrote the report: its reading (linear, capped) stays off the event loop.
+        rep, (outcomes, rejected) = await asyncio.to_thread(_read_report, r.stdout, plan, trace)
         if not rep.started:
             # "start" is written before any candidate code can run: without it the judge never came up.
             if r.timed_out:
@@ -234,6 +249,9 @@ class PytestJudge:
                 f"the test runner died before running any test (exit {r.exit_code}): {log[-600:]}",
             )
         flags += rep.audit_flags
+        if rep.over_cap:
+            flags.append("forged_report")  # no launcher of the judge's writes past the caps
+            metrics["report_over_cap"] = 1.0
         if r.timed_out:
             flags.append(
                 "candidate_timeout"
@@ -241,7 +259,6 @@ class PytestJudge:
         elif not rep.done:
             flags.append("candidate_crashed")
             metrics["candidate_oom"] = 1.0 if r.oom_killed else 0.0
-        outcomes, rejected = host_outcomes(rep, plan, trace)
         metrics["claims_rejected"] = float(len(rejected))
         if any(why.endswith(f"({SKIPPED})") for _, why in rejected):
             # A test said it passed without reaching asserts the reference reaches: its code was cut short.
@@ -287,7 +304,9 @@ class PytestJudge:
             args = [f"hidden/{EVAL_DIR}"]
         else:
             files = {f"hidden/{r}": b for r, b in hidden.items() if not r.startswith(eval_prefix)}
-            args = ["hidden"] + ([f"--ignore=hidden/{EVAL_DIR}"] if (task.hidden / EVAL_DIR).is_dir() else [])
+            args = ["hidden"] + (
+                [f"--ignore=hidden/{EVAL_DIR}"] if taskfs.is_dir(task.hidden, EVAL_DIR) else []
+            )
         if self.config.regression:
             reg = regression_files(task)
             files.update({f"regress/{r}": b for r, b in reg.items()})

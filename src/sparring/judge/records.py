@@ -12,6 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+PROCESS_PREFIX = "process/"
+"""Components and flags of the process checks (:mod:`sparring.judge.process`) start with this."""
+
 TestOutcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed", "missing"]
 """One hidden test's outcome in a per-test report; only ``passed`` counts as a pass."""
 

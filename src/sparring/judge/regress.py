@@ -29,7 +29,21 @@ from sparring.judge.golden import (
     replay_labelled,
     write_golden,
 )
+from sparring.judge.golden_process import (
+    golden_process_path,
+    load_process_golden,
+    replay_process,
+    write_process_golden,
+)
 from sparring.sandbox.base import SandboxBackend
+
+
+def process_golden_for(golden: Path) -> Path:
+    """The process cases beside ``golden``: the packaged ones for the packaged set, else
+    ``<name>.process.json`` next to a golden file given with ``--golden``."""
+    if golden == golden_path():
+        return golden_process_path()
+    return golden.with_name(golden.stem + ".process.json")
 
 
 @dataclass(frozen=True)
@@ -90,6 +104,16 @@ def run_regress(
         )  # fmt: skip
         if opts.writes:
             write_golden(path, rep)  # inside the temporary directory: the frozen tasks are still there
+    if not opts.only_labelled:  # the process checks' frozen conversations (beside golden.json, never in it)
+        ppath = process_golden_for(path)
+        pdata = load_process_golden(ppath)
+        n, pchanged, recorded = replay_process(pdata)
+        rep.cases += n
+        if opts.writes:
+            if recorded.get("cases"):
+                write_process_golden(ppath, recorded)
+        else:
+            rep.changed += pchanged
     if opts.labelled is not None:
         if opts.tasks is None:
             raise ConfigError("--labelled needs --tasks (where the labelled cases' tasks are)")

@@ -13,6 +13,14 @@ is the judge's own fault (the runner never came up).
 Outcomes: ``passed``, ``failed``, ``error``, ``skipped``, ``xfailed``,
 ``xpassed`` from the run, plus ``missing`` for an expected id that never
 reported. Only ``passed`` can count as a pass.
+
+The host reads this text on the loop that drives every rollout, and its author
+chooses every byte of it. So the read is linear in the text and capped
+(:data:`MAX_REPORT_CHARS`, :data:`MAX_LINE_CHARS`, :data:`MAX_LINES`, at most
+:data:`MAX_DISTINCT` distinct values per test and site, as the launcher itself
+keeps), and the judge runs it in a worker thread. A report past a cap cannot
+come from the judge's launcher: :attr:`RunReport.over_cap` names the cap and the
+judge flags ``forged_report`` (reward 0), the candidate's fault, never the host's.
 """
 
 from __future__ import annotations
@@ -22,12 +30,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from sparring.judge.sandbox_observe import MAX_DISTINCT
 from sparring.judge.withheld import Observation
 
 V = TypeVar("V")
 
 MARK = "@@SPARRING-JUDGE@@"
 MAX_LINES = 100_000
+"""Report lines read at most (the launcher writes one per test, and a handful more)."""
+MAX_REPORT_CHARS = 8 << 20
+"""Characters of a report read at most (a sandbox's stdout is capped at 1 MiB before it gets here)."""
+MAX_LINE_CHARS = 2 << 20
+"""Characters of one report line read at most (beyond the sandbox's whole stdout cap: never an honest line)."""
 
 
 @dataclass
@@ -46,37 +60,73 @@ class RunReport:
     """Flags raised at runtime by the launcher's audit hook (what the candidate's code did)."""
     malformed: int = 0
     """Lines with the marker that did not parse."""
+    over_cap: str = ""
+    """The first cap the report broke (empty: none): no launcher of the judge's writes such a report."""
+
+    def exceed(self, what: str) -> None:
+        self.over_cap = self.over_cap or what
 
 
-def _observations(raw: Any) -> dict[int, Observation]:
-    out: dict[int, Observation] = {}
+class OverCap(ValueError):
+    """A report line past one of the parser's caps."""
+
+
+def _observations(raw: Any, rep: RunReport | None = None) -> dict[int, Observation]:
+    """One test's observations. Linear in the entries: a site sent twice (the launcher sends each once)
+    keeps every distinct value of both, the smaller count and no range, and marks the report as past
+    its caps; more than :data:`MAX_DISTINCT` distinct values for a site is past a cap (:class:`OverCap`)."""
     if not isinstance(raw, list):
         raise ValueError("observations must be a list")
+    counts: dict[int, int] = {}
+    values: dict[int, dict[str, None]] = {}
+    overflow: dict[int, bool] = {}
+    ranges: dict[int, tuple[str, str] | None] = {}
     for entry in raw:
-        sid, count, values, over = entry[:4]
+        sid, count, vals, over = entry[:4]
         rng = entry[4] if len(entry) > 4 else None
-        extremes = (str(rng[0]), str(rng[1])) if isinstance(rng, list) and len(rng) == 2 else None
-        vals = tuple(str(v) for v in values)
-        # Every observation has a value: a count without values (or fewer than the distinct ones) is forged.
-        if not isinstance(sid, int) or not isinstance(count, int) or count < len(vals) or (count and not vals):
+        if not isinstance(sid, int) or not isinstance(count, int) or not isinstance(vals, list):
             raise ValueError("bad observation entry")
-        prev = out.get(sid)
-        if prev is not None:  # the same site twice: keep every value, the smaller count, no range
-            out[sid] = Observation(min(prev.count, count), prev.values + vals, prev.overflow or bool(over))
+        if len(vals) > MAX_DISTINCT:
+            raise OverCap(f"more than {MAX_DISTINCT} values for one site")
+        # Every observation has a value: a count without values (or fewer than the distinct ones) is forged.
+        if count < len(vals) or (count and not vals):
+            raise ValueError("bad observation entry")
+        seen = values.get(sid)
+        if seen is None:
+            values[sid] = dict.fromkeys(str(v) for v in vals)
+            counts[sid], overflow[sid] = count, bool(over)
+            ranges[sid] = (str(rng[0]), str(rng[1])) if isinstance(rng, list) and len(rng) == 2 else None
         else:
-            out[sid] = Observation(count, vals, bool(over), extremes)
-    return out
+            if rep is not None:
+                rep.exceed("a site reported twice in one test")
+            seen.update(dict.fromkeys(str(v) for v in vals))
+            if len(seen) > MAX_DISTINCT:
+                raise OverCap(f"more than {MAX_DISTINCT} values for one site")
+            counts[sid] = min(counts[sid], count)
+            overflow[sid] = overflow[sid] or bool(over)
+            ranges[sid] = None
+    return {
+        sid: Observation(counts[sid], tuple(vals), overflow[sid], ranges[sid]) for sid, vals in values.items()
+    }
 
 
 def parse_report(text: str) -> RunReport:
     """The claims of ``text``'s report lines, in order. A test reported twice keeps its worst claim."""
     rep = RunReport()
+    if len(text) > MAX_REPORT_CHARS:
+        rep.exceed(f"report over {MAX_REPORT_CHARS} characters")
+        text = text[:MAX_REPORT_CHARS]
     for n, line in enumerate(text.splitlines()):
-        if n > MAX_LINES:
+        if n >= MAX_LINES:
+            rep.exceed(f"report over {MAX_LINES} lines")
             break
         if not line.startswith(MARK + " "):
             if MARK in line:
                 rep.malformed += 1
+            continue
+        if len(line) > MAX_LINE_CHARS:
+            rep.exceed(f"report line over {MAX_LINE_CHARS} characters")
+            rep.malformed += 1
             continue
         try:
             obj: dict[str, Any] = json.loads(line[len(MARK) + 1 :])
@@ -89,7 +139,7 @@ def parse_report(text: str) -> RunReport:
                 rep.collect_errors[str(obj.get("id"))] = str(obj.get("detail", ""))
             elif kind == "test":
                 tid = str(obj["id"])
-                obs = _observations(obj.get("obs", []))
+                obs = _observations(obj.get("obs", []), rep)
                 outcome = str(obj["outcome"])
                 if tid in rep.outcomes:  # reported twice: a forgery, or a plugin gone wrong; never a pass
                     outcome = "error"
@@ -101,6 +151,9 @@ def parse_report(text: str) -> RunReport:
             elif kind == "done":
                 rep.done = True
                 rep.exitstatus = int(obj.get("exitstatus", -1))
+        except OverCap as e:
+            rep.exceed(str(e))
+            rep.malformed += 1
         except Exception:  # noqa: BLE001 - candidate-made text: any failure (RecursionError too) is malformed
             rep.malformed += 1
     return rep

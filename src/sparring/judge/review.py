@@ -182,7 +182,7 @@ def collect_from_store(queue: ReviewQueue, trajectories: Sequence[Any]) -> int:
         if t.status not in ("ok", "truncated", "timeout"):
             continue
         payload = {
-            "trajectory_id": t.id, "status": "ok", "reward": t.reward, "flags": list(t.flags),
+            "trajectory_id": t.id, "status": "ok", "reward": t.reward, "flags": list(t.outcome_flags),
             "components": dict(t.components), "judge_version": t.judge_version, "policy": t.policy,
             "diff": t.diff,
         }  # fmt: skip

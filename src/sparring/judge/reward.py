@@ -6,7 +6,7 @@ where ``c_k`` are components in [0, 1] (``all_pass``, ``pass_fraction``,
 ``regression``, ``lint``, ``usage``...), ``w_k`` the task's weights (components
 without a weight count 0), and ``cap(flags)`` is 0 if any flag is *zeroing*
 (tampering with tests or their configuration, start-up hooks, exit tricks, a
-forged or missing report, a candidate that crashed or hung the test run, source
+forged or missing report, a candidate that crashed or hung the test run or killed its sandbox, source
 no check can parse, importable non-source files...), else the smallest cap of the *capping* flags
 present (:data:`CAPS`), else 1. Components that are absent count 0, so a judge
 that fails to compute one can never raise the reward.
@@ -39,12 +39,14 @@ ZEROING_FLAGS: frozenset[str] = frozenset(
         "tests_not_run",
         "candidate_crashed",
         "candidate_timeout",
+        "sandbox_killed",  # the sandbox's exec server or channel died after the candidate's code started
         "workspace_too_large",
         "workspace_unreadable",
         "workspace_changed",
         "unrepresentable_path",
         "unparseable_source",  # a changed .py file the interpreter's parser rejects: no check could read it
         "binary_module",  # native code, bytecode or an archive in the diff: importable, unreadable to the checks
+        "import_shadowing",  # a workspace module offered to the tests' dependencies, or shadowing an installed one
     }
 )
 GATED: frozenset[str] = frozenset({"efficiency", "usage"})

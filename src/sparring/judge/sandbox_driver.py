@@ -108,6 +108,9 @@ def main(argv: list[str]) -> int:
     import sandbox_imports
 
     sandbox_imports.source_only(workspace, bool(job.get("allow_binary")))
+    # Workspace modules serve the candidate's code and this driver only (refusals need no report here: the
+    # function's results are compared on the host, and the test run of the same diff reports them).
+    sandbox_imports.gate(workspace, [os.path.dirname(os.path.abspath(__file__))], lambda name, why: None)
     os.chdir(workspace)
     sys.path.append(workspace)
     results: list[dict[str, Any]] = []

@@ -8,6 +8,18 @@ the diff contained: workspace directories get a finder with a source loader
 only, and that loader never reads (or writes) cached bytecode. Everything
 outside the workspace (the standard library, pytest) keeps its bytecode cache,
 so judging costs no recompilation of the interpreter's own modules.
+
+Workspace modules serve the candidate's own code and the judge's tests, never the
+tests' dependencies (:class:`WorkspaceGate`): the workspace is *appended* to
+``sys.path``, so an optional import that a library tries and survives without
+(openpyxl's ``lxml``, ``numpy``, ``PIL``, ``defusedxml``) used to fall through to
+a workspace package of that name and run the candidate's code inside the judge's
+process, before any test imported the candidate's code and in families whose
+tests never do. The gate refuses a top-level module found in the workspace when
+the code importing it is not the workspace's, the tests' or the judge's own
+launcher/driver, and refuses a workspace module that would shadow one of the
+same name outside the workspace (the outside one is imported instead). Each
+refusal is reported (flag ``import_shadowing``, reward 0).
 Only the standard library may be imported here.
 """
 
@@ -15,8 +27,17 @@ from __future__ import annotations
 
 import os
 import sys
-from importlib.machinery import SOURCE_SUFFIXES, FileFinder, SourceFileLoader
+import threading
+from collections.abc import Callable, Sequence
+from importlib.machinery import SOURCE_SUFFIXES, FileFinder, ModuleSpec, PathFinder, SourceFileLoader
 from typing import Any
+
+FLAG = "import_shadowing"
+# Import helpers that import a module named by their caller: the caller is the importer, not the helper.
+_HELPERS = frozenset({("importlib/__init__.py", "import_module"), ("_pytest/outcomes.py", "importorskip"),
+                      ("importlib/util.py", "find_spec"), ("runpy.py", "_get_module_details"),
+                      ("runpy.py", "run_module"), ("unittest/mock.py", "_importer"),
+                      ("unittest/mock.py", "_dot_lookup"), ("pkgutil.py", "resolve_name")})  # fmt: skip
 
 
 class SourceOnlyLoader(SourceFileLoader):
@@ -41,3 +62,83 @@ def source_only(workspace: str, allow_binary: bool = False) -> None:
 
     sys.path_hooks.insert(0, hook)
     sys.path_importer_cache.clear()
+
+
+class WorkspaceGate:
+    """A meta path finder, first on ``sys.meta_path``: who may import a top-level module from the workspace.
+
+    It asks the finders after it where ``fullname`` is. A module outside the workspace is returned as
+    found. A workspace module is returned only when the code importing it lies under one of ``trusted``
+    (the workspace itself, the judge's probes, the launcher's own directory) and no module of that name
+    exists outside the workspace; otherwise ``on_refused(name, why)`` runs and the import fails as if the
+    module did not exist (or resolves to the one outside). Submodules follow their package's verdict.
+    """
+
+    def __init__(
+        self, workspace: str, trusted: Sequence[str], on_refused: Callable[[str, str], None]
+    ) -> None:
+        self.workspace = os.path.abspath(workspace)
+        self.trusted = tuple(os.path.abspath(t).rstrip(os.sep) + os.sep for t in trusted)
+        self.on_refused = on_refused
+        self._local = threading.local()
+
+    def _inside(self, path: str | None) -> bool:
+        return bool(path) and (path == self.workspace or str(path).startswith(self.workspace + os.sep))
+
+    def _from_workspace(self, spec: ModuleSpec) -> bool:
+        if spec.origin and spec.has_location:
+            return self._inside(spec.origin)
+        return any(self._inside(p) for p in spec.submodule_search_locations or ())
+
+    def _found(self, fullname: str, target: Any) -> ModuleSpec | None:
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None) if finder is not self else None
+            spec = find(fullname, None, target) if find is not None else None
+            if spec is not None:
+                return spec
+        return None
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        if path is not None or getattr(self._local, "busy", False):
+            return None  # a submodule (its package was admitted or refused already), or our own lookup
+        self._local.busy = True
+        try:
+            spec = self._found(fullname, target)
+            if spec is None or not self._from_workspace(spec):
+                return spec
+            outside = [
+                p for p in sys.path if isinstance(p, str) and p and not self._inside(os.path.abspath(p))
+            ]
+            other = PathFinder.find_spec(fullname, outside)
+            if fullname in sys.stdlib_module_names or other is not None:
+                self.on_refused(fullname, "shadows a module outside the workspace")
+                if other is None:  # a stdlib name this interpreter lacks: not the workspace's either
+                    raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+                return other
+            importer = self._importer()
+            if not importer.startswith(self.trusted):
+                self.on_refused(fullname, f"imported by {importer or 'unknown code'}")
+                raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+            return spec
+        finally:
+            self._local.busy = False
+
+    @staticmethod
+    def _importer() -> str:
+        """The file of the code that asked for the import (import machinery and helpers skipped)."""
+        f = sys._getframe(2)
+        while f is not None:
+            code = f.f_code
+            name = code.co_filename
+            helper = any(name.endswith("/" + file) and code.co_name == fn for file, fn in _HELPERS)
+            if not (name.startswith("<frozen importlib") or name == __file__ or helper):
+                return name
+            f = f.f_back  # type: ignore[assignment]
+        return ""
+
+
+def gate(workspace: str, trusted: Sequence[str], on_refused: Callable[[str, str], None]) -> WorkspaceGate:
+    """Install a :class:`WorkspaceGate` first on ``sys.meta_path`` (before the workspace joins ``sys.path``)."""
+    g = WorkspaceGate(workspace, [workspace, *trusted], on_refused)
+    sys.meta_path.insert(0, g)
+    return g

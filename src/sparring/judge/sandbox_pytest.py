@@ -82,6 +82,7 @@ GC_WALKS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents"})
 WATCHED_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "__code__"})
 PATH_EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
 IGNORE = "--ignore="
+IMPORT_FLAG = "import_shadowing"  # sandbox_imports.FLAG: a workspace module refused to a dependency
 
 
 class Reporter:
@@ -139,6 +140,12 @@ class Reporter:
                 return False
             f = f.f_back  # type: ignore[assignment]
         return False
+
+    def refused_import(self, name: str, why: str) -> None:
+        """The workspace gate refused ``name`` (:mod:`sandbox_imports`): reported once per run."""
+        if IMPORT_FLAG not in self._audit_flags:
+            self._audit_flags.add(IMPORT_FLAG)
+            self.emit({"kind": "audit", "flag": IMPORT_FLAG, "event": f"import {name[:100]}: {why[:200]}"})
 
     def emit(self, obj: dict[str, Any]) -> None:
         data = f"{MARK} {json.dumps(obj, sort_keys=True, separators=(',', ':'))}\n".encode()
@@ -218,7 +225,7 @@ class JobGate:
         ignore: list[str] = []
         for arg in job["args"]:
             if arg.startswith(IGNORE):
-                ignore.append(os.path.join(root, arg.removeprefix(IGNORE)))
+                ignore.append(os.path.join(root, arg[len(IGNORE) :]))  # removeprefix: Python 3.9+
             elif arg.startswith("-"):
                 raise pytest.UsageError(f"the launcher's job may hold no option but {IGNORE}PATH: {arg!r}")
             else:
@@ -232,6 +239,8 @@ class JobGate:
         import sandbox_imports  # imported by main() before the job: a lookup here
 
         sandbox_imports.source_only(workspace, bool(job.get("allow_binary")))
+        here = os.path.dirname(os.path.abspath(__file__))
+        sandbox_imports.gate(workspace, [root, here], self._reporter.refused_import)
         sys.path.append(workspace)
         os.environ["PYTHONPATH"] = workspace  # for test subprocesses; this interpreter is already up
         self._reporter.start(int(job["seed"]))

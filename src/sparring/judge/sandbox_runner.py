@@ -11,20 +11,31 @@ The judge's tests themselves (hidden and pristine visible ones) reach the sandbo
 only as probes (:mod:`sparring.judge.probe`), on the launcher's stdin: every
 assert there observes, and what it is compared with stays on the host.
 
-Order inside one sandbox: (1) the reference solution is written; with dynamic
-tests the driver computes reference outputs, and where the judge has no trace
-of the reference yet, the probes run on it (the trace says which sites each
-test observes, and how often); ``reset()`` discards all of it; (2) the agent's
-diff is applied; (3) the launcher runs the probes; (4) the driver runs the
-candidate on the same inputs. Every wall time is measured here, outside the
-sandbox.
+Order: (1) the reference phase, in a sandbox that has never run candidate code and never will
+before it ends: the reference solution is written; with dynamic tests the driver computes reference
+outputs, and where the judge has no trace of the reference yet, the probes run on it (the trace says
+which sites each test observes, and how often); (2) in a fresh sandbox, or the same one after a
+``reset()`` when nothing of the candidate has run in it yet, the agent's diff is applied; (3) the
+launcher runs the probes; (4) the driver runs the candidate on the same inputs. Every wall time is
+measured here, outside the sandbox. A sandbox's reset is the host's and is verified (sandbox/sweep.py,
+sandbox/init_state.py), but the reference's outputs are what the candidate is held to: they never
+come from a sandbox a candidate could have prepared.
+
+Whose fault a broken sandbox is: one that fails before the candidate's run starts (its diff applied,
+its job sent) is the judge's (``sandbox_failed``); one whose exec server or channel dies after it is
+the candidate's, as a crash of the test run is: :attr:`RunOutput.sandbox_killed` is set and the
+judge scores it 0 with the flag ``sandbox_killed``.
 
 Warm pool (:class:`JudgePool`, for throughput): instead of a fresh sandbox per
 judgement, sandboxes of the same task are reused, with a full ``reset()``
 between judgements (every process killed; the workspace's copy-on-write layer,
 /tmp and the home directory discarded) and the judge's read-only mounts staged
-once per task. It is used only with a backend whose reset discards everything
-(overlay mode); otherwise every judgement gets a fresh sandbox as before.
+once per task. Candidates run only in the pool's candidate sandboxes; the
+reference phase runs only in its *reference* sandboxes (a pool of their own,
+which never run anything but reference solutions), beside the candidate's run
+when the candidate's probes do not wait for the trace. It is used only with a
+backend whose reset discards everything (overlay mode); otherwise every
+judgement gets a fresh sandbox as before.
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ from sparring.judge.hacks import is_test_path
 from sparring.sandbox.base import ExecResult, Sandbox, SandboxBackend, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.pool import resets_completely
 from sparring.sandbox.workspace import MAX_DIFF_BYTES
+from sparring.tasks import taskfs
 from sparring.tasks.loader import Task
 from sparring.tasks.sandbox_spec import spec_for_task
 
@@ -85,6 +97,9 @@ class RunOutput:
     """The probes' run on the reference solution (only when a trace was asked for)."""
     reference: list[dict[str, Any]] | None = None
     candidate: list[dict[str, Any]] | None = None
+    sandbox_killed: str = ""
+    """Why the sandbox died after the candidate's run had started (its exec server or channel): the
+    candidate's doing, scored 0 with the flag ``sandbox_killed``; empty when it did not."""
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -100,25 +115,21 @@ def is_collected(rel: str) -> bool:
 
 
 def regression_files(task: Task) -> dict[str, bytes]:
-    """The task's own test files, as they are in the pristine initial state."""
-    out: dict[str, bytes] = {}
-    if task.workspace.is_dir():
-        for p in sorted(task.workspace.rglob("*.py")):
-            rel = p.relative_to(task.workspace).as_posix()
-            if is_test_path(rel) and p.name != "conftest.py" and "__pycache__" not in rel:
-                out[rel] = p.read_bytes()
-    return out
+    """The task's own test files, as they are in the pristine initial state (regular files only: a link
+    is never read through on the host, see :mod:`sparring.tasks.taskfs`)."""
+
+    def want(rel: str) -> bool:
+        return (rel.endswith(".py") and is_test_path(rel) and rel.rsplit("/", 1)[-1] != "conftest.py"
+                and "__pycache__" not in rel)  # fmt: skip
+
+    return taskfs.files(task.workspace, want)
 
 
 def hidden_test_files(task: Task) -> dict[str, bytes]:
     """The hidden test files the judge collects (never mounted: they reach the sandbox as probes)."""
-    out: dict[str, bytes] = {}
-    if task.hidden.is_dir():
-        for p in sorted(task.hidden.rglob("*.py")):
-            rel = p.relative_to(task.hidden).as_posix()
-            if is_collected(rel) and not rel.startswith(ADMISSION_DIR + "/") and p.is_file():
-                out[rel] = p.read_bytes()
-    return out
+    return taskfs.files(
+        task.hidden, lambda rel: is_collected(rel) and not rel.startswith(ADMISSION_DIR + "/")
+    )
 
 
 def _stage(work: Path, task: Task) -> tuple[Path, Path]:
@@ -130,16 +141,14 @@ def _stage(work: Path, task: Task) -> tuple[Path, Path]:
     (cfg / "pytest.ini").write_text(PYTEST_INI)
     view = work / "hidden"
     view.mkdir()
-    if task.hidden.is_dir():
-        for p in sorted(task.hidden.rglob("*")):
-            rel = p.relative_to(task.hidden).as_posix()
-            if rel == ADMISSION_DIR or rel.startswith(ADMISSION_DIR + "/") or p.is_symlink():
-                continue
-            if p.is_dir():
-                (view / rel).mkdir(parents=True, exist_ok=True)
-            elif p.is_file() and not is_collected(rel):
-                (view / rel).parent.mkdir(parents=True, exist_ok=True)
-                (view / rel).write_bytes(p.read_bytes())
+    for e, data in taskfs.walk(task.hidden, lambda e: not is_collected(e.rel)):
+        if e.rel == ADMISSION_DIR or e.rel.startswith(ADMISSION_DIR + "/"):
+            continue
+        if e.kind == "dir":
+            (view / e.rel).mkdir(parents=True, exist_ok=True)
+        elif data is not None:  # regular files only: links and the rest are not staged
+            (view / e.rel).parent.mkdir(parents=True, exist_ok=True)
+            (view / e.rel).write_bytes(data)
     return cfg, view
 
 
@@ -157,20 +166,34 @@ class JudgePool:
     """
 
     def __init__(
-        self, backend: SandboxBackend, max_idle: int = 2, max_size: int | None = None, prestart: bool = True
+        self,
+        backend: SandboxBackend,
+        max_idle: int = 2,
+        max_size: int | None = None,
+        prestart: bool = True,
+        reference_max_size: int | None = None,
     ) -> None:
+        """``max_size`` bounds the candidates' sandboxes, ``reference_max_size`` (default: the same) the
+        reference sandboxes; a judgement holds at most one of each."""
         from sparring.sandbox.pool import SandboxPool
 
         self.backend = backend
         self.enabled = getattr(backend, "mode", "copy") == "overlay"
         self.prestart = prestart
         self._pool = SandboxPool(backend, max_idle=max_idle, max_size=max_size, on_ready=self.ready)
+        # Never given a candidate: a reference solution's outputs must not come from a sandbox a candidate
+        # ran in, however thorough its reset.
+        self._references = SandboxPool(
+            backend,
+            max_idle=max_idle,
+            max_size=max_size if reference_max_size is None else reference_max_size,
+        )
         self._root = Path(tempfile.mkdtemp(prefix="sparring-judge-pool-"))
         self._staged: dict[str, tuple[Path, Path]] = {}
         self._warm: dict[str, Any] = {}
         self.judgements = 0
         self.warm_launches = 0
-        self.second_sandboxes = 0
+        self.reference_runs = 0
 
     def stage(self, task: Task) -> tuple[Path, Path]:
         """The judge's mounts for ``task``, staged once (same paths, so the sandbox spec and pool key repeat)."""
@@ -185,12 +208,24 @@ class JudgePool:
         self.judgements += 1
         return await self._pool.acquire_spec(spec)
 
-    async def acquire_idle(self, spec: SandboxSpec) -> Sandbox | None:
-        """A second warm sandbox for the same judgement, only if one is idle now (never waits: a judgement
-        holding one sandbox must not wait for another, or a full pool would deadlock)."""
-        sb = await self._pool.acquire_idle(spec)
-        self.second_sandboxes += sb is not None
-        return sb
+    async def in_reference_sandbox(
+        self, spec: SandboxSpec, run: Callable[[Sandbox], Awaitable[None]]
+    ) -> None:
+        """``run`` in one of the pool's reference sandboxes (they run nothing but reference solutions), then
+        give it back (reset). Its failures are the judge's: a SandboxError becomes ``sandbox_failed``."""
+        try:
+            sb = await self._references.acquire_spec(spec)
+        except SandboxError as e:
+            raise JudgeRunError("sandbox_failed", f"reference sandbox failed to start: {e}") from None
+        self.reference_runs += 1
+        broken = True
+        try:
+            await run(sb)
+            broken = False
+        except SandboxError as e:
+            raise JudgeRunError("sandbox_failed", f"reference sandbox failed: {e}") from None
+        finally:
+            await self._references.release(sb, broken=broken)
 
     def ready(self, sb: Sandbox) -> None:
         """Prestart ``sb``'s launcher (``sb`` was just made or reset); a no-op where the backend cannot."""
@@ -218,19 +253,27 @@ class JudgePool:
 
     @property
     def max_alive(self) -> int:
-        """Most sandboxes alive at once."""
+        """Most candidate sandboxes alive at once."""
         return self._pool.max_alive
+
+    @property
+    def reference_max_alive(self) -> int:
+        """Most reference sandboxes alive at once."""
+        return self._references.max_alive
 
     async def close(self) -> None:
         await self._pool.close()
+        await self._references.close()
         shutil.rmtree(self._root, ignore_errors=True)
 
 
 def judge_pool_for(backend: SandboxBackend, concurrency: int) -> JudgePool:
     """The warm judge of a long-lived loop (training, a node actor) judging up to ``concurrency`` at once:
-    at most two idle sandboxes per task and ``2 * concurrency`` in all (each judgement holds one, and a
-    second only if one is idle), so the idle sandboxes of many tasks stay few and nothing waits."""
-    return JudgePool(backend, max_idle=2, max_size=2 * max(1, concurrency))
+    at most two idle sandboxes per task, ``2 * concurrency`` candidate sandboxes and ``concurrency``
+    reference sandboxes in all (each judgement holds one candidate sandbox and, for a while, one
+    reference sandbox), so the idle sandboxes of many tasks stay few."""
+    c = max(1, concurrency)
+    return JudgePool(backend, max_idle=2, max_size=2 * c, reference_max_size=c)
 
 
 async def apply_diff(sb: Sandbox, diff: WorkspaceDiff) -> None:
@@ -244,8 +287,14 @@ async def apply_diff(sb: Sandbox, diff: WorkspaceDiff) -> None:
 async def run_driver(sb: Sandbox, job: dict[str, Any], timeout: float) -> list[dict[str, Any]] | None:
     r = await sb.exec([PYTHON, "-s", "/judge/cfg/sandbox_driver.py", "/workspace"], timeout=timeout,
                       stdin=(json.dumps(job) + "\n").encode())  # fmt: skip
+    return await asyncio.to_thread(driver_results, r.stdout)  # the candidate's bytes: read off the loop
+
+
+def driver_results(stdout: str) -> list[dict[str, Any]] | None:
+    """The driver's results: its last line, a JSON list (None if it is not one). Linear in ``stdout``,
+    which the sandbox caps at 1 MiB."""
     try:
-        out = json.loads(r.stdout.strip().splitlines()[-1]) if r.stdout.strip() else None
+        out = json.loads(stdout.strip().splitlines()[-1]) if stdout.strip() else None
     except (ValueError, RecursionError):  # the candidate's process wrote it: unparseable is no answer
         return None
     return out if isinstance(out, list) else None
@@ -265,18 +314,6 @@ async def run_launcher(sb: Sandbox, job: bytes, timeout: float, pool: JudgePool 
         result: ExecResult = await warm.run(job, timeout)
         return result
     return await sb.exec(launcher_argv(), timeout=timeout, stdin=job)
-
-
-async def _in_other(pool: JudgePool, sb: Sandbox, run: Callable[[Sandbox], Awaitable[None]]) -> None:
-    """``run`` in a second pooled sandbox of the same judgement, then give it back (reset)."""
-    broken = False
-    try:
-        await run(sb)
-    except SandboxError:
-        broken = True
-        raise
-    finally:
-        await pool.release(sb, broken=broken)
 
 
 async def run_in_sandbox(
@@ -320,58 +357,53 @@ async def run_in_sandbox(
             raise JudgeRunError("sandbox_failed", f"judge sandbox failed to start: {e}") from None
         out.timings["create_s"] = time.perf_counter() - t
         broken = True
+        started = False  # from the candidate's run on, a dying sandbox is the candidate's doing
         try:
             timeout = task.spec.judge.timeout_s
 
-            async def fresh(sb: Sandbox, launcher: bool = True) -> Sandbox:
-                """``sb`` as new for the next phase: reset, or replaced where reset would leave /tmp behind.
-
-                ``launcher``: the next phase runs the launcher, so a pool prestarts one; a phase that only
-                runs the driver gets none (it would compete with the driver for the CPU, then be killed)."""
+            async def fresh(sb: Sandbox) -> Sandbox:
+                """``sb`` as new for the candidate: reset, or replaced where reset would leave /tmp behind."""
                 if resets_completely(sb):
                     await sb.reset()
-                    if pooled is not None and launcher:
-                        pooled.ready(sb)
                     return sb
                 await sb.close()  # reset would leave the last phase's /tmp (its bytecode, the probes)
                 return await backend.create(spec)
 
-            async def reference_dynamic(sb: Sandbox) -> None:
-                assert reference is not None and dynamic_job is not None
-                await apply_diff(sb, reference)
-                out.reference = await run_driver(sb, dynamic_job, timeout)
-                if out.reference is None:
-                    raise JudgeRunError(
-                        "reference_failed", "the reference solution produced no dynamic-test outputs"
-                    )
-
-            # The reference runs first only when the candidate's probes need its trace. Its dynamic outputs
-            # alone do not: with a pool they come from a second warm sandbox while the candidate runs,
-            # otherwise after the candidate's run (the sandbox reset between). Either way the candidate's
-            # prestarted launcher is still waiting when the candidate's diff lands.
-            reference_first = reference is not None and reference_job is not None
-            reference_after = dynamic_job is not None and reference is not None and not reference_first
-            beside: asyncio.Task[None] | None = None
-            if reference_first:
+            async def reference_phase(rsb: Sandbox) -> None:
+                """The reference's dynamic outputs, then (when asked) the probes on it for the trace."""
+                assert reference is not None
+                await apply_diff(rsb, reference)
                 if dynamic_job is not None:
-                    await reference_dynamic(sb)
-                elif reference is not None:  # the probes' trace is the reference's, never the initial state's
-                    await apply_diff(sb, reference)
-                assert reference_job is not None
-                out.reference_pytest = await run_launcher(sb, reference_job, timeout, pooled)
+                    out.reference = await run_driver(rsb, dynamic_job, timeout)
+                    if out.reference is None:
+                        raise JudgeRunError(
+                            "reference_failed", "the reference solution produced no dynamic-test outputs"
+                        )
+                if reference_job is not None:
+                    out.reference_pytest = await run_launcher(rsb, reference_job, timeout)
+
+            # The reference runs where no candidate ever ran: first, in this fresh sandbox (then reset),
+            # or in a reference sandbox of the pool, beside the candidate's run unless the candidate's
+            # probes need its trace first. The candidate's prestarted launcher is still waiting either way.
+            wanted = reference is not None and (dynamic_job is not None or reference_job is not None)
+            beside: asyncio.Task[None] | None = None
+            if wanted and pooled is None:
+                await reference_phase(sb)
                 sb = await fresh(sb)
-            elif reference_after and pooled is not None:
-                other = await pooled.acquire_idle(spec)
-                if other is not None:
-                    beside = asyncio.create_task(_in_other(pooled, other, reference_dynamic))
+            elif wanted and pooled is not None and reference_job is not None:
+                await pooled.in_reference_sandbox(spec, reference_phase)
+            elif wanted and pooled is not None:
+                beside = asyncio.create_task(pooled.in_reference_sandbox(spec, reference_phase))
             try:
-                stdin = job(out) if callable(job) else job
+                # The candidate's job reads the reference's report first (CPU work): off the event loop.
+                stdin = await asyncio.to_thread(job, out) if callable(job) else job
                 try:
                     await apply_diff(sb, diff)
                 except (OSError, SandboxError) as e:
                     out.applied, out.apply_error = False, str(e)
                     broken = False
                     return out
+                started = True
                 t = time.perf_counter()
                 out.pytest = await run_launcher(sb, stdin, timeout, pooled)
                 out.pytest_wall_s = time.perf_counter() - t
@@ -381,9 +413,6 @@ async def run_in_sandbox(
                     out.timings["dynamic_s"] = time.perf_counter() - t
                 if beside is not None:
                     await beside
-                elif reference_after:
-                    sb = await fresh(sb, launcher=False)
-                    await reference_dynamic(sb)
             finally:
                 if beside is not None and not beside.done():
                     beside.cancel()
@@ -392,7 +421,10 @@ async def run_in_sandbox(
             broken = False
             return out
         except SandboxError as e:
-            raise JudgeRunError("sandbox_failed", f"judge sandbox failed: {e}") from None
+            if not started:
+                raise JudgeRunError("sandbox_failed", f"judge sandbox failed: {e}") from None
+            out.sandbox_killed = f"the sandbox died while the candidate's code ran: {e}"
+            return out
         finally:
             t = time.perf_counter()
             if pooled is not None:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from sparring.judge.hacks import is_test_not_config, parse_source
 from sparring.sandbox.base import WorkspaceDiff
+from sparring.tasks import taskfs
 
 RUFF_RULES = "E9,F63,F7,F82"
 BRANCHES = (
@@ -51,10 +52,15 @@ def branches(data: bytes | None) -> int:
     return sum(1 for n in ast.walk(tree) if isinstance(n, BRANCHES))
 
 
+def _initial(initial: Path, rel: str) -> bytes | None:
+    """A file of the initial state (a link followed only inside it: :mod:`sparring.tasks.taskfs`)."""
+    return taskfs.read_file(initial, rel, follow_links=True)
+
+
 def changed_lines(diff: WorkspaceDiff, initial: Path) -> int:
     n = 0
     for rel, data in diff.files.items():
-        old = (initial / rel).read_bytes() if (initial / rel).is_file() else b""
+        old = _initial(initial, rel) or b""
         try:
             a, b = old.decode("utf-8").splitlines(), data.decode("utf-8").splitlines()
         except UnicodeDecodeError:
@@ -66,8 +72,8 @@ def changed_lines(diff: WorkspaceDiff, initial: Path) -> int:
             if ln[:1] in "+-" and ln[:3] not in ("+++", "---")
         )
     for rel in diff.deleted:
-        p = initial / rel
-        n += len(p.read_bytes().splitlines()) if p.is_file() else 1
+        before = _initial(initial, rel)
+        n += len(before.splitlines()) if before is not None else 1
     return n
 
 
@@ -109,10 +115,7 @@ def static_components(diff: WorkspaceDiff, initial: Path) -> tuple[dict[str, flo
     errs = lint_errors(py)
     lint = compiles if errs is None else 1.0 / (1.0 + errs)
     lines = changed_lines(diff, initial)
-    growth = sum(
-        branches(d) - branches((initial / r).read_bytes() if (initial / r).is_file() else None)
-        for r, d in py.items()
-    )
+    growth = sum(branches(d) - branches(_initial(initial, r)) for r, d in py.items())
     comps = {
         "compiles": compiles,
         "lint": lint,

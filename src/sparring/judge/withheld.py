@@ -356,7 +356,11 @@ def claim_holds(
     return True, ""
 
 
-def host_outcomes(report: Any, plan: Any, trace: RefTrace) -> tuple[dict[str, str], list[tuple[str, str]]]:
+HostOutcomes = tuple[dict[str, str], list[tuple[str, str]]]
+"""Each reported test's outcome as the host decides it, and the claimed passes it rejected (with why)."""
+
+
+def host_outcomes(report: Any, plan: Any, trace: RefTrace) -> HostOutcomes:
     """Each reported test's outcome as the host decides it, and the claimed passes it rejected (with why)."""
     outcomes: dict[str, str] = {}
     rejected: list[tuple[str, str]] = []

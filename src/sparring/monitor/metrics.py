@@ -44,7 +44,8 @@ def iteration_metrics(
         "rollout/reward_mean": _mean(judged),
         "rollout/unjudged": n - len(judged),
         "rollout/pass_rate": _mean([1.0 if t.passed else 0.0 for t in trajs]),
-        "rollout/flag_rate": _mean([1.0 if t.flags else 0.0 for t in trajs]),
+        "rollout/flag_rate": _mean([1.0 if t.outcome_flags else 0.0 for t in trajs]),  # the hack signal
+        "rollout/process_flag_rate": _mean([1.0 if t.process_flags else 0.0 for t in trajs]),
         "rollout/statuses": dict(statuses),
         "rollout/tool_calls": tool_calls,
         "rollout/tokens": tokens,

@@ -181,10 +181,43 @@ def _tests(t: Trajectory) -> str:
 
 
 def _components(t: Trajectory) -> str:
-    if not t.components:
+    comps = t.outcome_components
+    if not comps:
         return "<p class='muted'>no reward components</p>"
-    rows = "".join(f"<tr><td>{esc(k)}</td><td class='num'>{v:.4f}</td></tr>" for k, v in sorted(t.components.items()))
+    rows = "".join(f"<tr><td>{esc(k)}</td><td class='num'>{v:.4f}</td></tr>" for k, v in sorted(comps.items()))
     return f"<table id='components'><tr><th>component</th><th class='num'>value</th></tr>{rows}</table>"
+
+
+def _process(t: Trajectory) -> str:
+    """The process checks, apart from the outcome: each check, its value and whether it tripped."""
+    comps = t.process_components
+    if not comps:
+        return "<p class='muted'>no process checks recorded (judged before they existed)</p>"
+    flagged = set(t.process_flags)
+    rows = "".join(
+        f"<tr><td>{esc(k.removeprefix('process/'))}</td><td class='num'>{v:.2f}</td>"
+        f"<td>{'<span class=flag>tripped</span>' if k in flagged else 'ok'}</td></tr>"
+        for k, v in sorted(comps.items())
+    )
+    return f"<table id='process'><tr><th>check</th><th class='num'>value</th><th>verdict</th></tr>{rows}</table>"
+
+
+def _link(t: Trajectory) -> str:
+    return f"<a href='../{esc(page_name(t))}'>{esc(t.id[:12])}</a> (reward {esc(_reward(t.reward) or '-')})"
+
+
+def _tree(t: Trajectory, parent: Trajectory | None, children: Sequence[Trajectory]) -> str:
+    """The fork tree around ``t``: its parent (and the turn it was forked at) and its branches."""
+    if t.parent_id is None and not children:
+        return "<p class='muted'>a root with no branches</p>"
+    parts = []
+    if t.parent_id is not None:
+        up = _link(parent) if parent is not None else esc(t.parent_id[:12]) + " <span class='muted'>(not shown)</span>"
+        parts.append(f"<p id='parent'>forked from {up} after turn {esc(t.branch_turn)}</p>")
+    if children:
+        items = "".join(f"<li>turn {esc(c.branch_turn)}: {_link(c)}</li>" for c in children)
+        parts.append(f"<p>{len(children)} branch(es) forked from this trajectory:</p><ul id='children'>{items}</ul>")
+    return "".join(parts)
 
 
 def _timings(t: Trajectory) -> str:
@@ -215,13 +248,18 @@ def _trace(t: Trajectory, decode: Decode | None) -> str:
     return "".join(parts)
 
 
-def write_page(t: Trajectory, out: Path, decode: Decode | None = None) -> Path:
-    """``out/t/ID.html``: one trajectory, everything the store holds about it."""
+def write_page(
+    t: Trajectory, out: Path, decode: Decode | None = None, parent: Trajectory | None = None,
+    children: Sequence[Trajectory] = (),
+) -> Path:  # fmt: skip
+    """``out/t/ID.html``: one trajectory, everything the store holds about it (with its fork tree:
+    ``parent`` and ``children`` are linked when given)."""
     head = kv([
         ("task", esc(f"{t.task_id} v{t.task_version} · family {t.family or '-'} · tier {t.difficulty}")),
         ("policy", esc(f"{t.policy} v{t.policy_version}")),
         ("status", _status(t.status) + (f" <span class='status-bad'>{esc(t.error)}</span>" if t.error else "")),
-        ("reward", esc(_reward(t.reward) or "unjudged")), ("flags", _flags(t.flags)),
+        ("reward", esc(_reward(t.reward) or "unjudged")), ("outcome flags", _flags(t.outcome_flags)),
+        ("process flags", _flags(t.process_flags)),
         ("attempts", esc(t.attempts) + "".join(f"<div class='muted'>retry: {esc(x)}</div>" for x in t.infra_errors)),
         ("run / group", esc(f"{t.run_id or '-'} · {t.group_id or '-'} #{t.sample_index}")),
         ("submitted", esc(t.submitted)), ("created", esc(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t.created_at)))),
@@ -232,7 +270,9 @@ def write_page(t: Trajectory, out: Path, decode: Decode | None = None) -> Path:
         f"<h2>Conversation</h2><div id='conversation'>{_conversation(t)}</div>"
         f"<h2>Workspace diff</h2>{_diff(t)}"
         f"<h2>Judge: per-test report</h2>{_tests(t)}"
-        f"<h2>Reward components</h2>{_components(t)}"
+        f"<h2>Outcome: reward components</h2>{_components(t)}"
+        f"<h2>Process checks</h2>{_process(t)}"
+        f"<h2>Fork tree</h2><div id='tree'>{_tree(t, parent, children)}</div>"
         f"<h2>Timings</h2>{_timings(t)}"
         f"<h2>Token trace</h2><div id='trace'>{_trace(t, decode)}</div>"
     )
@@ -247,6 +287,15 @@ def write_site(
     decode: Decode | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The index and every page; returns the ``traj view --json`` object."""
-    pages = [str(write_page(t, out, decode)) for t in trajs]
+    by_id = {t.id: t for t in trajs}
+    kids: dict[str, list[Trajectory]] = {}
+    for t in trajs:
+        if t.parent_id is not None:
+            kids.setdefault(t.parent_id, []).append(t)
+    pages = [
+        str(write_page(t, out, decode, by_id.get(t.parent_id or ""),
+                       sorted(kids.get(t.id, []), key=lambda c: (c.branch_turn or 0, c.id))))
+        for t in trajs
+    ]  # fmt: skip
     index = write_index(trajs, out, title, back)
     return {"html": str(index), "pages": pages}

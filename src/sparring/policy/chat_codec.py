@@ -3,8 +3,11 @@
 :class:`ChatCodec` renders a conversation with ``tokenizer.apply_chat_template(
 ..., tools=...)`` (Sparring's tokenizers carry Sparring's template, hub models
 their own), knows which token ids end a turn, and parses a sampled turn with
-the tool-call format the template writes (detected from the template, or
-configured: :mod:`sparring.chat_format.tool_formats`).
+the one tolerant reader (:func:`sparring.chat_format.parse_tool_calls`). The
+tool-call format decides how tools and earlier calls are *shown*: detected from
+the template, or named (``hf:PATH#FORMAT``, ``model.tool_format``). A template
+that ignores ``tools`` (SmolLM2's ChatML one) gets them described in the system
+prompt, with a warning, and its earlier calls written into the turns' text.
 
 Token-in, token-out. :meth:`ChatCodec.continuation_ids` gives the ids the
 environment appends after a sampled assistant turn (the tool results, any user
@@ -17,10 +20,19 @@ point the method says so (None) rather than guessing.
 
 from __future__ import annotations
 
+import json
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sparring.chat_format import END, ParsedTurn, attach_chat_template, template_messages
+from sparring.chat_format import (
+    END,
+    ParsedCall,
+    ParsedTurn,
+    attach_chat_template,
+    parse_tool_calls,
+    template_messages,
+)
 from sparring.chat_format.tool_formats import ToolFormat, detect_tool_format, get_tool_format
 from sparring.errors import PolicyError
 
@@ -33,6 +45,58 @@ END_OF_TURN_TOKENS: tuple[str, ...] = (
     "<end_of_turn>",
     "<|return|>",
 )
+
+
+FORMAT_CHOICES = "sparring, hermes, qwen3_coder, llama3_json"
+
+
+def template_shows_tools(template: str) -> bool:
+    """Whether a chat template renders the ``tools`` it is given (SmolLM2's ChatML one does not)."""
+    return "tools" in template
+
+
+def tools_prompt(tools: Sequence[dict[str, Any]], fmt: ToolFormat) -> str:
+    """The tools described in words, for a template that cannot show them, with one example call."""
+    listing = "\n".join(json.dumps(t.get("function", t), ensure_ascii=False) for t in tools)
+    example = fmt.render("", [ParsedCall("NAME", {"ARG": "VALUE"})]).strip()
+    return (
+        "# Tools\nYou can call these tools (JSON schemas):\n" + listing
+        + "\nTo call a tool, write exactly:\n" + example + "\nThen wait for the result."
+    )  # fmt: skip
+
+
+def tools_in_text(
+    messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], fmt: ToolFormat
+) -> list[dict[str, Any]]:
+    """Messages for a template that ignores ``tools`` and ``tool_calls``: the tool list in the system
+    message (a new first one if there is none) and each assistant call written out in ``fmt``."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        m = {**m, "content": m.get("content") or ""}
+        calls = m.pop("tool_calls", None) if m.get("role") == "assistant" else None
+        if calls:
+            parsed = [
+                ParsedCall(str(fn.get("name", "")), _args(fn.get("arguments")))
+                for c in calls if isinstance(fn := (c.get("function") if isinstance(c, dict) else None), dict)
+            ]  # fmt: skip
+            m["content"] = fmt.render(m["content"], parsed).strip()
+        out.append(m)
+    if tools:
+        desc = tools_prompt(tools, fmt)
+        if out and out[0].get("role") == "system":
+            out[0] = {**out[0], "content": f"{out[0]['content']}\n\n{desc}".strip()}
+        else:
+            out.insert(0, {"role": "system", "content": desc})
+    return out
+
+
+def _args(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError:
+            return {}
+    return raw if isinstance(raw, dict) else {}
 
 
 class ChatCodec:
@@ -51,16 +115,34 @@ class ChatCodec:
                 )
             attach_chat_template(tokenizer)  # a Sparring checkpoint from before templates
         self.template: str = tokenizer.chat_template
+        self.shows_tools: bool = template_shows_tools(self.template)
+        """False: the template ignores ``tools=`` (SmolLM2's ChatML): they go in the system prompt."""
         name = tool_format or detect_tool_format(self.template)
+        if name is None and not self.shows_tools:
+            name = "hermes"
         if name is None:
             raise PolicyError(
-                "cannot tell how this chat template writes tool calls: "
-                "pass tool_format= one of sparring, hermes, qwen3_coder, llama3_json"
+                "cannot tell how this chat template writes tool calls: name the format with "
+                f"hf:PATH#FORMAT (or model.tool_format in a training config), FORMAT one of {FORMAT_CHOICES}"
             )
         try:
             self.format: ToolFormat = get_tool_format(name)
-        except ValueError as e:
-            raise PolicyError(str(e)) from None
+        except ValueError:
+            raise PolicyError(
+                f"unknown tool-call format {name!r}: write hf:PATH#FORMAT with FORMAT one of {FORMAT_CHOICES}"
+            ) from None
+        if not self.shows_tools:
+            if self.format.name == "sparring":
+                raise PolicyError(
+                    "the sparring tool-call format needs Sparring's chat template; for this template "
+                    f"write hf:PATH#FORMAT with FORMAT one of {FORMAT_CHOICES.replace('sparring, ', '')}"
+                )
+            warnings.warn(
+                f"this chat template cannot show tools to the model: they are described in the system "
+                f"prompt and calls are written as {self.format.name} (choose another with hf:PATH#FORMAT)",
+                UserWarning,
+                stacklevel=2,
+            )
         ids = set(stop_ids)
         if isinstance(tokenizer.eos_token_id, int):
             ids.add(tokenizer.eos_token_id)
@@ -76,7 +158,13 @@ class ChatCodec:
         *,
         add_generation_prompt: bool = True,
     ) -> str:
-        """The conversation as this template writes it (tool-call arguments passed as objects)."""
+        """The conversation as this template writes it (tool-call arguments passed as objects).
+
+        A template that cannot show tools gets them in the system prompt and
+        earlier calls written into the assistant turns' text (:func:`tools_in_text`).
+        """
+        if not self.shows_tools:
+            messages, tools = tools_in_text(messages, tools, self.format), ()
         return str(
             self.tokenizer.apply_chat_template(
                 template_messages(messages),
@@ -148,8 +236,12 @@ class ChatCodec:
         return pairs
 
     def parse(self, completion_ids: Sequence[int], tools: Sequence[dict[str, Any]] = ()) -> ParsedTurn:
-        """A sampled turn read back with this template's tool-call format (the stop token is not text)."""
+        """A sampled turn read back by the one tolerant reader every path uses (the stop token is not text).
+
+        The template's format decides how calls are *shown* to the model; what the model
+        writes is read like any other path reads it (:func:`~sparring.chat_format.parse_tool_calls`).
+        """
         ids = list(completion_ids)
         if ids and ids[-1] in self.stop_ids:
             ids.pop()
-        return self.format.parse(self.decode(ids), list(tools))
+        return parse_tool_calls(self.decode(ids), list(tools) or None)

@@ -23,9 +23,12 @@ temperature or top-p shaped the sampling.
 Sampling is batched: :meth:`HFPolicy.generate_turns` samples many requests with
 one ``model.generate`` call (left-padded); concurrent :meth:`HFPolicy.act`
 calls are coalesced into such batches (a GRPO group's turns go together), and
-:meth:`HFPolicy.act_batch` takes a group explicitly. Sampling is deterministic
-for the same batch: the torch RNG is forked and seeded from (policy seed, each
-request's seed, sample_index, step). Blocking torch work runs in a worker
+:meth:`HFPolicy.act_batch` takes a group explicitly. Every request samples
+from its own random stream (a ``torch.Generator`` seeded from the policy seed,
+the conversation's opening, the request's seed, sample_index and step:
+:func:`request_seed`), drawn by :func:`_row_sampler` inside ``generate``, so
+which requests happen to share a batch (sandbox timing) never changes a token:
+a seed pins every sample. Blocking torch work runs in a worker
 thread; a trainer holds :attr:`HFPolicy.lock` while it updates the weights.
 torch and transformers are imported lazily.
 """
@@ -52,6 +55,70 @@ def _mix_seed(*parts: int) -> int:
     """A 63-bit seed from several ints (stable across processes, unlike hash())."""
     digest = hashlib.sha256(":".join(str(int(p)) for p in parts).encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+def request_seed(policy_seed: int, request: ActRequest) -> int:
+    """The seed of one request's own random stream: (policy seed, conversation, episode seed, sample, turn).
+
+    The conversation is its opening (the messages up to the first user message: system prompt and
+    instruction), so the same episode gets the same stream wherever it is sampled (in-process or behind
+    ``serve-policy``) and different tasks of one run never share one.
+    """
+    head = []
+    for m in request.messages:
+        head.append(f"{m.get('role')}\x00{m.get('content') or ''}")
+        if m.get("role") == "user":
+            break
+    opening = int.from_bytes(hashlib.sha256("\x01".join(head).encode()).digest()[:6], "little")
+    return _mix_seed(policy_seed, opening, request.seed, request.sample_index, request.step)
+
+
+def _row_sampler(seeds: Sequence[int], temperature: float, top_p: float) -> Any:
+    """A logits processor that samples each batch row from its own generator (see :class:`HFPolicy`).
+
+    It returns scores that are 0 at the sampled token and -inf elsewhere, so the
+    greedy step of ``generate`` takes exactly that token. Each row draws one
+    uniform number per step from its own generator, whatever the other rows do,
+    and picks by inverse CDF over the temperature- and top-p-shaped distribution.
+    """
+    import torch
+    from transformers import LogitsProcessor
+
+    gens = [torch.Generator().manual_seed(s) for s in seeds]
+
+    class _RowSampler(LogitsProcessor):
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            probs = torch.softmax(scores.double() / temperature, dim=-1)
+            if top_p < 1.0:
+                sorted_p, order = probs.sort(dim=-1, descending=True)
+                # keep the smallest prefix whose mass reaches top_p (the first token always)
+                drop = (sorted_p.cumsum(-1) - sorted_p) >= top_p
+                sorted_p = sorted_p.masked_fill(drop, 0.0)
+                probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+            cdf = probs.cumsum(-1)
+            out = torch.full_like(scores, float("-inf"))
+            for b, g in enumerate(gens):
+                u = torch.rand((), generator=g, dtype=torch.float64) * cdf[b, -1]
+                tok = int(torch.searchsorted(cdf[b], u.reshape(1), right=True).clamp(max=cdf.shape[-1] - 1))
+                while probs[b, tok] <= 0 and tok > 0:  # a zero-mass token is never picked
+                    tok -= 1
+                out[b, tok] = 0.0
+            return out
+
+    return _RowSampler()
+
+
+def _Cancelled(event: threading.Event, base: Any) -> Any:  # noqa: N802 (a class, built lazily)
+    """A StoppingCriteria that ends every row once ``event`` is set (the caller gave up)."""
+    import torch
+
+    class Cancelled(base):
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            return torch.full(
+                (input_ids.shape[0],), event.is_set(), dtype=torch.bool, device=input_ids.device
+            )
+
+    return Cancelled()
 
 
 def _check_model_dir(path: Path) -> None:
@@ -103,6 +170,20 @@ def _previous_trace(messages: Sequence[Message], traces: Sequence[dict[str, Any]
     return None
 
 
+def droppable_turns(messages: Sequence[Message]) -> list[tuple[int, int]]:
+    """``(start, stop)`` of each middle turn that may leave a prompt too long, oldest first.
+
+    A turn is an assistant message with the tool results and notes that follow it,
+    so no tool result is kept without its call. The head (everything up to and
+    including the first user message: system prompt and instruction) and the
+    turn holding the last message are never droppable.
+    """
+    first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), len(messages))
+    starts = [i for i, m in enumerate(messages) if i > first_user and m.get("role") == "assistant"]
+    bounds = [*starts, len(messages)]
+    return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b < len(messages)]
+
+
 class _Coalescer:
     """Batches the requests that wait together: whoever holds the lock samples everything queued."""
 
@@ -130,9 +211,13 @@ class _Coalescer:
         batch, self.pending = live[: self.policy.max_batch], live[self.policy.max_batch :]
         if not batch:
             return
+        cancel = threading.Event()
         try:
-            actions = await asyncio.to_thread(self.policy.generate_turns, [r for r, _ in batch])
+            actions = await asyncio.to_thread(
+                self.policy.generate_turns, [r for r, _ in batch], cancel=cancel
+            )
         except asyncio.CancelledError:  # the caller running the batch gave up: the others' turns go back
+            cancel.set()  # and the generation stops at its next token, freeing the model's lock
             self.pending[:0] = [(r, f) for r, f in batch if f is not owner and not f.done()]
             raise
         except Exception as e:
@@ -283,7 +368,12 @@ class HFPolicy:
 
     async def act_batch(self, requests: Sequence[ActRequest]) -> list[Action]:
         """Several turns (e.g. a GRPO group's) sampled with one ``generate`` call, in order."""
-        return await asyncio.to_thread(self.generate_turns, list(requests))
+        cancel = threading.Event()
+        try:
+            return await asyncio.to_thread(self.generate_turns, list(requests), cancel=cancel)
+        except asyncio.CancelledError:
+            cancel.set()  # the caller gave up: stop generating (and free the lock) at the next token
+            raise
 
     async def close(self) -> None:
         return None
@@ -295,9 +385,10 @@ class HFPolicy:
     ) -> Prompt:
         """This turn's prompt ids: the previous turn's exact ids continued when there is one, else rendered.
 
-        A rendered prompt must fit ``max_prompt_tokens``: the oldest non-system
-        messages go first, the last message is always kept, and if even that is
-        too long the ids are left-truncated.
+        A rendered prompt must fit ``max_prompt_tokens``: whole middle turns go
+        first, oldest first (:func:`droppable_turns`); the system prompt, the
+        instruction, the tool schemas and the last turn are always kept. Only if
+        even that is too long are the ids left-truncated.
         """
         prev = _previous_trace(messages, traces)
         if prev is not None:
@@ -313,11 +404,12 @@ class HFPolicy:
             ids = self.codec.prompt_ids(kept, tools)
             if len(ids) <= self.max_prompt_tokens:
                 return Prompt(ids, dropped, reencoded=prev is not None)
-            drop = next((i for i, m in enumerate(kept[:-1]) if m.get("role") != "system"), None)
-            if drop is None:
+            turns = droppable_turns(kept)
+            if not turns:
                 return Prompt(ids[-self.max_prompt_tokens :], dropped, reencoded=prev is not None)
-            del kept[drop]
-            dropped += 1
+            start, stop = turns[0]
+            del kept[start:stop]
+            dropped += stop - start
 
     # ------------------------------------------------------------------ sampling
 
@@ -332,8 +424,12 @@ class HFPolicy:
         top_p: float | None = None,
         max_new_tokens: int | None = None,
         top_logprobs: int = 0,
+        cancel: threading.Event | None = None,
     ) -> list[Action]:
         """Sample one assistant turn per request with a single batched ``generate`` call.
+
+        ``cancel``: once set (the caller gave up), generation stops at the next
+        token and :class:`PolicyError` is raised; the model's lock is free again.
 
         ``temperature``, ``top_p`` and ``max_new_tokens`` (capped at the policy's)
         override the policy's settings for this call only; ``top_logprobs`` > 0
@@ -346,15 +442,17 @@ class HFPolicy:
             raise PolicyError(f"top_logprobs must be in 0..{MAX_TOP_LOGPROBS} (got {top_logprobs})")
         try:
             prompts = [self.encode_prompt(r.messages, r.tools, r.traces) for r in requests]
-            seed = _mix_seed(self.seed, *(x for r in requests for x in (r.seed, r.sample_index, r.step)))
+            seeds = [request_seed(self.seed, r) for r in requests]
             with self.lock:
                 samples = self._generate(
-                    [p.ids for p in prompts], seed,
+                    [p.ids for p in prompts], seeds,
                     temperature=self.temperature if temperature is None else temperature,
                     top_p=self.top_p if top_p is None else top_p,
                     max_new_tokens=min(max_new_tokens or self.max_new_tokens, self.max_new_tokens),
-                    top_logprobs=top_logprobs,
+                    top_logprobs=top_logprobs, cancel=cancel,
                 )  # fmt: skip
+            if cancel is not None and cancel.is_set():
+                raise PolicyError(f"{self.name}: generation cancelled (its caller gave up)")
         except PolicyError:
             raise
         except Exception as e:  # a torch/tokenizer fault is the policy's failure, not the rollout's crash
@@ -377,12 +475,15 @@ class HFPolicy:
         return Action(message=message, trace=trace, usage=usage)
 
     def _generate(
-        self, prompts: list[list[int]], seed: int, *, temperature: float, top_p: float, max_new_tokens: int,
-        top_logprobs: int = 0,
+        self, prompts: list[list[int]], seeds: list[int], *, temperature: float, top_p: float,
+        max_new_tokens: int, top_logprobs: int = 0, cancel: threading.Event | None = None,
     ) -> list[Sample]:  # fmt: skip
-        """One left-padded ``model.generate`` over all prompts; each row cut at its first stop token."""
+        """One left-padded ``model.generate`` over all prompts; each row cut at its first stop token.
+
+        Row ``b`` samples from its own generator seeded with ``seeds[b]``.
+        """
         import torch
-        from transformers import GenerationConfig
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
         width = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
@@ -393,9 +494,10 @@ class HFPolicy:
         sampling = temperature > 0
         # Every knob set: unset ones would be filled from the model's generation_config (a hub
         # model's top_k, repetition_penalty...), and the policy samples what its settings say.
+        # generate itself runs greedy: the sampling is _row_sampler's, one random stream per row.
         config = GenerationConfig(
-            max_new_tokens=max_new_tokens, do_sample=sampling, temperature=temperature if sampling else 1.0,
-            top_p=top_p if sampling else 1.0, top_k=0, min_p=None, typical_p=1.0, repetition_penalty=1.0,
+            max_new_tokens=max_new_tokens, do_sample=False, temperature=1.0,
+            top_p=1.0, top_k=0, min_p=None, typical_p=1.0, repetition_penalty=1.0,
             no_repeat_ngram_size=0, min_new_tokens=0, eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id,
             bos_token_id=None, output_logits=True, return_dict_in_generate=True, num_beams=1,
         )  # fmt: skip
@@ -403,12 +505,15 @@ class HFPolicy:
         was_training = bool(getattr(self.model, "training", False))
         self.model.eval()
         try:
+            processors = LogitsProcessorList([_row_sampler(seeds, temperature, top_p)] if sampling else [])
+            stops = StoppingCriteriaList([_Cancelled(cancel, StoppingCriteria)] if cancel is not None else [])
             with torch.no_grad(), torch.random.fork_rng(devices=devices):
-                torch.manual_seed(seed)
                 out = self.model.generate(
                     input_ids=ids.to(self.device),
                     attention_mask=mask.to(self.device),
                     generation_config=config,
+                    logits_processor=processors,
+                    stopping_criteria=stops,
                 )
         finally:
             if was_training:

@@ -15,9 +15,10 @@ asks for them via ``return_token_ids`` / ``return_tokens_as_token_ids``;
 servers that reject unknown fields (api.openai.com does) need ``token_ids=False``.
 
 Tool calls: native ``tool_calls`` are normalised (string arguments, ids). A
-reply without them whose content holds text calls (``<tool_call>{json}</tool_call>``)
-gets ``tool_calls`` from :func:`sparring.chat_format.parse_tool_calls`
-when that module is available; its content is left exactly as generated.
+reply without them whose content holds text calls gets ``tool_calls`` from
+:func:`sparring.chat_format.parse_tool_calls` with the request's tools, the
+same reader the ``hf:`` policy and the Environment use, so a turn parses the
+same on every path; its content is left exactly as generated.
 """
 
 from __future__ import annotations
@@ -204,11 +205,13 @@ class OpenAIPolicy:
         raw = choice.get("message") if isinstance(choice, dict) else None
         if not isinstance(raw, dict):
             raise PolicyError(f"{self.name}: choices[0] has no message")
-        message = self._message(raw, request.messages)
+        message = self._message(raw, request.messages, request.tools)
         usage = {k: int(v) for k, v in (data.get("usage") or {}).items() if isinstance(v, int | float)}
         return Action(message=message, trace=token_trace(data), usage=usage)
 
-    def _message(self, raw: dict[str, Any], history: list[Message]) -> Message:
+    def _message(
+        self, raw: dict[str, Any], history: list[Message], tools: list[dict[str, Any]] | None = None
+    ) -> Message:
         content = raw.get("content")
         message: Message = {"role": "assistant", "content": content if isinstance(content, str) else ""}
         calls = [
@@ -216,7 +219,7 @@ class OpenAIPolicy:
         ]
         errors: list[str] = []
         if not calls and message["content"]:
-            calls, errors = _text_tool_calls(message["content"], history)
+            calls, errors = _text_tool_calls(message["content"], history, tools)
         if calls:
             message["tool_calls"] = calls
         if errors:  # the rollout answers them as an observation (popped before the message is kept)
@@ -255,12 +258,14 @@ def normalise_call(call: dict[str, Any], index: int) -> dict[str, Any]:
     }
 
 
-def _text_tool_calls(content: str, history: list[Message]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Tool calls written as text (``<tool_call>{json}</tool_call>``...) and one error per malformed one."""
+def _text_tool_calls(
+    content: str, history: list[Message], tools: list[dict[str, Any]] | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Tool calls written as text, read as every other path reads them, and one error per malformed one."""
     from sparring.chat_format import parse_tool_calls, tool_call_count
 
     offset = tool_call_count(history)  # keeps generated call ids unique in the conversation
-    parsed = parse_tool_calls(content)
+    parsed = parse_tool_calls(content, tools)
     calls = parsed.to_message(id_offset=offset).get("tool_calls") or [] if parsed.tool_calls else []
     return [normalise_call(c, offset + i) for i, c in enumerate(calls)], list(parsed.errors)
 

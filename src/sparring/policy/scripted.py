@@ -225,3 +225,55 @@ class AdversarialPolicy(_PlannedPolicy):
             steps.append(("bash", {"command": f"rm -f -- '{rel}'"}))
         steps.append(("submit", {}))
         return steps
+
+
+ScriptedCall = tuple[str, dict[str, Any] | str, str]
+"""(tool name, arguments as a dict or raw text, the message's content)."""
+
+
+class ScriptPolicy:
+    """Replays fixed scripts of tool calls, one script per sample (``sample_index + seed`` modulo
+    their number, so a forked branch, which samples with its own seed, may take another): turn k
+    makes call k of the script, the last one repeats. Arguments given as text go
+    out as they are (a malformed call); a call named ``""`` is a turn with no tool call at all.
+    For process checks and forks: a behaviour written down, good or bad, played in a real sandbox.
+    ``script:FILE.json`` loads ``[[[name, arguments, content], ...], ...]`` (one list per script)."""
+
+    version = 0
+
+    def __init__(self, scripts: list[list[ScriptedCall]], name: str = "script") -> None:
+        from sparring.errors import ConfigError
+
+        if not scripts or any(not s for s in scripts):
+            raise ConfigError("a script policy needs at least one non-empty script of tool calls")
+        self.scripts = scripts
+        self.name = name
+
+    @classmethod
+    def from_file(cls, path: str) -> ScriptPolicy:
+        from pathlib import Path
+
+        from sparring.errors import ConfigError
+
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text())
+            scripts = [[(str(c[0]), c[1], str(c[2]) if len(c) > 2 else "") for c in s] for s in data]
+        except (OSError, ValueError, TypeError, IndexError, KeyError) as e:
+            raise ConfigError(
+                f"script policy {path}: {e}; write a JSON list of scripts, each a list of [name, arguments, content]"
+            ) from None
+        return cls(scripts, name=f"script:{p.name}")
+
+    async def act(self, request: ActRequest) -> Action:
+        script = self.scripts[(request.sample_index + request.seed) % len(self.scripts)]
+        i = min(_assistant_turns(request.messages), len(script) - 1)
+        name, args, content = script[i]
+        if not name:
+            return Action({"role": "assistant", "content": content or "thinking..."})
+        raw = args if isinstance(args, str) else json.dumps(args)
+        call = {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": raw}}
+        return Action({"role": "assistant", "content": content, "tool_calls": [call]})
+
+    async def close(self) -> None:
+        return None

@@ -30,11 +30,12 @@ from typing import Any
 
 from sparring.env.budgets import Budgets
 from sparring.env.environment import Environment, Mark
-from sparring.env.judging import judge_diff
+from sparring.env.judging import judge_diff, process_input
 from sparring.env.prompts import NO_TOOL_CALL, SYSTEM_PROMPT, initial_messages
 from sparring.errors import PolicyError, WorkspaceFault
 from sparring.judge.base import Judge, Usage
 from sparring.policy.base import Action, ActRequest, Policy
+from sparring.rollout.branching import BranchPlan, BranchPoint, capture_extras, fork_episode
 from sparring.sandbox.base import Sandbox, WorkspaceDiff
 from sparring.tasks.loader import Task
 from sparring.trajectory import Status, ToolStep, Trajectory
@@ -52,13 +53,18 @@ __all__ = [
 ]
 
 
+POLICY_TURN_S = 600.0
+"""Default seconds for one policy turn: a 135M model on 2 busy cores writes ~2 tokens/s."""
+
+
 @dataclass(frozen=True)
 class StageLimits:
     """Per-stage time limits in seconds (None: the stage's own default).
 
     A stage that overruns is typed by who owns it: sandbox start and tool calls
-    are infrastructure (retried), a policy turn is ``policy_error``, the whole
-    rollout is ``timeout`` (the task's wall budget), the judge is ``judge_error``.
+    are infrastructure (retried), a policy turn is ``policy_error``, the agent's
+    commands past the task's wall budget are ``timeout``, the judge is ``judge_error``.
+    The policy's time is its own: it never counts against the task's wall budget.
     """
 
     sandbox_start_s: float = 120.0
@@ -66,9 +72,15 @@ class StageLimits:
     tool_call_s: float | None = None
     """One tool call, beyond which the sandbox counts as hung (default: 4x the task's exec timeout + 10 s)."""
     policy_turn_s: float | None = None
-    """One policy turn (default: whatever is left of the rollout's wall budget)."""
+    """One policy turn (default: :data:`POLICY_TURN_S`); beyond it the episode is ``policy_error``."""
     rollout_s: float | None = None
-    """The whole agent loop (default: the task's ``limits.wall_s``)."""
+    """What the agent's commands may take in all (default: the task's ``limits.wall_s``)."""
+
+    @property
+    def turn_s(self) -> float:
+        """The policy's budget for one turn."""
+        return self.policy_turn_s or POLICY_TURN_S
+
     judge_s: float = 600.0
     """Scoring one final workspace."""
 
@@ -95,6 +107,9 @@ class Episode:
     model_sem: asyncio.Semaphore | None = None
     policy_ms: float = 0.0
     policy_version: int = 0
+    branch: BranchPlan | None = None
+    """Where to take branch points (forked rollouts, :mod:`sparring.rollout.branching`); None: nowhere."""
+    branch_points: list[BranchPoint] = field(default_factory=list)
     env: Environment = field(init=False)
     _policy_ms_at_mark: float = 0.0
 
@@ -161,10 +176,13 @@ class Episode:
         eat into the policy's wall budget.
         """
         self.policy_ms = self._policy_ms_at_mark if self.env.mark is not None else 0.0
+        kept = self.env.mark.step if self.env.mark is not None else 0
+        self.branch_points = [b for b in self.branch_points if b.turn <= kept]  # later turns are replayed
         return self.env.rewind()
 
-    async def _act(self, req: ActRequest, remaining: float) -> Action:
-        limit = min(remaining, self.limits.policy_turn_s) if self.limits.policy_turn_s else remaining
+    async def _act(self, req: ActRequest) -> Action:
+        limit = self.limits.turn_s  # the policy's own budget: the task's wall clock is the commands'
+
         # asyncio.timeout, not wait_for: no extra task per turn on the hot path
         if self.model_sem is None:
             async with asyncio.timeout(limit):
@@ -178,11 +196,11 @@ class Episode:
         env.attach(sandbox)
         try:
             while not env.check_budgets():
-                await self._turn(env.remaining_s())
+                await self._turn()
         finally:
             env.detach()
 
-    async def _turn(self, remaining: float) -> None:
+    async def _turn(self) -> None:
         """One policy turn, applied to the Environment."""
         env = self.env
         req = ActRequest(
@@ -191,12 +209,11 @@ class Episode:
         )  # fmt: skip
         tp = time.perf_counter()
         try:
-            action = await self._act(req, remaining)
+            action = await self._act(req)
         except TimeoutError:
-            if self.limits.policy_turn_s and remaining > self.limits.policy_turn_s:
-                env.end("policy_error", f"policy turn exceeded {self.limits.policy_turn_s:g}s")
-            else:
-                env.end("timeout")
+            env.end(
+                "policy_error", f"policy turn exceeded {self.limits.turn_s:g}s (raise --policy-turn-timeout)"
+            )
             return
         except PolicyError as e:
             env.end("policy_error", str(e))
@@ -204,6 +221,8 @@ class Episode:
         self.policy_ms += (time.perf_counter() - tp) * 1000
         trace = action.trace.to_json() if action.trace is not None else None
         res = await env.astep(action.message, trace=trace)
+        if self.branch is not None and not res.done and self.branch.forks_at(env.step_count):
+            await self._branch_point()
         every = self.snapshot_every
         if every and not res.done and res.info.get("tool_calls") and env.step_count % every == 0:
             try:
@@ -211,6 +230,21 @@ class Episode:
             except WorkspaceFault:
                 return  # the agent's own making (too large...): no checkpoint; the final diff says why
             self._policy_ms_at_mark = self.policy_ms
+
+    async def _branch_point(self) -> None:
+        """Snapshot the workspace and archive /tmp and home: the state branches start from."""
+        env = self.env
+        if any(b.turn == env.step_count for b in self.branch_points):
+            return
+        sb = env.sandbox
+        assert sb is not None
+        try:
+            mark = await env.asnapshot()
+            extras = await capture_extras(sb, timeout=self.env.budgets.tool_call_s)
+        except WorkspaceFault:
+            return  # the agent's own making (too large...): no branch point here
+        self._policy_ms_at_mark = self.policy_ms
+        self.branch_points.append(BranchPoint(env.step_count, mark, extras))
 
     def trajectory(
         self, judge: Judge, *, group_id: str = "", run_id: str = "", traj_id: str | None = None
@@ -226,6 +260,10 @@ class Episode:
         if traj_id is not None:
             t.id = traj_id
         return t
+
+    def fork(self, point: BranchPoint, k: int) -> Episode:
+        """Branch ``k`` of this episode at ``point`` (see :func:`~sparring.rollout.branching.fork_episode`)."""
+        return fork_episode(self, point, k)
 
 
 async def judge_trajectory(
@@ -260,7 +298,7 @@ async def score_trajectory(
         traj.reward, traj.components, traj.flags = 0.0, {}, list(diff.flags)
         return
     j = await judge_diff(judge, task, diff, trajectory_usage(traj), judge_s=limits.judge_s, retries=retries,
-                         sem=judge_sem)  # fmt: skip
+                         sem=judge_sem, process=process_input(task, traj.messages, traj.steps))  # fmt: skip
     res = j.result
     if res is None:
         traj.status, traj.error, traj.reward = "judge_error", j.error, None

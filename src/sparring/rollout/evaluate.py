@@ -21,7 +21,8 @@ from sparring.errors import ConfigError
 from sparring.judge.canary import hack_rate, is_canary, mix_canaries
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
 from sparring.policy.base import Policy
-from sparring.rollout.run_records import RolloutSummary, outcome_figures
+from sparring.rollout.episode import StageLimits
+from sparring.rollout.run_records import RolloutSummary, outcome_figures, process_figures
 from sparring.rollout.scheduler import RolloutScheduler
 from sparring.sandbox.base import SandboxBackend
 from sparring.sandbox.pool import SandboxPool
@@ -45,7 +46,8 @@ def eval_summary(
 ) -> dict[str, Any]:
     """The run's summary plus the evaluation figures: outcome figures over the real tasks only (reward
     mean over judged samples: a None reward is not a 0), the canaries' hack rate, and how many tasks had
-    no evaluation split (scored on their training tests)."""
+    no evaluation split (scored on their training tests). ``outcome`` and ``process`` report the two
+    apart: the outcome figures again, and the process checks (:func:`process_figures`)."""
     real = [t for t in done if t.task_id not in canary_ids]
     canary_pass = [t.passed for t in done if t.task_id in canary_ids]
     d = summary.to_json()
@@ -55,6 +57,8 @@ def eval_summary(
             "split": "eval",
             "tasks_without_eval_split": sum(1 for t in tasks if not judge.has_eval_split(t)),
             **outcome_figures(real),
+            "outcome": outcome_figures(real),
+            "process": process_figures(real),
             "canaries": len(canary_pass),
             "hack_rate": hack_rate(canary_pass),
             "seconds": round(seconds, 3),
@@ -74,6 +78,7 @@ async def evaluate(
     canary_rate: float = 0.0,
     seed: int = 0,
     make_runner: Callable[[RolloutScheduler], Any] | None = None,
+    policy_turn_s: float | None = None,
 ) -> dict[str, Any]:
     """Roll ``policy`` out ``group_size`` times on every task (and on canaries at ``canary_rate``),
     judged by the evaluation judge in each task's pinned layer, into ``store``; the
@@ -91,7 +96,8 @@ async def evaluate(
         canaries = mix_canaries(tasks, canary_rate, seed, tmp)
         pool = SandboxPool(backend, max_idle=concurrency)
         try:
-            sched = RolloutScheduler(pool, judge, store, concurrency=concurrency, on_done=done.append)
+            sched = RolloutScheduler(pool, judge, store, concurrency=concurrency, on_done=done.append,
+                                     limits=StageLimits(policy_turn_s=policy_turn_s))  # fmt: skip
             if make_runner is None:
                 summary = await sched.run([*tasks, *canaries], policy, group_size, seed=seed)
             else:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparring.errors import ConfigError
+from sparring.rollout.branching import BranchPlan
 from sparring.rollout.episode import StageLimits
 from sparring.trajectory import Trajectory
 
@@ -39,6 +40,8 @@ class SchedulerConfig:
     limits: StageLimits = field(default_factory=StageLimits)
     drain_s: float = 30.0
     """After a stop request, how long in-flight rollouts may take to finish before they are cancelled."""
+    branch: BranchPlan | None = None
+    """Forked rollouts: where each root forks and into how many branches (None: no forks)."""
 
     def __post_init__(self) -> None:
         for name in ("concurrency", "model_concurrency", "judge_concurrency"):
@@ -92,9 +95,13 @@ class RolloutSummary:
     trajectories: list[Trajectory] = field(default_factory=list)
     nodes: dict[str, int] = field(default_factory=dict)
     """Samples each node brought back (distributed runs only)."""
+    branches: dict[str, int] | None = None
+    """Forked runs only: branch trajectories stored, by status (roots are the figures above)."""
 
     def to_json(self) -> dict[str, object]:
         extra: dict[str, object] = {"nodes": dict(self.nodes)} if self.nodes else {}
+        if self.branches is not None:
+            extra["branches"] = dict(self.branches)
         return {
             "requested": self.requested,
             "stored": self.stored,
@@ -128,6 +135,25 @@ def outcome_figures(trajectories: list[Trajectory]) -> dict[str, float | int]:
         "reward_mean": round(sum(judged) / len(judged), 6) if judged else 0.0,
         "judged": len(judged),
         "unjudged": n - len(judged),
+    }
+
+
+def process_figures(trajectories: list[Trajectory]) -> dict[str, Any]:
+    """The process checks over the judged trajectories, apart from the outcome: the share with any
+    process flag, and per check the share it tripped on and its mean value."""
+    judged = [t for t in trajectories if t.process_components]
+    checks = sorted({k for t in judged for k in t.process_components})
+    n = len(judged)
+    return {
+        "judged": n,
+        "flag_rate": round(sum(1 for t in judged if t.process_flags) / n, 6) if n else 0.0,
+        "checks": {
+            k.removeprefix("process/"): {
+                "tripped": round(sum(1 for t in judged if k in t.flags) / n, 6),
+                "mean": round(sum(t.process_components.get(k, 1.0) for t in judged) / n, 6),
+            }
+            for k in checks
+        },
     }
 
 

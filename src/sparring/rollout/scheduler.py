@@ -63,6 +63,7 @@ from typing import Any
 from sparring.errors import ConfigError, SandboxError
 from sparring.judge.base import Judge
 from sparring.policy.base import Policy
+from sparring.rollout.branching import BranchPoint, branch_id, check_branchable, restore_extras
 from sparring.rollout.buffer import ExperienceQueue
 from sparring.rollout.episode import Episode, score_trajectory
 from sparring.rollout.run_records import RolloutSummary, SchedulerConfig, SchedulerStats
@@ -108,6 +109,14 @@ class _Sample:
     traj: Trajectory | None = None  # kept only with keep_trajectories (memory: thousands of rollouts)
     outcome: _Outcome | None = None
     handle: asyncio.Task[None] | None = None
+    parent: _Sample | None = None  # a branch: the root it was forked from, at ``point``, branch ``k``
+    point: BranchPoint | None = None
+    k: int = 0
+    episode: Episode | None = None  # a root with branch points: kept until its branches are played
+
+    @property
+    def is_branch(self) -> bool:
+        return self.point is not None
 
 
 @dataclass(frozen=True)
@@ -142,6 +151,7 @@ class _Run:
     samples: list[_Sample] = field(default_factory=list)
     writer: BatchWriter | None = None
     max_steps: int | None = None  # the driver's step budget when a node plays the sample
+    branches: list[_Sample] = field(default_factory=list)
 
 
 class RolloutScheduler:
@@ -248,11 +258,20 @@ class RolloutScheduler:
 
     def _episode(self, s: _Sample, policy: Policy, seed: int, max_steps: int | None = None) -> Episode:
         c = self.config
+        if s.point is not None:  # a branch: the root's conversation up to the branch point
+            assert s.parent is not None and s.parent.episode is not None
+            return s.parent.episode.fork(s.point, s.k)
         steps = max_steps or c.max_steps or 0
         return Episode(
             s.group.task, policy, sample_index=s.index, seed=seed, max_steps=steps, limits=c.limits,
-            snapshot_every=c.snapshot_every, model_sem=self._model_sem,
+            snapshot_every=c.snapshot_every, model_sem=self._model_sem, branch=c.branch,
         )  # fmt: skip
+
+    def _record(self, ep: Episode, s: _Sample, run_id: str) -> Trajectory:
+        traj = ep.trajectory(self.judge, group_id=s.group.gid, run_id=run_id, traj_id=s.traj_id)
+        if s.point is not None and s.parent is not None:
+            traj.parent_id, traj.branch_turn = s.parent.traj_id, s.point.turn
+        return traj
 
     async def _attempts(self, r: _Run, s: _Sample) -> tuple[Trajectory, Any]:
         """Play ``s`` and take its final diff, retrying infrastructure faults. Returns the unjudged
@@ -271,13 +290,17 @@ class RolloutScheduler:
                 from_step = ep.mark.step if ep.mark is not None else 0
                 ta = time.perf_counter()
                 sb = await asyncio.wait_for(self._sandbox(task, ep), c.limits.sandbox_start_s)
+                if s.point is not None and ep.mark == s.point.mark:  # a fork: /tmp and home too
+                    await restore_extras(sb, s.point.extras, timeout=c.limits.sandbox_start_s)
                 dt = (time.perf_counter() - ta) * 1000
                 sandbox_ms += dt
                 r.stats.sandbox_ms += dt
                 await ep.play(sb)
                 diff = await asyncio.wait_for(sb.diff(), c.limits.sandbox_start_s)
-                traj = ep.trajectory(self.judge, group_id=s.group.gid, run_id=run_id, traj_id=s.traj_id)
+                traj = self._record(ep, s, run_id)
                 traj.diff = diff.to_json()
+                if ep.branch_points:
+                    s.episode = ep
                 broken = False
                 traj.timings = {
                     "rollout_ms": ep.play_ms, "policy_ms": ep.policy_ms, "tool_ms": ep.tool_ms,
@@ -291,7 +314,7 @@ class RolloutScheduler:
                 last = f"{type(e).__name__}: {what}"
                 resumed = f" (from snapshot at step {from_step})" if from_step else ""
                 s.infra_errors.append(f"attempt {s.attempts}{resumed}: {last}")
-                if isinstance(e, SandboxError) and "snapshot" in str(e) and ep.mark is not None:
+                if isinstance(e, SandboxError) and "snapshot" in str(e) and ep.mark is not None and not s.is_branch:
                     ep.mark = None  # the snapshot itself is unusable: start over next time
                 ep.rewind()
                 if k < c.max_retries:
@@ -306,7 +329,7 @@ class RolloutScheduler:
                     tr = time.perf_counter()
                     await asyncio.shield(self.pool.release(sb, broken=broken))
                     r.stats.sandbox_ms += (time.perf_counter() - tr) * 1000
-        traj = ep.trajectory(self.judge, group_id=s.group.gid, run_id=run_id, traj_id=s.traj_id)
+        traj = self._record(ep, s, run_id)
         traj.status, traj.error, traj.reward = "infra_error", last, None
         traj.timings = {"total_ms": (time.perf_counter() - t0) * 1000}
         return traj, None
@@ -364,6 +387,11 @@ class RolloutScheduler:
                     await self._judge(traj, s.group.task, diff)
                 finally:
                     r.stats.judging -= 1
+            if s.episode is not None:  # a root with branch points: its branches are stored before it
+                try:
+                    await self._branches(r, s, rank)
+                finally:
+                    s.episode = None
             s.state = "finishing"  # from here on nothing cancels it: it is stored, then reported
             finishing = asyncio.ensure_future(self._finish(r, s, traj))
             await asyncio.shield(finishing)
@@ -373,6 +401,26 @@ class RolloutScheduler:
             elif s.state != "done":
                 s.state = "cancelled"
                 r.stats.cancelled += 1
+
+    async def _branches(self, r: _Run, root: _Sample, rank: int) -> None:
+        """Play, judge and store every branch of ``root`` (K per branch point), each in its own sandbox."""
+        c = self.config
+        assert root.episode is not None and c.branch is not None
+        kids = [
+            _Sample(root.group, root.index, branch_id(root.traj_id, bp.turn, k), parent=root, point=bp, k=k)
+            for bp in root.episode.branch_points for k in range(c.branch.branches)
+        ]  # fmt: skip
+        r.branches = [b for b in r.branches if b.parent is not root] + kids  # a replayed root: its new ones
+        for kid in kids:
+            kid.handle = asyncio.ensure_future(self._run_sample(r, kid, rank))
+        handles = [k.handle for k in kids if k.handle is not None]
+        try:
+            await asyncio.gather(*handles)
+        except BaseException:
+            for h in handles:
+                h.cancel()
+            await asyncio.gather(*handles, return_exceptions=True)
+            raise
 
     async def _finish(self, r: _Run, s: _Sample, traj: Trajectory) -> None:
         traj.attempts = s.attempts
@@ -384,7 +432,8 @@ class RolloutScheduler:
             r.stats.store_ms += (time.perf_counter() - ts) * 1000
         s.outcome, s.state = _Outcome.of(traj), "done"
         s.traj = traj if r.keep else None
-        self._account(r, s, traj)
+        if not s.is_branch:  # branches are extra samples of their root's state, not group members
+            self._account(r, s, traj)
         if self.sink is not None:
             await self.sink.put(traj)
         if self.on_done is not None:
@@ -449,6 +498,10 @@ class RolloutScheduler:
         read them from the store), for runs of thousands of rollouts."""
         if group_size < 1:
             raise ConfigError("group_size must be at least 1")
+        if self.config.branch is not None:
+            if self.runner is not None:
+                raise ConfigError("forked rollouts (branch points) run in this process: use the local executor")
+            check_branchable(tasks)
         if resume and not run_id:
             raise ConfigError("resume needs the run id of the run to continue")
         rank = priority_rank(priority)
@@ -516,7 +569,9 @@ class RolloutScheduler:
             cancelled_spares=sum(1 for s in r.samples if s.state == "cancelled" and s.group.trainable >= s.group.size),
             interrupted=self._stopping,
             pending=len(pending) if self._stopping else 0,
-            trajectories=[s.traj for s in finished if s.traj is not None],
+            trajectories=[s.traj for s in [*finished, *r.branches] if s.traj is not None],
+            branches=(dict(Counter(s.outcome.status for s in r.branches if s.outcome is not None))
+                      if self.config.branch is not None else None),
         )  # fmt: skip
         if self.store is not None:
             with contextlib.suppress(Exception):

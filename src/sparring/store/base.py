@@ -49,6 +49,10 @@ class TrajectoryStore(Protocol):
         """The trajectory with this id; StoreError when absent."""
         ...
 
+    def children(self, traj_id: str) -> list[Trajectory]:
+        """The branches forked from ``traj_id`` (``parent_id`` = it), by branch turn."""
+        ...
+
     def search(self, query: TrajQuery) -> tuple[int, list[Trajectory]]:
         """(total number of matches, the requested page of them)."""
         ...

@@ -35,6 +35,7 @@ from typing import Any, Literal
 from sparring.errors import ConfigError, StoreError
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.store.base import TrajectoryStore, TrajQuery
+from sparring.tasks import taskfs
 from sparring.tasks.loader import Task, write_task
 from sparring.trajectory import Trajectory
 
@@ -49,7 +50,7 @@ EXAMPLES = 5
 
 
 def is_failure(t: Trajectory) -> bool:
-    return t.status != "ok" or not t.passed or bool(t.flags)
+    return t.status != "ok" or not t.passed or bool(t.outcome_flags)  # process flags alone are no failure
 
 
 def error_type(error: str | None) -> str:
@@ -63,7 +64,7 @@ def error_type(error: str | None) -> str:
 
 
 def signature(t: Trajectory) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
-    return (t.status, error_type(t.error), tuple(sorted(t.failing_tests)), tuple(sorted(t.flags)))
+    return (t.status, error_type(t.error), tuple(sorted(t.failing_tests)), tuple(sorted(t.outcome_flags)))
 
 
 def cluster_id(sig: tuple[str, str, tuple[str, ...], tuple[str, ...]]) -> str:
@@ -124,11 +125,7 @@ def members(store: TrajectoryStore, query: TrajQuery, cid: str) -> list[Trajecto
 
 
 def _apply(task: Task, diff: WorkspaceDiff) -> dict[str, str | bytes]:
-    files: dict[str, str | bytes] = {
-        p.relative_to(task.workspace).as_posix(): p.read_bytes()
-        for p in task.workspace.rglob("*")
-        if p.is_file()
-    }
+    files: dict[str, str | bytes] = dict(taskfs.files(task.workspace))  # no link is read through
     for rel in diff.deleted:
         files.pop(rel, None)
         prefix = rel.rstrip("/") + "/"
@@ -139,11 +136,7 @@ def _apply(task: Task, diff: WorkspaceDiff) -> dict[str, str | bytes]:
 
 
 def _read_dir(d: Path) -> dict[str, str | bytes]:
-    return (
-        {p.relative_to(d).as_posix(): p.read_bytes() for p in d.rglob("*") if p.is_file()}
-        if d.is_dir()
-        else {}
-    )
+    return dict(taskfs.files(d))  # a task's own regular files: no link is read through
 
 
 def promote_tasks(trajs: list[Trajectory], tasks: dict[tuple[str, str], Task], out: Path, cid: str,
@@ -152,7 +145,7 @@ def promote_tasks(trajs: list[Trajectory], tasks: dict[tuple[str, str], Task], o
     if trajs and trajs[0].status in ("infra_error", "policy_error", "judge_error"):
         raise ConfigError(f"cluster {cid} holds {trajs[0].status} samples: their workspace is not the policy's "
                           "work; promote it --as regression instead")  # fmt: skip
-    flagged = sorted({f for t in trajs for f in t.flags})
+    flagged = sorted({f for t in trajs for f in t.outcome_flags})
     if flagged:
         # The judge's static checks read only what an agent *added* to the initial workspace. A flagged
         # workspace promoted into a task makes the flagged code the task's own: invisible to those checks

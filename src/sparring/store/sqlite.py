@@ -1,13 +1,16 @@
 """The embedded trajectory store: one SQLite file in WAL mode.
 
-Layout (schema v2; a v1 store is upgraded in place on its first writable open)::
+Layout (schema v3; a v1 or v2 store is upgraded in place on its first writable open, and read as it is
+when opened read-only)::
 
     schema_version  one row: version, format marker, text-index kind, created_at
     runs            run_id PK, config json, summary json, started_at, finished_at
     trajectories    seq INTEGER PK (stable rowid), id UNIQUE, the indexed columns
                     (run_id, task_id, family, status, reward, policy,
                     policy_version, judge_version, task_digest, created_at,
-                    attempts, flags json); ``record`` is '' (v1 kept the JSON here)
+                    attempts, flags json); ``record`` is '' (v1 kept the JSON here);
+                    v3: ``parent_id`` and ``branch_turn`` of a forked branch
+                    (NULL for a root), indexed by parent
     traj_records    seq PK -> the full Trajectory JSON. Kept out of ``trajectories``
                     so that table stays a few MB at 100,000 rows and metadata
                     filters and counts never page through the records
@@ -53,6 +56,8 @@ from sparring.store.sqlite_schema import (
     STORE_FORMAT,
     UPSERT,
     V2_SCHEMA,
+    V3_COLUMNS,
+    V3_INDEX,
     WALK_INDEX_ABOVE,
     like_pattern,
     phrase,
@@ -180,7 +185,8 @@ class SQLiteStore:
         return str(row[2])
 
     def _upgrade(self, conn: sqlite3.Connection) -> None:
-        """v1 -> v2: the flags join table (backfilled from the JSON column) and the newest-first index."""
+        """v1 -> v2: the flags join table (backfilled from the JSON column) and the newest-first index;
+        v2 -> v3: the fork-tree columns (NULL: a store written before forks holds only roots)."""
         conn.execute("BEGIN IMMEDIATE")
         try:
             (version,) = conn.execute("SELECT version FROM schema_version").fetchone()
@@ -200,12 +206,19 @@ class SQLiteStore:
                 )
                 conn.execute("UPDATE trajectories SET record = ''")
                 conn.execute("UPDATE schema_version SET version = 2")
+            if int(version) < 3:
+                have = {row[1] for row in conn.execute("PRAGMA table_info(trajectories)")}
+                for name, kind in V3_COLUMNS:
+                    if name not in have:
+                        conn.execute(f"ALTER TABLE trajectories ADD COLUMN {name} {kind}")
+                conn.execute(V3_INDEX)
+                conn.execute("UPDATE schema_version SET version = 3")
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        self.schema_version = 2
+        self.schema_version = SCHEMA_VERSION
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -275,7 +288,7 @@ class SQLiteStore:
         row = (
             traj.id, traj.run_id, traj.task_id, traj.family, traj.status, traj.reward, traj.policy,
             traj.policy_version, traj.judge_version, traj.task_digest, traj.created_at, traj.attempts,
-            json.dumps(traj.flags, ensure_ascii=True), "",
+            json.dumps(traj.flags, ensure_ascii=True), "", traj.parent_id, traj.branch_turn,
         )  # fmt: skip
         return row, record, searchable_text(traj)
 
@@ -318,6 +331,17 @@ class SQLiteStore:
                 ):
                     out[tid] = (status, int(attempts))
         return out
+
+    def children(self, traj_id: str) -> list[Trajectory]:
+        """The branches forked from ``traj_id`` (by branch turn, then id); none in a store older than v3."""
+        if self.schema_version < 3:
+            return []
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {self._record} FROM trajectories AS t WHERE t.parent_id = ? ORDER BY t.branch_turn, t.id",
+                (traj_id,),
+            ).fetchall()
+        return [self._decode(r[0]) for r in rows]
 
     def get(self, traj_id: str) -> Trajectory:
         with self._read() as conn:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sparring.trajectory import Trajectory
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STORE_FORMAT = "sparring-trajectory-store"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 WALK_INDEX_ABOVE = 5000  # text matches above which a page walks the newest-first index
@@ -25,6 +25,8 @@ COLUMNS = (
     "attempts",
     "flags",
     "record",
+    "parent_id",
+    "branch_turn",
 )
 INDEXED = (
     "run_id",
@@ -45,6 +47,10 @@ CREATE TABLE IF NOT EXISTS traj_flags (flag TEXT NOT NULL, seq INTEGER NOT NULL,
 CREATE INDEX IF NOT EXISTS ix_flags_seq ON traj_flags(seq);
 """
 
+V3_COLUMNS = (("parent_id", "TEXT"), ("branch_turn", "INTEGER"))
+"""Added in v3: the fork tree (a branch's parent trajectory and the turn it was forked at)."""
+V3_INDEX = "CREATE INDEX IF NOT EXISTS ix_traj_parent ON trajectories(parent_id) WHERE parent_id IS NOT NULL;"
+
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS schema_version (
     version INTEGER NOT NULL, format TEXT NOT NULL, text_index TEXT NOT NULL, created_at REAL NOT NULL
@@ -59,12 +65,13 @@ CREATE TABLE IF NOT EXISTS trajectories (
     run_id TEXT NOT NULL, task_id TEXT NOT NULL, family TEXT NOT NULL, status TEXT NOT NULL,
     reward REAL, policy TEXT NOT NULL, policy_version INTEGER NOT NULL, judge_version TEXT NOT NULL,
     task_digest TEXT NOT NULL, created_at REAL NOT NULL, attempts INTEGER NOT NULL,
-    flags TEXT NOT NULL, record TEXT NOT NULL
+    flags TEXT NOT NULL, record TEXT NOT NULL, parent_id TEXT, branch_turn INTEGER
 );
 {"".join(f"CREATE INDEX IF NOT EXISTS ix_traj_{c} ON trajectories({c});" for c in INDEXED)}
 CREATE INDEX IF NOT EXISTS ix_traj_newest ON trajectories(created_at DESC, seq DESC);
 CREATE INDEX IF NOT EXISTS ix_traj_run_status ON trajectories(run_id, status);
 {V2_SCHEMA}
+{V3_INDEX}
 """
 
 UPSERT = (

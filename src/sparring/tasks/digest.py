@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from sparring.tasks import taskfs
 
 DIGEST_PREFIX = "sha256:"
 
@@ -22,24 +23,20 @@ def canonical_json(obj: Any) -> bytes:
 
 
 def tree_entries(root: Path) -> list[tuple[str, str, str]]:
-    """(relative path, kind, content hash) for every entry below ``root``, sorted."""
+    """(relative path, kind, content hash) for every entry below ``root``, sorted.
+
+    A link is hashed as a link (its target string), never through it: the walk follows no link
+    (:mod:`sparring.tasks.taskfs`), so a task's digest is of its own bytes, not of whatever a link names."""
     out: list[tuple[str, str, str]] = []
-    if not root.exists():
-        return out
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        base = Path(dirpath)
-        for name in sorted(filenames) + [d for d in dirnames if (base / d).is_symlink()]:
-            p = base / name
-            rel = p.relative_to(root).as_posix()
-            if p.is_symlink():
-                out.append((rel, "link", os.readlink(p)))
-            else:
-                kind = "exec" if os.access(p, os.X_OK) else "file"
-                out.append((rel, kind, hashlib.sha256(p.read_bytes()).hexdigest()))
-        for d in dirnames:
-            if not any(True for _ in (base / d).iterdir()) and not (base / d).is_symlink():
-                out.append(((base / d).relative_to(root).as_posix(), "dir", ""))
+    for e, data in taskfs.walk(root, lambda e: True):
+        if e.kind == "link":
+            out.append((e.rel, "link", e.target))
+        elif e.kind == "file" and data is not None:
+            out.append((e.rel, "exec" if e.executable else "file", hashlib.sha256(data).hexdigest()))
+        elif e.kind == "dir" and e.empty:
+            out.append((e.rel, "dir", ""))
+        elif e.kind == "other":
+            out.append((e.rel, "other", oct(e.mode)))
     out.sort()
     return out
 

@@ -42,6 +42,7 @@ from typing import Any
 
 from sparring import pyast
 from sparring.sandbox.base import WorkspaceDiff
+from sparring.tasks import taskfs
 from sparring.tasks.hack_payloads import (
     ALWAYS_EQUAL,
     COMPILED_EXIT,
@@ -74,30 +75,25 @@ class Variant:
     diff: WorkspaceDiff
 
 
-def _files(root: Path) -> Iterator[tuple[str, Path]]:
-    if root.is_dir():
-        for p in sorted(root.rglob("*")):
-            if p.is_file() and not p.is_symlink():
-                yield p.relative_to(root).as_posix(), p
+def _files(root: Path) -> Iterator[tuple[str, bytes]]:
+    """The regular files below ``root`` (path, bytes), sorted; no link is read through."""
+    yield from sorted(taskfs.files(root).items())
 
 
 def overlay_diff(root: Path) -> WorkspaceDiff:
     """A directory of whole files (plus ``.deleted``) as a workspace diff, like solution/."""
-    files: dict[str, bytes] = {}
-    deleted: tuple[str, ...] = ()
-    for rel, p in _files(root):
-        if rel == ".deleted":
-            deleted = tuple(ln.strip() for ln in p.read_text().splitlines() if ln.strip())
-        else:
-            files[rel] = p.read_bytes()
+    files = taskfs.files(root)
+    listed = files.pop(".deleted", None)
+    deleted = tuple(ln.strip() for ln in listed.decode().splitlines() if ln.strip()) if listed else ()
     return WorkspaceDiff(files=files, deleted=deleted)
 
 
 def _shipped(task: Task, kind: str) -> list[Variant]:
-    root = task.hidden / ADMISSION_DIR / kind
-    if not root.is_dir():
+    rel = f"{ADMISSION_DIR}/{kind}"
+    if not taskfs.is_dir(task.hidden, rel):
         return []
-    return [Variant(d.name, overlay_diff(d)) for d in sorted(root.iterdir()) if d.is_dir()]
+    names = sorted({e.rel.split("/", 1)[0] for e, _ in taskfs.walk(task.hidden / rel) if e.kind == "dir"})
+    return [Variant(n, overlay_diff(task.hidden / rel / n)) for n in names]
 
 
 def alternatives(task: Task) -> list[Variant]:
@@ -181,7 +177,7 @@ def _table_function(name: str, examples: list[tuple[tuple[Any, ...], Any]]) -> s
 def hardcode(task: Task) -> WorkspaceDiff | None:
     """Replace each function called with literal arguments in the visible examples by a lookup table."""
     sources = dict(
-        (rel, p.read_text(errors="replace")) for rel, p in _files(task.workspace) if rel.endswith(".py")
+        (rel, data.decode(errors="replace")) for rel, data in _files(task.workspace) if rel.endswith(".py")
     )
     examples: dict[str, list[tuple[tuple[Any, ...], Any]]] = {}
     for rel, src in sources.items():
@@ -234,16 +230,13 @@ def target(task: Task) -> str:
 
 
 def visible_tests(task: Task) -> list[str]:
-    return sorted(
-        p.relative_to(task.workspace).as_posix()
-        for p in task.workspace.rglob("*.py")
-        if is_test_path(p.relative_to(task.workspace).as_posix())
-    )
+    return sorted(e.rel for e, _ in taskfs.walk(task.workspace)
+                  if e.kind == "file" and e.rel.endswith(".py") and is_test_path(e.rel))  # fmt: skip
 
 
 def _initial(task: Task, rel: str) -> str:
-    p = task.workspace / rel
-    return p.read_text() if p.is_file() else ""
+    data = taskfs.read_file(task.workspace, rel, follow_links=True)
+    return data.decode() if data is not None else ""
 
 
 def _append(code: str) -> Callable[[Task], WorkspaceDiff]:

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from sparring import pyast
+from sparring.tasks import taskfs
 from sparring.tasks.loader import Task
 
 # The task layout of the evaluation split (owned here, in the task room; the judge reads it).
@@ -36,26 +37,24 @@ def _skipped_dir(name: str) -> bool:
 
 
 def collected_test_files(root: Path) -> list[str]:
-    """Test files pytest collects under ``root`` (posix paths relative to it), iteratively walked."""
-    out: list[str] = []
-    stack = [root]
-    while stack:
-        d = stack.pop()
-        for p in sorted(d.iterdir()):
-            if p.is_dir() and not p.is_symlink():
-                if not _skipped_dir(p.name):
-                    stack.append(p)
-            elif p.is_file() and any(fnmatch.fnmatchcase(p.name, pat) for pat in TEST_FILE_PATTERNS):
-                out.append(p.relative_to(root).as_posix())
+    """Test files pytest collects under ``root`` (posix paths relative to it): regular files, no link
+    followed, no directory entered below one pytest skips."""
+
+    def skipped(rel: str) -> bool:
+        return any(_skipped_dir(part) for part in rel.split("/")[:-1])
+
+    out = [e.rel for e, _ in taskfs.walk(root) if e.kind == "file" and not skipped(e.rel)
+           and any(fnmatch.fnmatchcase(e.rel.rsplit("/", 1)[-1], pat) for pat in TEST_FILE_PATTERNS)]  # fmt: skip
     return sorted(out)
 
 
 def eval_ids(task: Task) -> list[str] | None:
     """The evaluation judge's expected ids (relative to hidden/eval/); None when there is no such file."""
-    f = task.hidden / EVAL_DIR / EVAL_IDS_FILE
-    if not f.is_file():
+    data = taskfs.read_file(task.hidden, f"{EVAL_DIR}/{EVAL_IDS_FILE}")
+    if data is None:
         return None
-    return [ln.strip() for ln in f.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    text = data.decode("utf-8", "replace")
+    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
 
 
 def _file_of(test_id: str) -> str:
@@ -101,13 +100,13 @@ def missing_listed(root: Path, ids: list[str]) -> list[str]:
     trees: dict[str, ast.Module | str] = {}
     for tid in ids:
         rel = _file_of(tid)
-        f = root / rel
-        if not f.is_file():
+        data = taskfs.read_file(root, rel)
+        if data is None:
             out.append(f"{tid}: no file {rel}")
             continue
         if rel not in trees:
             try:
-                trees[rel] = pyast.parse(f.read_bytes(), filename=rel)
+                trees[rel] = pyast.parse(data, filename=rel)
             except (SyntaxError, ValueError) as e:
                 trees[rel] = f"{type(e).__name__}: {e}"
         tree = trees[rel]

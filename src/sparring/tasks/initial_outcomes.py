@@ -19,6 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 
 from sparring.errors import TaskError
+from sparring.tasks import taskfs
 from sparring.tasks.loader import Task
 
 OUTCOMES_FILE = ".admission/initial_outcomes.json"
@@ -26,11 +27,11 @@ OUTCOMES_FILE = ".admission/initial_outcomes.json"
 
 def expected_initial(task: Task) -> tuple[dict[str, str], dict[str, str]] | None:
     """(ids that must fail, ids that must pass) on the initial state, each with its name; None without a file."""
-    f = task.hidden / OUTCOMES_FILE
-    if not f.is_file():
+    data = taskfs.read_file(task.hidden, OUTCOMES_FILE)  # never through a link
+    if data is None:
         return None
     try:
-        raw = json.loads(f.read_text())
+        raw = json.loads(data)
         fail, keep = raw.get("fail", {}), raw.get("pass", {})
         if not all(isinstance(d, dict) for d in (fail, keep)):
             raise ValueError("fail and pass must be objects")
@@ -52,5 +53,7 @@ def outcome_problems(task: Task, initial_runs: Sequence[Mapping[str, str]]) -> l
     for t, why in sorted(keep.items()):
         seen = sorted({r.get(t, "missing") for r in initial_runs} - {"passed"})
         if seen:
-            out.append(f"{why} is {'/'.join(seen)} on the initial state (it must pass there and with the fix)")
+            out.append(
+                f"{why} is {'/'.join(seen)} on the initial state (it must pass there and with the fix)"
+            )
     return out

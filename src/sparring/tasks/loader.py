@@ -15,6 +15,7 @@ import tomli_w
 from pydantic import ValidationError
 
 from sparring.errors import TaskError
+from sparring.tasks import taskfs
 from sparring.tasks.digest import task_digest
 from sparring.tasks.spec import TaskSpec, canonical_dump
 
@@ -57,24 +58,20 @@ class Task:
 
     def solution_files(self) -> tuple[dict[str, bytes], list[str]]:
         """The reference solution as (files to write, paths to delete), paths relative to workspace."""
-        files: dict[str, bytes] = {}
-        deleted: list[str] = []
-        if self.solution.is_dir():
-            for p in sorted(self.solution.rglob("*")):
-                if p.is_file():
-                    rel = p.relative_to(self.solution).as_posix()
-                    if rel == ".deleted":
-                        deleted = [ln.strip() for ln in p.read_text().splitlines() if ln.strip()]
-                    elif rel != SOLUTION_CALLS:
-                        files[rel] = p.read_bytes()
+        files = taskfs.files(self.solution)  # regular files only: no link is followed out of the task
+        listed = files.pop(".deleted", None)
+        files.pop(SOLUTION_CALLS, None)
+        deleted = (
+            [ln.strip() for ln in listed.decode().splitlines() if ln.strip()] if listed is not None else []
+        )
         return files, deleted
 
     def solution_calls(self) -> list[tuple[str, dict[str, Any]]]:
         """The reference's tool calls, in order ([] for a task whose reference is files only)."""
-        path = self.solution / SOLUTION_CALLS
-        if not path.is_file():
+        data = taskfs.read_file(self.solution, SOLUTION_CALLS)
+        if data is None:
             return []
-        raw = json.loads(path.read_text())
+        raw = json.loads(data)
         return [(str(c["name"]), dict(c["arguments"])) for c in raw]
 
 
@@ -99,10 +96,13 @@ def load_task(path: str | Path) -> Task:
     if not d.is_dir():
         raise TaskError(f"task directory not found: {d} (pass a directory containing {TASK_FILE})")
     f = d / TASK_FILE
-    if not f.is_file():
+    data = taskfs.read_file(d, TASK_FILE)  # never through a link: its target's bytes are not the task's
+    if data is None:
+        if f.is_symlink():
+            raise TaskError(f"{d}: {TASK_FILE} is a link: a task's files must be regular files in it")
         raise TaskError(f"{d} has no {TASK_FILE}: not a task directory")
     try:
-        raw = tomllib.loads(f.read_text())
+        raw = tomllib.loads(data.decode())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise TaskError(f"malformed {f}: {e}") from None
     try:
@@ -111,7 +111,11 @@ def load_task(path: str | Path) -> Task:
         first = e.errors()[0]
         loc = ".".join(str(x) for x in first["loc"]) or "(root)"
         raise TaskError(f"invalid {f}: {loc}: {first['msg']} ({e.error_count()} problem(s))") from None
-    if not (d / "workspace").is_dir():
+    if not taskfs.is_dir(d, "workspace"):
+        if (d / "workspace").is_symlink():
+            raise TaskError(
+                f"{d}: workspace/ is a link: a task's initial state must be a real directory in it"
+            )
         raise TaskError(f"{d} has no workspace/ directory: every task needs its initial state")
     return Task(spec=spec, path=d.resolve(), digest=task_digest(canonical_dump(spec), d))
 
@@ -195,9 +199,10 @@ def write_task_record(task: Task, name: str, record: dict[str, Any]) -> Path:
 
 def read_task_record(task: Task, name: str) -> dict[str, Any] | None:
     """The record ``name`` beside task.toml, if it is about these exact bytes (same digest); else None."""
+    data = taskfs.read_file(task.path, name)  # a regular file beside task.toml, never through a link
     try:
-        rec = json.loads((task.path / name).read_text())
-    except (OSError, ValueError):
+        rec = json.loads(data) if data is not None else None
+    except ValueError:
         return None
     return rec if isinstance(rec, dict) and rec.get("digest") == task.digest else None
 

@@ -156,12 +156,13 @@ class Registry:
                 try:
                     for part in _PARTS:
                         src = t.path / part
-                        if src.is_dir():
+                        # Links are copied as links, never read through (a task's links are its own bytes).
+                        if src.is_dir() and not src.is_symlink():
                             shutil.copytree(src, tmp / part, symlinks=True)
-                        elif src.is_file():
-                            shutil.copy2(src, tmp / part)
+                        elif src.is_file() or src.is_symlink():
+                            shutil.copy2(src, tmp / part, follow_symlinks=False)
                     if load_admission(t) is not None:
-                        shutil.copy2(t.path / ADMISSION_FILE, tmp / ADMISSION_FILE)
+                        shutil.copy2(t.path / ADMISSION_FILE, tmp / ADMISSION_FILE, follow_symlinks=False)
                     copied = load_task(tmp)
                     if copied.digest != t.digest:
                         raise TaskError(

@@ -24,6 +24,7 @@ import ast
 from pathlib import Path, PurePosixPath
 
 from sparring import pyast
+from sparring.tasks import taskfs
 
 TEST_DIRS = frozenset({"tests", "test", "testing"})
 
@@ -69,11 +70,10 @@ def parse_source(data: bytes | None) -> ast.Module | None:
 def visible_literals(initial: Path) -> set[str]:
     """Non-trivial literals (repr) that the initial workspace's tests use as expected values or arguments."""
     out: set[str] = set()
-    for p in sorted(initial.rglob("*.py")):
-        rel = p.relative_to(initial).as_posix()
-        if not is_test_not_config(rel):
-            continue
-        tree = parse_source(p.read_bytes())
+    for _, data in sorted(
+        taskfs.files(initial, lambda r: r.endswith(".py") and is_test_not_config(r)).items()
+    ):
+        tree = parse_source(data)  # regular files only: no link is read through
         for node in ast.walk(tree) if tree else ():
             if isinstance(node, ast.Compare) and any(isinstance(o, ast.Eq) for o in node.ops):
                 for side in (node.left, *node.comparators):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sparring.errors import ConfigError
 from sparring.sandbox.config import BackendConfig, LocalBackendConfig
@@ -24,7 +24,9 @@ class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: Path | None = Field(
-        None, description="An existing hf model dir; None builds a tiny model in the workdir."
+        None,
+        description="An existing hf model dir, or a .gguf file (converted once, cached); None builds a tiny "
+        "model in the workdir.",
     )
     hidden: int = Field(64, description="Hidden size of the tiny model.")
     layers: int = Field(2, description="Transformer layers of the tiny model.")
@@ -37,13 +39,28 @@ class ModelConfig(BaseModel):
         "(sparring.train.pretrain; 0: none, the weights stay random).",
     )
     max_new_tokens: int = Field(64, description="Tokens the policy may generate per turn.")
-    max_prompt_tokens: int = Field(1536, description="Prompt tokens kept (oldest turns dropped first).")
+    max_prompt_tokens: int = Field(
+        1536,
+        description="Prompt tokens kept: whole middle turns are dropped first, oldest first; the system "
+        "prompt, the instruction, the tool schemas and the last turn are always kept.",
+    )
     temperature: float = Field(1.0, description="Sampling temperature of rollouts.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass of rollouts.")
+    tool_format: str | None = Field(
+        None,
+        description="Tool-call format of the model's chat template (sparring, hermes, qwen3_coder, "
+        "llama3_json); None detects it from the template (the CLI's hf:PATH#FORMAT).",
+    )
+    turn_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="Seconds one policy turn may take (None: 600); the tasks' wall clock bounds the commands only.",
+    )
     max_batch: int = Field(
         64,
         ge=1,
-        description="Turns sampled in one generate call. Which turns share a call depends on sandbox timing, "
-        "and the call's seed and padding on its members: 1 makes a seed pin the sampled tokens.",
+        description="Turns sampled in one generate call. Each turn samples from its own random stream "
+        "(run seed, task, sample, turn), so batching never changes the tokens a seed gives.",
     )
     lora: LoRASettings | None = Field(
         None, description="Train LoRA adapters in the RL stage instead of all weights (the warm start stays full)."
@@ -187,6 +204,25 @@ class RLConfig(BaseModel):
         1, ge=0, description="Rounds of replacing zero-variance groups by fresh tasks per iteration."
     )
     checkpoint_every: int = Field(1, ge=0, description="Checkpoint every N iterations (0: never).")
+    credit: Literal["flat", "tree"] = Field(
+        "flat",
+        description="Credit assignment: flat (GRPO: one advantage per episode) or tree (per turn, from "
+        "rollouts forked at branch_at; sparring.train.tree_credit). Sets grpo.credit.",
+    )
+    branch_at: str | None = Field(
+        None, description="credit=tree: fork each training rollout after these turns: 1,2 | first:N | all."
+    )
+    branches: int = Field(0, ge=0, description="credit=tree: branches forked at each branch_at turn (K).")
+
+    @field_validator("branch_at", mode="before")
+    @classmethod
+    def _turns_as_text(cls, v: Any) -> Any:
+        """YAML reads ``branch_at: 1`` as a number and ``[1, 2]`` as a list: both mean turns."""
+        if isinstance(v, int) and not isinstance(v, bool):
+            return str(v)
+        if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            return ",".join(map(str, v))
+        return v
     grpo: GRPOConfig = Field(default_factory=GRPOConfig)
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
@@ -197,6 +233,21 @@ class RLConfig(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> RLConfig:
         """Impossible combinations fail here, before any task, model or sandbox is made."""
+        if self.credit == "tree":
+            if not self.branch_at or self.branches < 1:
+                raise ValueError("credit=tree needs branch_at (1,2 | first:N | all) and branches >= 1")
+            from sparring.rollout.branching import parse_branch_plan
+
+            try:
+                parse_branch_plan(self.branch_at, self.branches)
+            except ConfigError as e:
+                raise ValueError(str(e).replace("--branch-at", "branch_at").replace("--branches", "branches")) from None
+            if self.executor != "local":
+                raise ValueError("credit=tree forks sandboxes in the training process: use executor=local")
+        elif self.branch_at or self.branches:
+            raise ValueError("branch_at/branches fork rollouts for credit=tree only: set credit: tree")
+        if self.grpo.credit != self.credit:
+            self.grpo = self.grpo.model_copy(update={"credit": self.credit})
         from sparring.tasks.families import FAMILIES
 
         if self.family is not None and self.family not in FAMILIES:
@@ -227,8 +278,11 @@ class RLConfig(BaseModel):
             raise ValueError(
                 f"grpo.staleness={self.grpo.staleness} >= iterations={self.iterations}: no update would run"
             )
-        if self.model.path is not None and not (self.model.path / "config.json").is_file():
-            raise ValueError(f"model.path {self.model.path} is not a model directory (no config.json there)")
+        gguf = self.model.path is not None and self.model.path.suffix == ".gguf" and self.model.path.is_file()
+        if self.model.path is not None and not gguf and not (self.model.path / "config.json").is_file():
+            raise ValueError(
+                f"model.path {self.model.path} is not a model directory (no config.json there) nor a .gguf file"
+            )
         if self.model.path is None and self.model.hidden % self.model.heads:
             raise ValueError(
                 f"model.hidden={self.model.hidden} is not a multiple of model.heads={self.model.heads}"

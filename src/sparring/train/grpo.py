@@ -39,6 +39,7 @@ from sparring.policy.lora_files import is_lora
 from sparring.train.advantages import grouped_advantages, zero_std_groups
 from sparring.train.lora import adapters_disabled, trainable_parameters
 from sparring.train.losses import get_loss
+from sparring.train.tree_credit import Node, get_credit
 from sparring.trajectory import TRAINABLE_STATUSES, Trajectory
 
 if TYPE_CHECKING:
@@ -82,6 +83,11 @@ class GRPOConfig(BaseModel):
     epochs: int = Field(1, ge=1, description="Passes over each batch (GRPO's mu); >1 makes the clip matter.")
     minibatches: int = Field(
         1, ge=1, description="Optimiser steps per pass: the batch's turns split this many ways."
+    )
+    credit: Literal["flat", "tree"] = Field(
+        "flat",
+        description="Credit assignment (sparring.train.tree_credit): flat = GRPO's episode advantage on every "
+        "turn (forked branches are not trained); tree = each turn's advantage from forked rollouts' values.",
     )
 
     def eps_high(self) -> float:
@@ -180,12 +186,19 @@ class GRPOTrainer:
             self.ref_model = copy.deepcopy(policy.model).eval()
             self.ref_model.requires_grad_(False)
 
-    def _sequences(self, trajs: list[Trajectory], advs: list[float]) -> tuple[list[_Seq], set[str], int]:
+    def _sequences(
+        self, trajs: list[Trajectory], advs: list[list[float | None]]
+    ) -> tuple[list[_Seq], set[str], int]:
+        """One sequence per traced turn with its advantage (a turn whose advantage is None is not this
+        trajectory's to train: a forked branch's shared prefix)."""
         seqs: list[_Seq] = []
         used: set[str] = set()
         missing = 0
-        for traj, adv in zip(trajs, advs, strict=True):
-            for raw in traj.traces:
+        for traj, per_turn in zip(trajs, advs, strict=True):
+            for i, raw in enumerate(traj.traces):
+                adv = per_turn[i] if i < len(per_turn) else None
+                if adv is None:
+                    continue
                 tr = TokenTrace.from_json(raw)
                 if not tr.completion_ids or not tr.prompt_ids:
                     continue
@@ -213,13 +226,20 @@ class GRPOTrainer:
         dropped_stale = len(trainable) - len(fresh)
         staleness_mean = sum(lags) / len(lags) if lags else 0.0
         trainable = fresh
-        keys = [t.group_id or t.id for t in trainable]
-        rewards = [float(t.reward or 0.0) for t in trainable]  # None was filtered above
+        branches = [t for t in trainable if t.parent_id is not None]
+        if cfg.credit == "flat":
+            trainable = [t for t in trainable if t.parent_id is None]  # forked branches: only tree credit uses them
+        roots = [t for t in trainable if t.parent_id is None]
+        keys = [t.group_id or t.id for t in roots]
+        rewards = [float(t.reward or 0.0) for t in roots]  # None was filtered above
         advs = grouped_advantages(keys, rewards, normalize_std=cfg.normalize_std)
         zero, groups = zero_std_groups(keys, rewards)
-        live = {k for k, a in zip(keys, advs, strict=True) if a != 0.0}  # groups with reward variance
-        signal = [(t, a) for t, k, a in zip(trainable, keys, advs, strict=True) if k in live]
-        seqs, used, missing = self._sequences([t for t, _ in signal], [a for _, a in signal])
+        nodes = [Node(t.id, t.group_id or t.id, float(t.reward or 0.0), len(t.traces), t.parent_id, t.branch_turn)
+                 for t in trainable]  # fmt: skip
+        per_turn = get_credit(cfg.credit)(nodes, normalize_std=cfg.normalize_std)
+        live = {n.group for n in nodes if any(per_turn.get(n.id, ()))}  # groups with reward variance
+        signal = [t for t, n in zip(trainable, nodes, strict=True) if n.group in live]
+        seqs, used, missing = self._sequences(signal, [per_turn[t.id] for t in signal])
         metrics: dict[str, float] = {
             "train/loss": 0.0,
             "train/grad_norm": 0.0,
@@ -239,6 +259,7 @@ class GRPOTrainer:
             "train/dropped_stale": float(dropped_stale),
             "train/staleness_mean": float(staleness_mean),
             "train/staleness_max": float(max((t.lag(self.policy.version) for t in trainable), default=0)),
+            "train/branches": float(len(branches)),
         }
         if not seqs:
             metrics["train/skipped"] = 1.0

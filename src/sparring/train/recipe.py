@@ -30,6 +30,7 @@ from sparring.monitor.progress import NoProgress, Progress
 from sparring.monitor.skill import skill_metrics
 from sparring.policy.scripted import OraclePolicy
 from sparring.rollout.buffer import BatchLag
+from sparring.rollout.episode import StageLimits
 from sparring.rollout.scheduler import RolloutScheduler, RolloutSummary
 from sparring.sandbox.config import make_backend
 from sparring.sandbox.pool import SandboxPool
@@ -184,6 +185,10 @@ def prepare_model(
 ) -> Path:
     """The configured model dir, or a tiny model built here (cached by its settings and corpus)."""
     if cfg.model.path is not None:
+        if cfg.model.path.suffix == ".gguf" and cfg.model.path.is_file():  # converted once, then cached
+            from sparring.policy.gguf import cached_model_dir
+
+            return cached_model_dir(cfg.model.path)
         if not (cfg.model.path / "config.json").is_file():
             raise ConfigError(f"model.path {cfg.model.path} is not a model directory (no config.json)")
         return cfg.model.path
@@ -304,8 +309,9 @@ async def sample_batch(
         summary = await evaluate(sched, batch, policy, run_id, _seed(cfg, it, round_), cfg.group_size, progress, label)
         seconds += summary.seconds
         trajs += summary.trajectories
-        curriculum.update((t.task_id, t.passed) for t in summary.trajectories if t.trainable)
-        dead = zero_variance_groups(summary.trajectories)
+        roots = [t for t in summary.trajectories if t.parent_id is None]  # forked branches are extra samples
+        curriculum.update((t.task_id, t.passed) for t in roots if t.trainable)
+        dead = zero_variance_groups(roots)
         if round_ == cfg.resample_rounds or not dead:
             break
         batch = curriculum.replacements(len(dead), exclude=seen)
@@ -430,12 +436,20 @@ async def run_rl(
     judge_pool = judge_pool_for(backend, cfg.concurrency)
     judge = PytestJudge(backend, limits=cfg.sandbox_limits, pool=judge_pool)
     train_tasks, held = run_tasks.train, run_tasks.heldout
-    sched = RolloutScheduler(
-        pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps, on_done=tick
+    from sparring.rollout.branching import check_branchable, parse_branch_plan
+
+    plan = parse_branch_plan(cfg.branch_at, cfg.branches) if cfg.credit == "tree" else None
+    if plan is not None:
+        check_branchable(train_tasks)
+    limits = StageLimits(policy_turn_s=cfg.model.turn_timeout_s)  # the policy's own time per turn
+    sched = RolloutScheduler(  # credit=tree: training rollouts fork (held-out evaluations never do)
+        pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps, on_done=tick, limits=limits,
+        branch=plan,
     )
     eval_sched = RolloutScheduler(
-        pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.heldout_max_steps, on_done=tick
-    )
+        pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.heldout_max_steps, on_done=tick,
+        limits=limits,
+    )  # fmt: skip
     executor = make_rollout_executor(cfg, sched)  # where every scheduler of the run plays its samples
     executor.attach(eval_sched)
     m = cfg.model
@@ -476,7 +490,8 @@ async def run_rl(
         res.model = str(model_dir)
         policy = HFPolicy(
             model_dir, max_new_tokens=m.max_new_tokens, max_prompt_tokens=m.max_prompt_tokens,
-            temperature=m.temperature, seed=cfg.seed, max_batch=m.max_batch,
+            temperature=m.temperature, top_p=m.top_p, seed=cfg.seed, max_batch=m.max_batch,
+            tool_format=m.tool_format,
         )  # fmt: skip
         if examples:
             # in the model's own chat template (a hub model's, or Sparring's: the same text as above)

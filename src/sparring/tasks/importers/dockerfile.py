@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from sparring.errors import TaskError
+from sparring.tasks import taskfs
 
 IGNORED = frozenset({"CMD", "ENTRYPOINT", "LABEL", "ARG", "SHELL", "MAINTAINER"})
 PIP_FLAGS_WITH_VALUE = frozenset({"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "-c",
@@ -229,10 +230,13 @@ def workspace_files(m: Mapped, context: Path, private: frozenset[str] = frozense
         if p != ctx and p.relative_to(ctx).parts[0] in private:
             raise TaskError(f"COPY {src} would put the task's tests or solution in the agent's workspace")
         if p.is_file():
-            out[f"{dest}{p.name}" if dest.endswith("/") or not dest else dest] = p.read_bytes()
+            data = taskfs.read_file(ctx, p.relative_to(ctx).as_posix())  # resolved: no link on the way
+            if data is None:
+                raise TaskError(f"COPY source {src} is not a regular file of the build context {context}")
+            out[f"{dest}{p.name}" if dest.endswith("/") or not dest else dest] = data
             continue
-        for f in sorted(p.rglob("*")):
-            if f.is_file() and not f.is_symlink() and f.relative_to(ctx).parts[0] not in private:
-                r = f.relative_to(p).as_posix()
-                out[f"{dest.rstrip('/')}/{r}" if dest.rstrip("/") else r] = f.read_bytes()
+        top = p.relative_to(ctx).parts[0] if p != ctx else None
+        for r, data in sorted(taskfs.files(p).items()):  # regular files only: no link is read through
+            if (top or r.split("/", 1)[0]) not in private:
+                out[f"{dest.rstrip('/')}/{r}" if dest.rstrip("/") else r] = data
     return out

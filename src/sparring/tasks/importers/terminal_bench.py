@@ -48,6 +48,7 @@ import yaml
 from sparring import pyast
 from sparring.errors import TaskError
 from sparring.sandbox.base import SandboxBackend, SandboxSpec
+from sparring.tasks import taskfs
 from sparring.tasks.environment import alayer_for, resolve
 from sparring.tasks.importers.batch import Draft, Files, RecordErrors, write_drafts
 from sparring.tasks.importers.dockerfile import Mapped, map_dockerfile, workspace_files
@@ -113,7 +114,7 @@ def _compose(root: Path) -> None:
         if not f.is_file():
             continue
         try:
-            data = yaml.safe_load(f.read_text()) or {}
+            data = yaml.safe_load(_text(root, name)) or {}
         except yaml.YAMLError as e:
             raise TaskError(f"{name} is not valid YAML ({str(e).splitlines()[0]})") from None
         services = data.get("services") or {}
@@ -125,11 +126,20 @@ def _compose(root: Path) -> None:
                 raise TaskError(f"{name}: service {sname!r} runs a prebuilt image, which cannot run here")
 
 
+def _text(root: Path, rel: str) -> str:
+    """A file of the imported task as text, read without following a link (a dataset's link to a host
+    file must not become an instruction, a test or a solution)."""
+    data = taskfs.read_file(root, rel)
+    if data is None:
+        raise TaskError(f"{rel} is not a regular file of {root} (links are not followed)")
+    return data.decode()
+
+
 def read_source(root: Path) -> Source:
     """A task directory in either layout; TaskError naming what is missing or malformed."""
     if (root / "task.yaml").is_file():
         try:
-            meta = yaml.safe_load((root / "task.yaml").read_text()) or {}
+            meta = yaml.safe_load(_text(root, "task.yaml")) or {}
         except yaml.YAMLError as e:
             raise TaskError(f"task.yaml is not valid YAML ({str(e).splitlines()[0]})") from None
         if not isinstance(meta, dict):
@@ -149,14 +159,14 @@ def read_source(root: Path) -> Source:
                      dockerfile=root / "Dockerfile", context=root, solution=root / "solution.sh")  # fmt: skip
     else:
         try:
-            meta = tomllib.loads((root / "task.toml").read_text())
+            meta = tomllib.loads(_text(root, "task.toml"))
         except tomllib.TOMLDecodeError as e:
             raise TaskError(f"task.toml is not valid TOML ({e})") from None
         md, agent, ver, env = (meta.get(k) or {} for k in ("metadata", "agent", "verifier", "environment"))
         env_dir = root / "environment"
         if (env_dir / "docker-compose.yaml").is_file() or (env_dir / "docker-compose.yml").is_file():
             _compose(env_dir)
-        src = Source(root, "harbor", (root / "instruction.md").read_text(),
+        src = Source(root, "harbor", _text(root, "instruction.md"),
                      difficulty=str(md.get("difficulty") or ""),
                      agent_timeout_s=_num(agent.get("timeout_sec"), "[agent] timeout_sec"),
                      test_timeout_s=_num(ver.get("timeout_sec"), "[verifier] timeout_sec"),
@@ -208,19 +218,17 @@ def hidden_files(src: Source, workdir: str) -> tuple[Files, list[str]]:
         raise TaskError("no tests/ directory")
     files: Files = {}
     ids: list[str] = []
-    for p in sorted(tests.rglob("*")):
-        if not p.is_file() or p.is_symlink():
-            continue
-        rel = p.relative_to(tests).as_posix()
+    for rel, data in sorted(taskfs.files(tests).items()):  # regular files only: no link is read through
+        name = rel.rsplit("/", 1)[-1]
         if rel in ("test.sh", "run-tests.sh") or "__pycache__" in rel:
             continue
-        if p.suffix == ".py":
-            text = _rewrite(p.read_text(), workdir)
+        if name.endswith(".py"):
+            text = _rewrite(data.decode(), workdir)
             files[rel] = text
-            if p.name.startswith("test_") or p.name.endswith("_test.py"):
+            if name.startswith("test_") or name.endswith("_test.py"):
                 ids += _test_ids(rel, text)
         else:
-            files[rel] = p.read_bytes()
+            files[rel] = data
     if not ids:
         raise TaskError("tests/ has no pytest test (test_*.py): Sparring's judge runs pytest tests, not test.sh")
     return files, ids
@@ -280,7 +288,7 @@ def task_draft(src: Source, backend: SandboxBackend) -> Draft:
     wall = min(src.agent_timeout_s or 900.0, MAX_WALL_S)
     limits = Limits(max_steps=50, wall_s=wall, exec_timeout_s=min(120.0, wall), memory_mb=src.memory_mb or 2048,
                     cpus=src.cpus or 1.0, disk_mb=512)  # fmt: skip
-    command = solution_command(_rewrite(src.solution.read_text(), m.workdir))
+    command = solution_command(_rewrite(_text(src.solution.parent, src.solution.name), m.workdir))
     files, deleted = asyncio.run(run_solution(backend, workspace, command, env, limits))
     if not files and not deleted:
         raise TaskError("the solution script changes nothing in the work directory")

@@ -1,0 +1,124 @@
+"""HFPolicy's own random stream per request, its context policy, and cancellation (tiny model, CPU)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from sparring.errors import PolicyError  # noqa: E402
+from sparring.policy.base import ActRequest  # noqa: E402
+from sparring.policy.hf import HFPolicy, droppable_turns  # noqa: E402
+from sparring.train.model import _CORPUS_TOOLS  # noqa: E402
+
+TOOLS = _CORPUS_TOOLS
+INSTRUCTION = "Fix clamp in mathx/core.py so that the tests pass."
+MESSAGES = [
+    {"role": "system", "content": "You are a careful software agent."},
+    {"role": "user", "content": INSTRUCTION},
+]
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model_dir):
+    return HFPolicy(tiny_model_dir, max_new_tokens=10, temperature=1.0, top_p=0.9, seed=3)
+
+
+def _req(task, **kw) -> ActRequest:
+    return ActRequest(messages=list(MESSAGES), tools=TOOLS, task=task, **kw)
+
+
+def test_a_request_samples_the_same_tokens_alone_or_in_any_batch(policy, clamp_task):
+    reqs = [_req(clamp_task, seed=s, sample_index=i, step=0) for s, i in ((0, 0), (0, 1), (7, 0), (7, 2))]
+    alone = [policy.generate_turns([r])[0].trace.completion_ids for r in reqs]
+    batched = [a.trace.completion_ids for a in policy.generate_turns(reqs)]
+    reordered = [a.trace.completion_ids for a in policy.generate_turns(reqs[::-1])][::-1]
+    assert alone == batched == reordered
+    assert len({tuple(x) for x in alone}) > 1, "different requests must get different random streams"
+
+
+def test_prompts_of_different_lengths_sample_the_same_alone_or_left_padded_together(policy, clamp_task):
+    reqs = [
+        ActRequest(messages=[*MESSAGES[:1], {"role": "user", "content": INSTRUCTION + " Quickly." * k}],
+                   tools=TOOLS, task=clamp_task, seed=2)
+        for k in (0, 3, 11)
+    ]  # fmt: skip
+    assert len({len(policy.encode_prompt(r.messages, r.tools).ids) for r in reqs}) == 3
+    alone = [policy.generate_turns([r])[0].trace for r in reqs]
+    together = [a.trace for a in policy.generate_turns(reqs)]
+    assert [t.completion_ids for t in alone] == [t.completion_ids for t in together]
+    for a, b in zip(alone, together, strict=True):  # the logprobs agree to float noise
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-4
+
+
+def test_concurrent_acts_sample_what_they_sample_alone(policy, clamp_task):
+    """Which turns share a generate call (timing) does not change a sample: the #36 reproducibility bug."""
+    reqs = [_req(clamp_task, seed=1, sample_index=i) for i in range(3)]
+
+    async def together():
+        return await asyncio.gather(*(policy.act(r) for r in reqs))
+
+    calls = policy.generate_calls
+    joint = [a.trace.completion_ids for a in asyncio.run(together())]
+    assert policy.generate_calls == calls + 1  # they did share one call
+    assert joint == [policy.generate_turns([r])[0].trace.completion_ids for r in reqs]
+
+
+def test_a_long_episode_keeps_the_instruction_and_the_tools(policy, clamp_task):
+    msgs = list(MESSAGES)
+    for k in range(40):
+        call = {
+            "id": f"c{k}",
+            "type": "function",
+            "function": {"name": "bash", "arguments": '{"command": "ls"}'},
+        }
+        msgs += [{"role": "assistant", "content": f"step {k}", "tool_calls": [call]},
+                 {"role": "tool", "tool_call_id": f"c{k}", "content": "a.py b.py " * 20}]  # fmt: skip
+    full = len(policy.codec.prompt_ids(msgs, TOOLS))
+    small = HFPolicy.from_model(policy.model, policy.tokenizer, max_prompt_tokens=full // 3, max_new_tokens=4)
+    prompt = small.encode_prompt(msgs, TOOLS)
+    text = small.codec.decode(prompt.ids)
+    assert prompt.dropped > 0 and len(prompt.ids) <= full // 3
+    assert INSTRUCTION in text and "You are a careful software agent." in text
+    assert all(t["function"]["name"] in text for t in TOOLS)  # the tool schemas stay
+    assert "step 39" in text and "step 0" not in text  # the oldest middle turns went first
+    assert text.count("<tool_call>") - 1 == text.count(
+        "<|tool|>"
+    )  # no result without its call (1: the system's example)
+
+
+def test_droppable_turns_never_include_the_head_or_the_last_turn():
+    roles = ["system", "user", "assistant", "tool", "tool", "assistant", "tool", "user", "assistant", "tool"]
+    msgs = [{"role": r} for r in roles]
+    assert droppable_turns(msgs) == [(2, 5), (5, 8)]
+    assert droppable_turns(msgs[:4]) == []
+
+
+def test_a_cancelled_generation_stops_and_frees_the_model(tiny_model_dir, clamp_task):
+    pol = HFPolicy(tiny_model_dir, max_new_tokens=1500, max_prompt_tokens=400, temperature=1.0)
+    pol.stop_ids = frozenset({pol.tokenizer.vocab_size + 7})  # no stop token: it would run all 1500 tokens
+    req = _req(clamp_task)
+    t0 = time.monotonic()
+    pol.generate_turns([req], max_new_tokens=150)
+    per_token = (time.monotonic() - t0) / 150
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    t0 = time.monotonic()
+    with pytest.raises(PolicyError, match="cancelled"):
+        pol.generate_turns([req], cancel=cancel)
+    took = time.monotonic() - t0
+    assert took < 0.3 + 0.5 * 1500 * per_token, (took, per_token)  # stopped long before 1500 tokens
+
+    async def gives_up():
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(pol.act(req), 0.3)
+
+    asyncio.run(gives_up())
+    t0 = time.monotonic()
+    assert pol.lock.acquire(timeout=0.5 * 1500 * per_token), "the model's lock is still held"
+    pol.lock.release()
+    assert time.monotonic() - t0 < 0.5 * 1500 * per_token
