@@ -127,3 +127,29 @@ def test_generate_marks_every_task_it_writes(no_override, tmp_path):
     r = sp("tasks", "generate", "shell-ops", "--n", "1", "--seed", "0", "--out", tmp_path / "h", "--no-check",
            "--json", cache=no_override)  # fmt: skip
     assert json.loads(r.stdout)["tasks"][0]["admitted"] is None
+
+
+def test_a_judge_fault_on_one_task_is_its_result_and_never_a_cached_verdict(backend, no_override, tmp_path):
+    """Seen measuring reject rates on a loaded machine: a spreadsheet task's reference run timed out, the
+    judge raised, and the whole batch's check died with it."""
+    import asyncio
+
+    from sparring.admission.check import JUDGE_FAULT, check_tasks, record_result
+    from sparring.judge.pytest_judge import PytestJudge
+    from sparring.tasks.loader import write_task
+    from sparring.tasks.spec import JudgeSpec, TaskSpec
+
+    spec = TaskSpec(id="slow", family="mine", instruction="Make slow.value return 2 instead of 1; leave the tests alone.",
+                    success_criteria="The hidden test of slow.value passes.",
+                    judge=JudgeSpec(hidden_tests=["test_hidden_slow.py::test_value"], timeout_s=1.0))  # fmt: skip
+    hidden = "import time\nfrom slow import value\n\n\ndef test_value():\n    time.sleep(5)\n    assert value() == 2\n"
+    slow = write_task(tmp_path / "slow", spec, workspace={"slow.py": "def value():\n    return 1\n"},
+                      hidden={"test_hidden_slow.py": hidden}, solution={"slow.py": "def value():\n    return 2\n"})  # fmt: skip
+    good = new_task(tmp_path / "wc")
+    reps = asyncio.run(check_tasks([slow, good], PytestJudge(backend), repeats=2))
+    by_id = {r.id: r for r in reps}
+    assert by_id["slow"].rules == [JUDGE_FAULT] and "reference" in by_id["slow"].problems[0].detail
+    assert by_id["wc"].ok
+    record_result(slow, by_id["slow"], 2, admission_judge_version())
+    (v,) = verdicts([load_task(slow.path)])
+    assert v.ok is None  # checked again next time, not refused for good

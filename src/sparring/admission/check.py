@@ -41,6 +41,8 @@ Each rule is a small named check; its name is the rejection rule that
 ``image_pinned``          an ``[environment] image`` is named by digest, not by a tag
 ``image_interpreter``     the image's Python and pytest are in the range the judge supports
                           (:mod:`.image`; checked before any judge run)
+``judge_runs``            the judge could score the task at all (a judge fault, e.g. the reference's
+                          run timing out, is reported here; the other tasks' checks go on)
 ========================  =====================================================
 
 Rules that execute score through the real judge in real sandboxes. The result
@@ -69,7 +71,7 @@ from typing import Any
 from sparring.admission import flake
 from sparring.admission.image import check_image_interpreter, check_image_pinned
 from sparring.admission.problem import Problem
-from sparring.errors import TaskError
+from sparring.errors import JudgeError, TaskError
 from sparring.judge.base import Judge, JudgeResult
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks import hacks, hidden_suite, initial_outcomes, taskfs
@@ -88,6 +90,9 @@ PLACEHOLDERS = ("todo", "tbd", "fix it", "fix", "xxx", "lorem ipsum", "do the ta
 REFERENCE_RUNS = flake.runs_to_catch(flake.FLAKE_DETECTION, flake.FLAKE_RATE)
 """Runs of the reference solution: enough to catch a test failing half the time with probability 0.999."""
 MAX_NAMED = 5
+JUDGE_FAULT = "judge_runs"
+"""The rule of a task the judge could not score (a judge fault, not a verdict on the task): reported, never
+cached by the loop's gate, so the next check runs it again."""
 VCS_DIRS = (".git", ".hg", ".svn", ".bzr")
 
 
@@ -492,6 +497,21 @@ async def check_task(
     return rep
 
 
+def _judge_fault_in(e: BaseException) -> JudgeError | None:
+    """The JudgeError ``e`` is or (a TaskGroup's ExceptionGroup) holds, if every leaf is one; else None."""
+    if isinstance(e, JudgeError):
+        return e
+    if isinstance(e, BaseExceptionGroup):
+        rest = e.split(JudgeError)[1]
+        faults = e.subgroup(JudgeError)
+        if rest is None and faults is not None:
+            leaf: BaseException = faults
+            while isinstance(leaf, BaseExceptionGroup):
+                leaf = leaf.exceptions[0]
+            return leaf if isinstance(leaf, JudgeError) else None
+    return None
+
+
 async def check_tasks(
     tasks: list[Task],
     judge: Judge,
@@ -517,7 +537,16 @@ async def check_tasks(
             except TaskError as e:
                 rep = CheckReport(t.id, t.digest, [Problem("environment_builds", str(e))], t.spec.version)
             else:
-                rep = await check_task(t, judge, repeats, hashes, slots, eval_judge)
+                try:
+                    rep = await check_task(t, judge, repeats, hashes, slots, eval_judge)
+                except (JudgeError, ExceptionGroup) as e:
+                    # One task the judge cannot score (its reference's run timed out on a loaded machine)
+                    # is that task's result, not the end of every other task's check.
+                    fault = _judge_fault_in(e)
+                    if fault is None:
+                        raise
+                    why = " ".join(str(fault).split())[:300]
+                    rep = CheckReport(t.id, t.digest, [Problem(JUDGE_FAULT, why)], t.spec.version)
             if on_done is not None:
                 on_done(rep)
             return rep

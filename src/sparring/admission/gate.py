@@ -65,7 +65,7 @@ def remember(record: dict[str, Any]) -> None:
     """Put an admission record (it names its digest and judge version) into the verdict cache; a cache
     that cannot be written costs only a later re-check, never the run."""
     digest, jv = record.get("digest"), record.get("judge_version")
-    if not digest or not jv:
+    if not digest or not jv or _judge_fault(record):
         return
     dest = _cache_path(str(digest), str(jv))
     try:
@@ -78,10 +78,17 @@ def remember(record: dict[str, Any]) -> None:
         pass
 
 
+def _judge_fault(record: dict[str, Any]) -> bool:
+    """A record of a check the judge could not finish: no verdict on the task (it is checked again)."""
+    from sparring.admission.check import JUDGE_FAULT
+
+    return any(p.get("rule") == JUDGE_FAULT for p in record.get("problems") or [])
+
+
 def lookup(task: Task, judge_version: str) -> dict[str, Any] | None:
     """The stored verdict on these exact bytes by this judge version: beside the task, else cached."""
     rec = load_admission(task)
-    if rec is not None and rec.get("judge_version") == judge_version:
+    if rec is not None and rec.get("judge_version") == judge_version and not _judge_fault(rec):
         return rec
     try:
         cached = json.loads(_cache_path(task.digest, judge_version).read_text())
