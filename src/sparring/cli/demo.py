@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -18,7 +19,7 @@ from sparring.cli.doctor import print_degraded_once
 # apart too slowly for the demo's budget; one seed in three improved.)
 # Held-out: 16 tasks x 16 samples = 256 rollouts, so the before/after difference is outside the
 # evaluation noise (binomial sd ~0.031 per number at p=0.5; with 8 samples the --no-rl control moved by up to 0.14).
-_COMMON = {
+_COMMON: dict[str, Any] = {
     "family": "shell-ops",
     "max_steps": 3,
     "heldout_max_steps": 3,

@@ -31,7 +31,7 @@ def _query(
 ) -> TrajQuery:
     if status is not None and status not in STATUSES:
         raise ConfigError(f"unknown --status {status!r}: choose from {', '.join(STATUSES)}")
-    return TrajQuery(run_id=run, task_id=task, family=family, policy=policy, status=status, limit=None)  # type: ignore[arg-type]
+    return TrajQuery(run_id=run, task_id=task, family=family, policy=policy, status=status, limit=None)
 
 
 @app.command("list")

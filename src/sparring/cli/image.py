@@ -119,10 +119,10 @@ def list_cmd(json_out: bool = JSON_OPT) -> None:
     for im in images:
         t.add_row(
             str(im["digest"])[:19],
-            ", ".join(im["refs"]) or "-",
+            ", ".join(str(r) for r in im["refs"]) or "-",  # type: ignore[attr-defined]
             str(im["layers"]),
-            f"{int(im['size_bytes']) / 1e6:.1f}",
-        )  # type: ignore[arg-type, call-overload]
+            f"{int(str(im['size_bytes'])) / 1e6:.1f}",
+        )
     err_console.print(t)
 
 

@@ -31,7 +31,7 @@ def _judge(split: str, seed: int | None = None, backend: str = "local") -> Any:
 
     if split not in ("train", "eval"):
         raise ConfigError(f"--split must be train or eval, got {split!r}")
-    cfg = JudgeConfig(split=split, dynamic_seed=seed, shuffle_seed=seed)  # type: ignore[arg-type]
+    cfg = JudgeConfig(split=split, dynamic_seed=seed, shuffle_seed=seed)
     return PytestJudge(make_cli_backend(backend), config=cfg)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import typer
 
@@ -73,7 +74,7 @@ def _exception_modules() -> list[object]:
     """Typer >= 0.24 vendors click as ``typer._click``; older versions use click itself."""
     import importlib
 
-    mods = []
+    mods: list[Any] = []
     for name in ("typer._click.exceptions", "click.exceptions"):
         with contextlib.suppress(ImportError):
             mods.append(importlib.import_module(name))
@@ -86,17 +87,17 @@ def main() -> None:
 
     mods = _exception_modules()
     usage = tuple(m.UsageError for m in mods)  # type: ignore[attr-defined]
-    aborts = tuple(m.Abort for m in mods if hasattr(m, "Abort"))  # type: ignore[attr-defined]
+    aborts = tuple(m.Abort for m in mods if hasattr(m, "Abort"))
     try:
         rv = app(standalone_mode=False)
-    except usage as e:  # type: ignore[misc]
+    except usage as e:
         if type(e).__name__ == "NoArgsIsHelpError" and getattr(e, "ctx", None) is not None:
             sys.stdout.write(e.ctx.get_help() + "\n")
             sys.exit(0)
         where = f" (see `{e.ctx.command_path} --help`)" if getattr(e, "ctx", None) is not None else ""
         sys.stderr.write(f"error: {e.format_message()}{where}\n")
         sys.exit(2)
-    except aborts:  # type: ignore[misc]
+    except aborts:
         sys.stderr.write("error: aborted\n")
         sys.exit(130)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -180,7 +180,7 @@ def _rollout(
             print_degraded_once()  # what isolation this run gets, said once at its start
         backend = make_cli_backend(backend_kind)  # each task's spec names its layer: agent and judge run it
 
-        async def go():  # type: ignore[no-untyped-def]
+        async def go():
             st.start_run(run_id, config)
             pool = SandboxPool(backend, max_idle=concurrency)
             sched = RolloutScheduler(pool, PytestJudge(backend), st, concurrency=concurrency, max_steps=max_steps,

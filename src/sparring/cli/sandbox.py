@@ -33,7 +33,7 @@ def _spec(**kw: object) -> SandboxSpec:
     from sparring.sandbox.base import SandboxSpec
 
     try:
-        return SandboxSpec(**kw)  # type: ignore[arg-type]
+        return SandboxSpec(**kw)
     except ValidationError as e:
         err = e.errors()[0]
         field = str(err["loc"][0]) if err["loc"] else "?"
@@ -86,7 +86,7 @@ def exec_cmd(
         memory_mb=memory_mb, pids=pids, cpus=cpus, disk_mb=disk_mb, nofile=nofile, image=image,
     )  # fmt: skip
 
-    async def go():  # type: ignore[no-untyped-def]
+    async def go():
         backend = LocalBackend()
         sb = await backend.create(spec)
         cwd = "/workspace"

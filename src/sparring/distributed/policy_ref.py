@@ -40,7 +40,7 @@ class PolicyRef:
     def build(self) -> Policy:
         """The policy on the node, at the driver's weights version."""
         if self.pickled is not None:
-            return pickle.loads(self.pickled)  # type: ignore[no-any-return]
+            return pickle.loads(self.pickled)
         p: Any = make_policy(self.spec, **self.kwargs)
         if hasattr(p, "_version"):
             p._version = self.version
@@ -66,7 +66,7 @@ def policy_ref(policy: Policy, export_dir: Path | None = None) -> PolicyRef:
         d = export_dir / f"policy-v{policy.version}"
         if not (d / "config.json").is_file():
             tmp = d.with_name(d.name + ".tmp")
-            policy.save(tmp)  # type: ignore[attr-defined]
+            policy.save(tmp)
             tmp.rename(d)
         kw = {k: getattr(policy, k) for k in _HF_SETTINGS if hasattr(policy, k)}
         return PolicyRef(f"hf:{d}", policy.version, kw)

@@ -52,7 +52,7 @@ class RayRunner(NodeDriver):
         actor_cls = ray.remote(NodeWorker)
         self.actors: dict[str, Any] = {}
         for node_id, cap in nodes.items():
-            self.actors[node_id] = actor_cls.options(  # type: ignore[attr-defined]
+            self.actors[node_id] = actor_cls.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
                 resources={NODE_RESOURCE: 0.001}, num_cpus=0, max_restarts=-1, max_task_retries=0,
                 max_concurrency=4 * cap + 8,

@@ -284,7 +284,7 @@ def zero_variance_groups(trajs: list[Trajectory]) -> list[str]:
         groups.setdefault(t.group_id or t.id, []).append(t)
     out = []
     for members in groups.values():
-        rewards = [t.reward for t in members if t.trainable]
+        rewards = [t.reward for t in members if t.trainable and t.reward is not None]
         if len(rewards) < 2 or max(rewards) - min(rewards) <= 1e-12:
             out.append(members[0].task_id)
     return out
@@ -336,7 +336,7 @@ def skill_of(cfg: RLConfig, trajs: list[Trajectory]) -> dict[str, float | None] 
     from sparring.monitor.skill import look_skill
     from sparring.tasks.families import INSPECTIONS  # lazily, like prepare_tasks: generators import much
 
-    inspection = INSPECTIONS.get(cfg.family)
+    inspection = INSPECTIONS.get(cfg.family) if cfg.family is not None else None
     return look_skill(trajs, inspection) if inspection is not None else None
 
 
@@ -603,7 +603,7 @@ async def run_rl(
             metrics["rollout/replaced_groups"] = replaced
             if (sk := skill_of(cfg, trajs)) is not None:
                 metrics.update(skill_metrics("rollout/skill", sk))
-            metrics["rollout/rewards"] = [round(t.reward, 4) for t in trajs if t.trainable]
+            metrics["rollout/rewards"] = [round(t.reward, 4) for t in trajs if t.trainable and t.reward is not None]
             metrics.update(update)
             if ready is not None:
                 metrics["timing_s/update"] = update_s
@@ -613,7 +613,7 @@ async def run_rl(
             metrics["train/idle_s"] = round(time.perf_counter() - t_it - update_s, 4)
             metrics.update(curriculum.metrics())
             for t in trajs:
-                if t.trainable:
+                if t.trainable and t.reward is not None:
                     drift.add(f"{t.family}@{t.judge_version}", [t.reward])
             drifts = drift.check()
             for d in drifts:  # one key per family@judge; '/' would nest the metric name
