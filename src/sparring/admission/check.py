@@ -254,16 +254,8 @@ def check_original_not_reachable(
 # --------------------------------------------------------------------------- execution rules
 
 
-def delete_tests_diff(task: Task) -> WorkspaceDiff:
-    return hacks.delete_tests(task)
-
-
 def _passes(r: JudgeResult) -> bool:
     return r.components.get("all_pass", 0.0) >= 1.0 and not r.flags
-
-
-def _failing(r: JudgeResult, n: int = 3) -> list[str]:
-    return sorted(k for k, v in r.per_test.items() if v != "passed")[:n]
 
 
 def default_judge_concurrency() -> int:

@@ -90,10 +90,6 @@ def emit_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
-def not_built(what: str, issue: int) -> None:
-    raise NotBuiltError(f"`sparring {what}` is planned (issue {issue}) and not available in this version")
-
-
 ALLOW_UNADMITTED_OPT = typer.Option(
     False,
     "--allow-unadmitted",

@@ -236,14 +236,6 @@ class MultiSink:
             s.close()
 
 
-class NullSink:
-    def log(self, step: int, metrics: dict[str, Any]) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-
 def make_sinks(exporters: Sequence[str], run_dir: Path, run_id: str, config: dict[str, Any]) -> MultiSink:
     """JSONL always, plus each named exporter (``tensorboard``, ``wandb``, ``mlflow``)."""
     from sparring.errors import ConfigError

@@ -8,7 +8,6 @@ output, file names) goes through :func:`esc`; no page builds markup from candida
 from __future__ import annotations
 
 import html
-import json
 import secrets
 from typing import Any
 
@@ -61,11 +60,6 @@ def esc(x: Any) -> str:
     Control characters are written out first (:func:`sparring.textsafe.inert`): a bidi override in a
     candidate's output would otherwise reorder the text the reviewer reads on the page."""
     return html.escape(inert("" if x is None else str(x)), quote=True)
-
-
-def json_script(obj: Any) -> str:
-    """JSON for an inline <script>: '<' escaped so no string in it can close the script element."""
-    return json.dumps(obj).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def page(title: str, body: str, script: str = "") -> str:

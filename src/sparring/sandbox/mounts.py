@@ -44,12 +44,6 @@ def bind(source: Path, target: Path, readonly: bool = False) -> None:
         mount("none", target, "", flags=MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def make_shared(target: Path) -> None:
-    """Turn a directory into its own shared mount, so mounts made under it later reach the sandbox's copy."""
-    bind(target, target)
-    mount("none", target, "", flags=MS_SHARED)
-
-
 def umount(target: Path, lazy: bool = True) -> bool:
     """Unmount ``target``; returns False if it was not mounted."""
     rc = _libc.umount2(str(target).encode(), MNT_DETACH if lazy else 0)
@@ -71,13 +65,6 @@ def mounts_below(prefix: Path) -> list[Path]:
             if mp == p or mp.startswith(p.rstrip("/") + "/"):
                 out.append(Path(mp))
     return sorted(out, key=lambda x: len(x.parts), reverse=True)
-
-
-def overlay_supported() -> bool:
-    """Whether the kernel has overlayfs (detected in features.py, the one place for host features)."""
-    from sparring.sandbox.features import overlay_in_kernel
-
-    return overlay_in_kernel()
 
 
 def split_beneath(rel: str) -> list[str]:

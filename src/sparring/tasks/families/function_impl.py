@@ -92,10 +92,6 @@ def _word(rng: random.Random, letters: str = "abcde", lo: int = 1, hi: int = 6) 
     return "".join(rng.choice(letters) for _ in range(rng.randint(lo, hi)))
 
 
-def _words(rng: random.Random, n: int) -> str:
-    return " ".join(_word(rng, "abcdefghij") for _ in range(n))
-
-
 def _clamp_args(rng: random.Random) -> tuple[Any, ...]:
     lo = rng.randint(-10, 10)
     return (rng.randint(-30, 30), lo, lo + rng.randint(0, 15))
