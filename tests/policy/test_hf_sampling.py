@@ -96,6 +96,8 @@ def test_droppable_turns_never_include_the_head_or_the_last_turn():
     msgs = [{"role": r} for r in roles]
     assert droppable_turns(msgs) == [(2, 5), (5, 8)]
     assert droppable_turns(msgs[:4]) == []
+    notes = [{"role": r} for r in ["system", "user", "user", "user", "assistant", "tool", "user"]]
+    assert droppable_turns(notes) == [(2, 3), (3, 4)]  # a note after a note is its own turn; the last is kept
 
 
 def test_a_cancelled_generation_stops_and_frees_the_model(tiny_model_dir, clamp_task):

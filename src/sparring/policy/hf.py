@@ -173,13 +173,19 @@ def _previous_trace(messages: Sequence[Message], traces: Sequence[dict[str, Any]
 def droppable_turns(messages: Sequence[Message]) -> list[tuple[int, int]]:
     """``(start, stop)`` of each middle turn that may leave a prompt too long, oldest first.
 
-    A turn is an assistant message with the tool results and notes that follow it,
-    so no tool result is kept without its call. The head (everything up to and
-    including the first user message: system prompt and instruction) and the
-    turn holding the last message are never droppable.
+    A turn is an assistant message with the tool results and notes that follow
+    it (so no tool result is kept without its call), or a user message that
+    follows another user message. The
+    head (everything up to and including the first user message: system prompt
+    and instruction) and the turn holding the last message are never droppable.
     """
     first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), len(messages))
-    starts = [i for i, m in enumerate(messages) if i > first_user and m.get("role") == "assistant"]
+    starts = [
+        i
+        for i, m in enumerate(messages)
+        if i > first_user
+        and (m.get("role") == "assistant" or (m.get("role") == "user" and messages[i - 1].get("role") == "user"))
+    ]
     bounds = [*starts, len(messages)]
     return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b < len(messages)]
 
@@ -387,8 +393,9 @@ class HFPolicy:
 
         A rendered prompt must fit ``max_prompt_tokens``: whole middle turns go
         first, oldest first (:func:`droppable_turns`); the system prompt, the
-        instruction, the tool schemas and the last turn are always kept. Only if
-        even that is too long are the ids left-truncated.
+        instruction, the tool schemas and the last turn are kept. Only if even
+        that is too long do the other non-system messages go (the instruction
+        among them), and only then are the ids left-truncated.
         """
         prev = _previous_trace(messages, traces)
         if prev is not None:
@@ -405,9 +412,13 @@ class HFPolicy:
             if len(ids) <= self.max_prompt_tokens:
                 return Prompt(ids, dropped, reencoded=prev is not None)
             turns = droppable_turns(kept)
-            if not turns:
+            if turns:
+                start, stop = turns[0]
+            else:  # head + last turn still too long: the instruction goes before the system prompt
+                start = next((i for i, m in enumerate(kept[:-1]) if m.get("role") != "system"), -1)
+                stop = start + 1
+            if start < 0:
                 return Prompt(ids[-self.max_prompt_tokens :], dropped, reencoded=prev is not None)
-            start, stop = turns[0]
             del kept[start:stop]
             dropped += stop - start
 

@@ -257,7 +257,6 @@ async def run_bench(
             await pool.release(sb)
         await pool.close()
         out.update(_summary(t))
-        out.setdefault("cold_create_ms", out["create_ms"])  # prefork off: every create was cold
         out.update(
             max_concurrent=max(max_alive, concurrency),
             n=n,
