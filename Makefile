@@ -97,6 +97,7 @@ test-fast: setup
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
 
 typecheck: setup
 	$(VENV)/bin/mypy

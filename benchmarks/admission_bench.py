@@ -25,6 +25,11 @@ if __name__ == "__main__":
     a = ap.parse_args()
     res = run_admission_bench(
         make_backend(backend_config(a.backend)),
-        a.n, a.families.split(","), a.concurrency, a.repeats, a.seed, a.judge_concurrency
+        a.n,
+        a.families.split(","),
+        a.concurrency,
+        a.repeats,
+        a.seed,
+        a.judge_concurrency,
     )
     print(json.dumps(asyncio.run(res)))

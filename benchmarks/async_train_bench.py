@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--iterations", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--executor", default="local", choices=("local", "ray"))
-    ap.add_argument("--set", action="append", default=[], help="A config override, as `sparring train --set`.")
+    ap.add_argument(
+        "--set", action="append", default=[], help="A config override, as `sparring train --set`."
+    )
     args = ap.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="async-bench-"))
     runs = [run_k(int(k), args, root) for k in args.ks.split(",")]

@@ -100,7 +100,9 @@ class SimulatedNode:
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             sb = self.sandbox
-            await asyncio.sleep(sb.create_s() + sum(self.policy_s + sb.exec_s() for _ in range(self.steps)) + self.judge_s)
+            await asyncio.sleep(
+                sb.create_s() + sum(self.policy_s + sb.exec_s() for _ in range(self.steps)) + self.judge_s
+            )
             return self.template.replace("TRAJ_ID", wire.traj_id).replace("GROUP_ID", wire.group_id)
         finally:
             self.in_flight -= 1
@@ -145,7 +147,9 @@ def _rss_mb() -> float:
     return 0.0
 
 
-def run_size(n: int, n_nodes: int, task: Task, model: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+def run_size(
+    n: int, n_nodes: int, task: Task, model: dict[str, Any], args: argparse.Namespace
+) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="sim-driver-"))
     per_node = -(-n // n_nodes)
     template = _template(task, args.steps)

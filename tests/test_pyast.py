@@ -75,7 +75,9 @@ def test_parse_holds_under_threads_and_finalizers():
             errors, _ = _hammer(ast.parse)
             if errors:
                 break
-        assert errors and "recursion depth mismatch" in errors[0], "positive control: bare ast.parse should fail"
+        assert errors and "recursion depth mismatch" in errors[0], (
+            "positive control: bare ast.parse should fail"
+        )
     errors, trees = _hammer(pyast.parse)
     assert errors == [] and trees == 4 * 60
 
@@ -83,7 +85,9 @@ def test_parse_holds_under_threads_and_finalizers():
 def test_parse_keeps_ast_parse_behaviour():
     assert ast.dump(pyast.parse("x = 1")) == ast.dump(ast.parse("x = 1"))
     assert isinstance(pyast.parse("1 + 2", mode="eval"), ast.Expression)
-    assert pyast.parse(b"\xef\xbb\xbfx = 1\n").body  # bytes with a byte-order mark, as the interpreter reads it
+    assert pyast.parse(
+        b"\xef\xbb\xbfx = 1\n"
+    ).body  # bytes with a byte-order mark, as the interpreter reads it
     try:
         pyast.parse("def (", filename="bad.py")
     except SyntaxError as e:

@@ -89,7 +89,9 @@ def all_commands() -> list[str]:
 
 def test_readme_is_short_and_opens_with_the_two_commands():
     text = (ROOT / "README.md").read_text()
-    assert len(text.splitlines()) <= README_MAX_LINES, "the README is read in five minutes: move detail into docs/"
+    assert len(text.splitlines()) <= README_MAX_LINES, (
+        "the README is read in five minutes: move detail into docs/"
+    )
     assert readme_commands(text)[:2] == ["make demo", "make test"]
 
 
@@ -137,5 +139,11 @@ def test_every_readme_command_runs(tmp_path, demo_quick: DemoRun, demo_control: 
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
     codes = dict(line.split() for line in rc_file.read_text().splitlines()) if rc_file.exists() else {}
-    failed = [f"[{i}] exit {codes.get(str(i), 'never ran')}: {c}" for i, c in enumerate(cmds) if codes.get(str(i)) != "0"]
-    assert not failed, "README commands failed:\n" + "\n".join(failed) + "\n--- log tail ---\n" + log.read_text()[-6000:]
+    failed = [
+        f"[{i}] exit {codes.get(str(i), 'never ran')}: {c}"
+        for i, c in enumerate(cmds)
+        if codes.get(str(i)) != "0"
+    ]
+    assert not failed, (
+        "README commands failed:\n" + "\n".join(failed) + "\n--- log tail ---\n" + log.read_text()[-6000:]
+    )

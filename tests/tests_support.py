@@ -30,7 +30,7 @@ def clamp(x, lo, hi):
     return x
 '''
 FIXED = BUGGY.replace("        return lo\n    return x", "        return hi\n    return x")
-VISIBLE = '''\
+VISIBLE = """\
 from mathx.core import clamp
 
 
@@ -40,8 +40,8 @@ def test_inside():
 
 def test_above():
     assert clamp(15, 0, 10) == 10
-'''
-HIDDEN = '''\
+"""
+HIDDEN = """\
 from mathx.core import clamp
 
 
@@ -59,8 +59,11 @@ def test_above():
 
 def test_above_negative_range():
     assert clamp(0, -9, -2) == -2
-'''
-HIDDEN_IDS = [f"test_hidden_clamp.py::{n}" for n in ("test_inside", "test_below", "test_above", "test_above_negative_range")]
+"""
+HIDDEN_IDS = [
+    f"test_hidden_clamp.py::{n}"
+    for n in ("test_inside", "test_below", "test_above", "test_above_negative_range")
+]
 
 
 def make_clamp_task(out: Path, task_id: str = "clamp-bug") -> Task:

@@ -90,7 +90,8 @@ class Trajectory(BaseModel):
     submitted: bool = False
     created_at: float = Field(default_factory=time.time)
     parent_id: str | None = Field(
-        None, description="The trajectory this one was forked from (None for a root): see `rollout --branch-at`."
+        None,
+        description="The trajectory this one was forked from (None for a root): see `rollout --branch-at`.",
     )
     branch_turn: int | None = Field(
         None, description="Turns shared with the parent before the fork (None for a root)."

@@ -101,9 +101,11 @@ def test_a_missing_or_empty_solution_dir_is_named_not_a_failing_reference(judge,
     t = make_clamp_task(tmp_path / "t")
     shutil.rmtree(t.solution)
     rep = run_check(t, judge)
-    assert [p.detail for p in rep.problems if p.rule == "solution_passes"] == [
-        p.detail for p in rep.problems if "solution/ is missing" in p.detail
-    ] != []
+    assert (
+        [p.detail for p in rep.problems if p.rule == "solution_passes"]
+        == [p.detail for p in rep.problems if "solution/ is missing" in p.detail]
+        != []
+    )
     assert not any("fails" in p.detail for p in rep.problems), rep.to_json()
     t.solution.mkdir()
     rep = run_check(t, judge)

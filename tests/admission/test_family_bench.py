@@ -22,7 +22,17 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_generate_only_counts_one_json_line_per_family() -> None:
-    r = _cli("tasks", "family-bench", "--families", "shell-ops,function-impl", "--n", "40", "--admit", "0", "--json")
+    r = _cli(
+        "tasks",
+        "family-bench",
+        "--families",
+        "shell-ops,function-impl",
+        "--n",
+        "40",
+        "--admit",
+        "0",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     assert [row["family"] for row in rows] == ["shell-ops", "function-impl"]
@@ -48,7 +58,9 @@ def test_unknown_family_is_a_one_line_error() -> None:
 
 @pytest.mark.slow
 def test_admission_on_a_sample_reports_yield_and_cost(backend) -> None:  # type: ignore[no-untyped-def]
-    row = asyncio.run(run_family_admission(backend, "shell-ops", n=6, seed=1, admit=2, repeats=2))  # tasks 0 and 3
+    row = asyncio.run(
+        run_family_admission(backend, "shell-ops", n=6, seed=1, admit=2, repeats=2)
+    )  # tasks 0 and 3
     assert row["generated"] == row["distinct"] == 6 and row["checked"] == 2
     assert row["admitted"] == 2 and row["rejected"] == 0, row
     assert row["seconds_per_task"] > 0 and row["projected_admission_s_all"] >= row["seconds_per_task"] * 6 - 1

@@ -15,7 +15,9 @@ EXE = Path(sys.executable).parent / "sparring"
 
 def sp(*args, timeout=300, cwd=None):
     env = {k: v for k, v in os.environ.items() if k != "SPARRING_DEBUG"}
-    return subprocess.run([str(EXE), *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
+    return subprocess.run(
+        [str(EXE), *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env
+    )
 
 
 def one_line_error(r):
@@ -32,14 +34,38 @@ def test_every_group_has_help():
 
 
 def test_sandbox_exec_is_copy_on_write(workspace):
-    r = sp("sandbox", "exec", "--workspace", workspace, "--", "sh", "-c", "echo x > /workspace/f.txt; cat /workspace/f.txt")
+    r = sp(
+        "sandbox",
+        "exec",
+        "--workspace",
+        workspace,
+        "--",
+        "sh",
+        "-c",
+        "echo x > /workspace/f.txt; cat /workspace/f.txt",
+    )
     assert r.returncode == 0 and r.stdout == "x\n"
     assert (workspace / "f.txt").read_text() == "orig\n"
-    r = sp("sandbox", "exec", "--json", "--workspace", workspace, "--", "sh", "-c", "echo hi; echo err >&2; exit 5")
+    r = sp(
+        "sandbox",
+        "exec",
+        "--json",
+        "--workspace",
+        workspace,
+        "--",
+        "sh",
+        "-c",
+        "echo hi; echo err >&2; exit 5",
+    )
     j = json.loads(r.stdout)
     assert r.returncode == 5
     assert {k: j[k] for k in ("exit_code", "stdout", "stderr", "timed_out", "oom_killed")} == {
-        "exit_code": 5, "stdout": "hi\n", "stderr": "err\n", "timed_out": False, "oom_killed": False}
+        "exit_code": 5,
+        "stdout": "hi\n",
+        "stderr": "err\n",
+        "timed_out": False,
+        "oom_killed": False,
+    }
     assert j["duration_ms"] > 0
 
 
@@ -49,7 +75,9 @@ def test_sandbox_exec_timeout_exits_124():
 
 
 def test_sandbox_exec_memory_limit_json():
-    r = sp("sandbox", "exec", "--json", "--memory-mb", "64", "--", "python", "-c", "b = bytearray(512 * 2**20)")
+    r = sp(
+        "sandbox", "exec", "--json", "--memory-mb", "64", "--", "python", "-c", "b = bytearray(512 * 2**20)"
+    )
     j = json.loads(r.stdout)
     assert j["oom_killed"] is True and j["exit_code"] != 0
 
@@ -101,7 +129,11 @@ def test_judge_score_contract(clamp_task, tmp_path):
     assert r.returncode == 0 and j["reward"] == 0.0 and j["tests"] == {"passed": 2, "failed": 2, "errors": 0}
     shutil.copy(clamp_task.solution / "mathx" / "core.py", ws / "mathx" / "core.py")
     j = json.loads(sp("judge", "score", "--json", "--task", clamp_task.path, "--workspace", ws).stdout)
-    assert j["reward"] == 1.0 and j["judge_version"].startswith("pytest-judge/") and set(j) >= {"components", "flags"}
+    assert (
+        j["reward"] == 1.0
+        and j["judge_version"].startswith("pytest-judge/")
+        and set(j) >= {"components", "flags"}
+    )
 
 
 def test_rollout_and_traj_search_contract(clamp_task, tmp_path):

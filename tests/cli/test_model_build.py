@@ -22,6 +22,8 @@ def test_model_build_writes_a_loadable_model_once(tmp_path):
     from sparring.policy.hf import HFPolicy
 
     assert HFPolicy(out, max_new_tokens=4).name == f"hf:{out}"
-    again = subprocess.run([str(EXE), "model", "build", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        [str(EXE), "model", "build", "--out", str(out)], capture_output=True, text=True, timeout=120
+    )
     assert again.returncode == 2 and "already holds a model" in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1

@@ -48,7 +48,11 @@ def main(n_seeds: int = 2) -> None:
     cases = []
     for i, instruction in enumerate(INSTRUCTIONS):
         for shots in ([], FEW_SHOT):
-            msgs = [{"role": "system", "content": SYSTEM_PROMPT}, *shots, {"role": "user", "content": instruction}]
+            msgs = [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                *shots,
+                {"role": "user", "content": instruction},
+            ]
             for seed in range(n_seeds):
                 cases.append((msgs, 1000 * i + 100 * len(shots) + seed))
     prompts = [pol.codec.prompt_ids(m, tools) for m, _ in cases]

@@ -17,7 +17,9 @@ pytestmark = ROOT_ONLY
 
 
 def test_closing_a_node_stops_its_prestarted_sandboxes(tmp_path: Path) -> None:
-    cfg = NodeConfig(root=tmp_path, capacity=1, scheduler=SchedulerConfig(), backend=LocalBackendConfig(prefork=2))
+    cfg = NodeConfig(
+        root=tmp_path, capacity=1, scheduler=SchedulerConfig(), backend=LocalBackendConfig(prefork=2)
+    )
 
     async def main() -> tuple[list[Path], list[int]]:
         node = NodeWorker("n" * 16, cfg)

@@ -170,7 +170,9 @@ def test_rollout_cli_runs_on_the_cluster_given_by_address(cluster, clamp_task, t
     assert len(out["nodes"]) == 2 and sum(out["nodes"].values()) == 4, out  # the cluster's two nodes
 
 
-def test_without_an_address_the_rollout_starts_its_own_cluster_even_beside_another(cluster, clamp_task, tmp_path):
+def test_without_an_address_the_rollout_starts_its_own_cluster_even_beside_another(
+    cluster, clamp_task, tmp_path
+):
     """Another cluster runs on this machine and RAY_ADDRESS names it (as a shell that once used it
     would): a rollout given no --ray-address still starts and uses an embedded one-node cluster of its
     own, never joins the other (which it did, and then failed, while a second suite's cluster ran)."""
@@ -266,7 +268,9 @@ def test_a_removed_node_loses_no_sample_and_leaves_nothing(cluster, clamp_task, 
 
     for root in roots:
         LocalBackend(root=root / "sandboxes")
-    assert asyncio.run(await_until(lambda: not _leftovers(roots, live), timeout_s=60)), _leftovers(roots, live)
+    assert asyncio.run(await_until(lambda: not _leftovers(roots, live), timeout_s=60)), _leftovers(
+        roots, live
+    )
 
 
 def _oracle() -> Any:

@@ -33,7 +33,9 @@ def test_schemas_are_openai_functions():
 
 def test_read_write_replace_list(ex):
     assert "def clamp" in call(ex, "read_file", {"path": "mathx/core.py"}).output
-    assert call(ex, "read_file", {"path": "mathx/core.py", "start_line": 1, "end_line": 1}).output.startswith("def clamp")
+    assert call(ex, "read_file", {"path": "mathx/core.py", "start_line": 1, "end_line": 1}).output.startswith(
+        "def clamp"
+    )
     assert call(ex, "write_file", {"path": "notes/a.txt", "content": "hi"}).error is None
     assert call(ex, "read_file", {"path": "/workspace/notes/a.txt"}).output == "hi"
     assert call(ex, "str_replace", {"path": "notes/a.txt", "old": "hi", "new": "yo"}).error is None

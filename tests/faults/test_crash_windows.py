@@ -75,7 +75,9 @@ def _crash_creating(root: Path, point: str, stop_watchdog: bool) -> Path:
         if stop_watchdog:
             watchdog = int((root / f"watchdog-{child.pid}").read_text())
             os.kill(watchdog, signal.SIGSTOP)
-            (root.parent / "stopped-watchdogs").open("a").write(f"{watchdog}\n")  # outside root: reaps keep it
+            (root.parent / "stopped-watchdogs").open("a").write(
+                f"{watchdog}\n"
+            )  # outside root: reaps keep it
         child.stdin.write("go\n")
         child.stdin.flush()
         assert child.wait(timeout=120) == -signal.SIGKILL, f"the child was not killed at {point}"

@@ -119,8 +119,6 @@ OWNER = textwrap.dedent(
 )
 
 
-
-
 def test_owner_killed_with_sigkill_leaves_nothing(tmp_path):
     root = tmp_path / "sbroot"
     marker = f"sleep 7{os.getpid() % 1000}.{int(time.time() * 1000) % 1000}"

@@ -161,7 +161,9 @@ def test_32_concurrent_sessions_over_three_clients_match_judge_score(
         cli, info = truth[key], out["observation"]["info"]
         assert out["done"] and info["status"] == "ok", (i, info)
         assert out["reward"] == cli["reward"], (i, key)
-        outcome_flags = [f for f in info["flags"] if not f.startswith("process/")]  # the CLI judges no process
+        outcome_flags = [
+            f for f in info["flags"] if not f.startswith("process/")
+        ]  # the CLI judges no process
         assert info["tests"] == cli["tests"] and outcome_flags == cli["flags"]
     assert {k[1]: v["reward"] for k, v in truth.items()} == {True: 1.0, False: 0.0}
     assert server.health()["active_sessions"] == 0
@@ -180,7 +182,9 @@ def test_bad_requests_are_4xx_and_leak_nothing(server, tasks_list):
         assert http.post(url + "/reset", json={"seed": "x"}).status_code == 422
         assert http.post(url + "/reset", content=b"{not json").status_code == 400
         listed = http.get(url + "/tasks").json()
-        assert [t["id"] for t in listed["tasks"]] == [t.id for t in tasks_list] and listed["count"] == len(tasks_list)
+        assert [t["id"] for t in listed["tasks"]] == [t.id for t in tasks_list] and listed["count"] == len(
+            tasks_list
+        )
         # without task_id, /reset plays the seed-th listed task (modulo their number)
         r = http.post(url + "/reset", json={"seed": len(tasks_list) + 1}).json()
         assert r["observation"]["info"]["task_id"] == listed["tasks"][1]["id"]

@@ -86,7 +86,13 @@ def test_the_summary_keeps_canaries_apart() -> None:
 
 def test_an_empty_batch_summarises_to_zeros() -> None:
     s = batch_summary([], "j/1", queued=0, seconds=0.0)
-    assert (s["judged"], s["reward_mean"], s["pass_rate"], s["per_minute"], s["canaries"]) == (0, 0.0, 0.0, 0.0, 0)
+    assert (s["judged"], s["reward_mean"], s["pass_rate"], s["per_minute"], s["canaries"]) == (
+        0,
+        0.0,
+        0.0,
+        0.0,
+        0,
+    )
 
 
 def test_review_keys_name_the_judgement_and_differ_per_run() -> None:

@@ -25,7 +25,11 @@ def test_eval_scores_with_the_eval_split_and_reports_hack_rate(dynamic_task, tmp
     assert d["split"] == "eval" and d["tasks_without_eval_split"] == 0
     assert d["pass_rate"] == 1.0 and d["reward_mean"] == 1.0 and d["canaries"] == 1 and d["hack_rate"] == 0.0
     # outcome and process reported apart (issue 37)
-    assert d["outcome"]["pass_rate"] == 1.0 and d["process"]["judged"] == 1 and 0.0 <= d["process"]["flag_rate"] <= 1
+    assert (
+        d["outcome"]["pass_rate"] == 1.0
+        and d["process"]["judged"] == 1
+        and 0.0 <= d["process"]["flag_rate"] <= 1
+    )
     assert set(d["process"]["checks"]) >= {"tests_run", "destructive_command", "edited_unread"}
     from sparring.store.base import TrajQuery
     from sparring.store.sqlite import SQLiteStore

@@ -38,7 +38,10 @@ def _run_probe(source: str, env: dict, test: str = "test_it") -> list[list[Any]]
     """The recorder's rows (as they travel) of one probe test run in-process (trusted test code here)."""
     so.RECORDER.start("t")
     ns = dict(env)
-    exec(compile(source.replace("from sandbox_observe", "from sparring.judge.sandbox_observe"), "<p>", "exec"), ns)  # noqa: S102
+    exec(
+        compile(source.replace("from sandbox_observe", "from sparring.judge.sandbox_observe"), "<p>", "exec"),
+        ns,
+    )  # noqa: S102
     with contextlib.suppress(AssertionError):
         ns[test]()
     return so.RECORDER.take()
@@ -77,7 +80,11 @@ def test_the_skeleton_never_reaches_the_probe():
 
 
 PLAIN = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 50) | st.floats(allow_nan=False, width=32) | st.text(max_size=2),
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 50)
+    | st.floats(allow_nan=False, width=32)
+    | st.text(max_size=2),
     lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner),
     max_leaves=5,
 )
@@ -106,10 +113,16 @@ def test_a_forger_without_the_skeleton_has_nothing_to_copy():
     src = b"def test_it():\n    assert type(f(2)) is int\n    assert not g(3)\n    assert f(1) in (5, 6)\n"
     plan = build_plan({"hidden/t.py": src}, seed=0)
     body = plan.files["hidden/t.py"]
-    assert [s.kind for s in plan.sites.values()] == ["expr", "expr", "value"]  # ``L in constant``: a value site
+    assert [s.kind for s in plan.sites.values()] == [
+        "expr",
+        "expr",
+        "value",
+    ]  # ``L in constant``: a value site
     honest = _run_probe(body, {"f": lambda x: x + 4, "g": lambda x: x > 3})
     assert _claim(plan, honest) == (True, "")  # positive control: right code passes
-    true_everywhere = [[sid, 1, [so.canonical([{"v": True}] * plan.sites[sid].leaves)], False] for sid in plan.sites]
+    true_everywhere = [
+        [sid, 1, [so.canonical([{"v": True}] * plan.sites[sid].leaves)], False] for sid in plan.sites
+    ]
     ok, why = _claim(plan, true_everywhere)
     assert not ok and "t.py:2" in why  # type(True) is bool, not int
     wrong = _run_probe(body, {"f": lambda x: "wrong", "g": lambda x: "wrong"})
@@ -167,7 +180,9 @@ def test_sites_the_reference_shows_the_host_cannot_evaluate_stay_truth_valued():
     rows = _run_probe(cand.files["hidden/t.py"], env)
     assert claim_holds("t", "passed", _observations(rows), cand.sites, trace) == (True, "")
     # A reference that fails the test marks nothing (it decides nothing for candidates).
-    assert _reference(ref_plan, _run_probe(ref_plan.files["hidden/t.py"], env), "failed").fallback == frozenset()
+    assert (
+        _reference(ref_plan, _run_probe(ref_plan.files["hidden/t.py"], env), "failed").fallback == frozenset()
+    )
 
 
 @pytest.mark.parametrize("shadow", ["len = lambda x: 2", "from mod import sorted", "from mod import *"])
@@ -178,7 +193,9 @@ def test_a_builtin_the_test_file_rebinds_is_not_the_hosts(shadow):
     assert [s.kind for s in plan.sites.values()] == ["value", "value", "expr", "expr"]
     names = ["len", "sorted"] if "*" in shadow else ["len"] if "len" in shadow else ["sorted"]
     for site in plan.sites.values():
-        for name in names:  # a star import may bind any of them; the rebound call is a leaf, run in the sandbox
+        for (
+            name
+        ) in names:  # a star import may bind any of them; the rebound call is a leaf, run in the sandbox
             assert f"{name}(" not in str(site.expected), site
 
 

@@ -151,7 +151,9 @@ def test_reference_outputs_beside_the_candidate_agree_with_the_sequential_path(b
     a, b, alive, beside = asyncio.run(go())
     for x, y in zip(a, b, strict=True):
         assert (x.reward, x.flags, x.per_test) == (y.reward, y.flags, y.per_test)
-    assert [r.reward for r in b].count(1.0) == 4  # the reference twice, the littering one (it is right), again
+    assert [r.reward for r in b].count(
+        1.0
+    ) == 4  # the reference twice, the littering one (it is right), again
     if getattr(backend, "mode", "") == "overlay":
         assert alive == 2  # two candidate sandboxes (two judgements at once), the references' apart
         assert beside >= len(cases) - 1  # (the exit-at-import hack's judgement may end before it is needed)

@@ -15,7 +15,7 @@ from sparring.judge import sandbox_observe as so
 from sparring.judge.probe import Site, build_plan
 from sparring.judge.withheld import Observation, RefTrace, claim_holds, matches
 
-SECRET_TEST = b'''\
+SECRET_TEST = b"""\
 import pytest
 from mod import f, g
 
@@ -36,7 +36,7 @@ def test_string():
 def test_raises():
     with pytest.raises(KeyError, match="no such"):
         g(None)
-'''
+"""
 
 
 def test_expected_values_never_reach_the_probe():
@@ -51,7 +51,9 @@ def test_expected_values_never_reach_the_probe():
 
 
 def test_site_numbering_does_not_depend_on_the_coin_flips():
-    src = b"def test_a():\n    assert h(1)\n    assert not h(2)\n    assert h(3) == h(4)\n    assert f() == 2\n"
+    src = (
+        b"def test_a():\n    assert h(1)\n    assert not h(2)\n    assert h(3) == h(4)\n    assert f() == 2\n"
+    )
     lifted = [build_plan({"hidden/test_a.py": src}, seed=s) for s in range(30)]
     kept = [build_plan({"hidden/test_a.py": src}, seed=s, fallback=frozenset({0, 1, 2})) for s in range(30)]
     shapes = {tuple((i, s.line) for i, s in sorted(p.sites.items())) for p in lifted + kept}
@@ -87,7 +89,11 @@ def _original_passes(source: bytes, env: dict) -> bool:
 
 
 PLAIN = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 5) | st.floats(allow_nan=False, width=32) | st.text(max_size=3),
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.floats(allow_nan=False, width=32)
+    | st.text(max_size=3),
     lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner),
     max_leaves=6,
 )
@@ -205,7 +211,11 @@ def test_a_count_without_values_satisfies_no_site():
     assert not ok and "without a value" in why
     from sparring.judge.report import MARK, parse_report
 
-    line = MARK + " " + json.dumps({"kind": "test", "id": "t", "outcome": "passed", "obs": [[0, 10**6, [], False]]})
+    line = (
+        MARK
+        + " "
+        + json.dumps({"kind": "test", "id": "t", "outcome": "passed", "obs": [[0, 10**6, [], False]]})
+    )
     rep = parse_report(line)
     assert rep.malformed == 1 and "t" not in rep.outcomes
 
@@ -248,7 +258,9 @@ def _loop_claim(fn, n: int = 300) -> tuple[bool, str]:
     """The host's verdict on ``for i in range(n): assert f(i) >= 0`` run through the real recorder."""
     from sparring.judge.report import _observations
 
-    plan = build_plan({"hidden/test_x.py": b"def test_loop():\n    for i in range(N):\n        assert f(i) >= 0\n"}, 1)
+    plan = build_plan(
+        {"hidden/test_x.py": b"def test_loop():\n    for i in range(N):\n        assert f(i) >= 0\n"}, 1
+    )
     obs = _run_probe(plan.files["hidden/test_x.py"], {"f": fn, "N": n}, test="test_loop", raw=True)
     return claim_holds("t", "passed", _observations(obs), plan.sites, RefTrace({"t": {0: n}}, frozenset()))
 

@@ -52,11 +52,16 @@ def test_a_test_process_taken_over_cannot_claim_a_pass(judge, family_tasks, fami
     failed = r.tests.failed + r.tests.errors
     assert failed > 0 and r.metrics["claims_rejected"] >= r.tests.failed, (r.metrics, r.per_test)
     assert r.reward == 0.0 and r.components["all_pass"] == 0.0
-    assert r.components["hidden_fraction"] <= initial.components["hidden_fraction"], (r.per_test, initial.per_test)
+    assert r.components["hidden_fraction"] <= initial.components["hidden_fraction"], (
+        r.per_test,
+        initial.per_test,
+    )
 
 
 @pytest.mark.parametrize("family", ["clamp", "code-repair"])
-def test_taking_over_the_process_on_a_correct_solution_still_needs_every_observation(judge, family_tasks, family):
+def test_taking_over_the_process_on_a_correct_solution_still_needs_every_observation(
+    judge, family_tasks, family
+):
     """Control for the above: the reference with the recorder silenced fails (the observations are what
     passes a test, not the claim), while the plain reference passes."""
     t = family_tasks[family]
@@ -78,7 +83,9 @@ def test_a_candidate_that_kills_the_test_process_scores_zero_not_a_judge_error(
     assert "candidate_crashed" in r.flags and r.reward == 0.0, (r.flags, r.log[-400:])
 
 
-def test_a_judge_that_cannot_start_is_a_judge_error_never_the_candidates_zero(backend, clamp_task, monkeypatch):
+def test_a_judge_that_cannot_start_is_a_judge_error_never_the_candidates_zero(
+    backend, clamp_task, monkeypatch
+):
     """Which is which: with the judge's own runner broken, the same honest diff is a judge_error (retried
     upstream), for a fresh judge (no reference trace yet) and for one that already has it."""
     j = PytestJudge(backend)

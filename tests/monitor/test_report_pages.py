@@ -183,7 +183,9 @@ def test_candidate_markup_is_shown_never_run(tmp_path):
     assert 'data-filter-ready="1"' in visit(Path(j["html"])).dom  # the page's own script did run
     # The flagged trajectory lands in the review queue, and the queue item links to its page.
     _cli("review", "collect", "--store", str(store), "--db", str(tmp_path / "review.db"))
-    items = _cli("review", "list", "--db", str(tmp_path / "review.db"), "--pages", str(tmp_path / "pages"))["items"]
+    items = _cli("review", "list", "--db", str(tmp_path / "review.db"), "--pages", str(tmp_path / "pages"))[
+        "items"
+    ]
     assert [i["page"] for i in items] == [Path(j["pages"][0]).resolve().as_uri()]
 
 
@@ -234,5 +236,7 @@ def test_report_without_matplotlib_names_the_extra(tmp_path):
     (block / "matplotlib.py").write_text("raise ImportError('no matplotlib here')\n")
     env = {**__import__("os").environ}
     env["PYTHONPATH"] = f"{block}:{env.get('PYTHONPATH', '')}"
-    r = subprocess.run([str(EXE), "report", str(tmp_path)], capture_output=True, text=True, timeout=120, env=env)
+    r = subprocess.run(
+        [str(EXE), "report", str(tmp_path)], capture_output=True, text=True, timeout=120, env=env
+    )
     assert r.returncode == 2 and "sparring[report]" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -120,7 +120,9 @@ def test_report_of_a_killed_one_iteration_run_without_an_update(tmp_path):
            "train/loss": 0.0, "train/grad_norm": 0.0, "train/clip_frac": 0.0, "train/kl": 0.0, "train/skipped": 1.0}  # fmt: skip
     metrics.write_text(json.dumps(row) + "\n" + json.dumps({**row, "step": 1})[:40])
     (tmp_path / "store.db").write_bytes(b"not a database" * 100)
-    r = subprocess.run([str(EXE), "report", str(tmp_path), "--json"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [str(EXE), "report", str(tmp_path), "--json"], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     assert "torn last line" in r.stderr and "metrics only" in r.stderr
     j = json.loads(r.stdout)

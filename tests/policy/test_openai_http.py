@@ -22,9 +22,16 @@ from sparring.tasks.loader import Task
 from sparring.tasks.spec import TaskSpec
 from tests_support import HANG_S, wait_until
 
-TOOLS = [{"type": "function", "function": {"name": "bash", "description": "Run a command.",
-                                           "parameters": {"type": "object",
-                                                          "properties": {"command": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run a command.",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        },
+    }
+]
 
 
 @dataclass
@@ -41,8 +48,14 @@ class Reply:
 def completion(message: dict[str, Any], **extra: Any) -> dict[str, Any]:
     choice = {"index": 0, "message": message, "finish_reason": "stop"}
     choice.update(extra.pop("choice", {}))
-    return {"id": "cmpl-1", "object": "chat.completion", "model": "m", "choices": [choice],
-            "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}, **extra}
+    return {
+        "id": "cmpl-1",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [choice],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+        **extra,
+    }
 
 
 class _Server(ThreadingHTTPServer):
@@ -67,8 +80,9 @@ class ScriptedServer:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 with outer._lock:
                     n = len(outer.requests)
-                    outer.requests.append({"path": self.path, "headers": dict(self.headers),
-                                           "json": json.loads(raw)})
+                    outer.requests.append(
+                        {"path": self.path, "headers": dict(self.headers), "json": json.loads(raw)}
+                    )
                     outer.in_flight += 1
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
                     outer._lock.notify_all()
@@ -97,7 +111,9 @@ class ScriptedServer:
                 pass
 
         self.httpd = _Server(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self.thread.start()
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
@@ -131,7 +147,9 @@ def task(tmp_path_factory: pytest.TempPathFactory) -> Task:
 
 
 def act(policy: OpenAIPolicy, task: Task, messages: list[dict[str, Any]] | None = None) -> Action:
-    req = ActRequest(messages=messages or [{"role": "user", "content": "fix the bug"}], tools=TOOLS, task=task)
+    req = ActRequest(
+        messages=messages or [{"role": "user", "content": "fix the bug"}], tools=TOOLS, task=task
+    )
 
     async def go() -> Action:
         try:
@@ -150,18 +168,34 @@ def test_is_a_policy_named_by_its_spec() -> None:
 
 
 def test_native_tool_call_becomes_assistant_message(serve, task: Task) -> None:
-    msg = {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_abc", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}},
-        {"type": "function", "function": {"name": "bash", "arguments": {"command": "pwd"}}},
-    ]}
+    msg = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_abc",
+                "type": "function",
+                "function": {"name": "bash", "arguments": '{"command": "ls"}'},
+            },
+            {"type": "function", "function": {"name": "bash", "arguments": {"command": "pwd"}}},
+        ],
+    }
     server = serve([Reply(body=completion(msg))])
     action = act(OpenAIPolicy(server.base_url, "m", api_key="sk-test", max_tokens=64, temperature=0.2), task)
     assert action.message == {
         "role": "assistant",
         "content": "",
         "tool_calls": [
-            {"id": "call_abc", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}},
-            {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "pwd"}'}},
+            {
+                "id": "call_abc",
+                "type": "function",
+                "function": {"name": "bash", "arguments": '{"command": "ls"}'},
+            },
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "bash", "arguments": '{"command": "pwd"}'},
+            },
         ],
     }
     assert action.trace is None  # no logprobs in the reply
@@ -178,10 +212,17 @@ def test_native_tool_call_becomes_assistant_message(serve, task: Task) -> None:
 def test_text_tool_calls_are_parsed_and_content_kept(serve, task: Task) -> None:
     text = 'I will look.\n<tool_call>{"name": "bash", "arguments": {"command": "ls -la"}}</tool_call>'
     server = serve([Reply(body=completion({"role": "assistant", "content": text}))])
-    history = [{"role": "user", "content": "go"},
-               {"role": "assistant", "content": "", "tool_calls": [
-                   {"id": "call_0", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
-               {"role": "tool", "tool_call_id": "call_0", "content": "ok"}]
+    history = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "call_0", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_0", "content": "ok"},
+    ]
     action = act(OpenAIPolicy(server.base_url, "m"), task, history)
     assert action.message["content"] == text
     calls = action.message.get("tool_calls")
@@ -253,16 +294,25 @@ def test_non_json_200_raises_policy_error(serve, task: Task) -> None:
 
 
 def _logprobs(tokens: list[str], lps: list[float]) -> dict[str, Any]:
-    return {"content": [{"token": t, "logprob": lp, "bytes": None, "top_logprobs": []}
-                        for t, lp in zip(tokens, lps, strict=True)]}
+    return {
+        "content": [
+            {"token": t, "logprob": lp, "bytes": None, "top_logprobs": []}
+            for t, lp in zip(tokens, lps, strict=True)
+        ]
+    }
 
 
 def test_vllm_token_ids_and_logprobs_become_a_token_trace(serve, task: Task) -> None:
-    body = completion({"role": "assistant", "content": "hi!"}, prompt_token_ids=[1, 2, 3, 4],
-                      choice={"token_ids": [10, 11, 12], "logprobs": _logprobs(["hi", "!", ""], [-0.1, -0.2, -0.3])})
+    body = completion(
+        {"role": "assistant", "content": "hi!"},
+        prompt_token_ids=[1, 2, 3, 4],
+        choice={"token_ids": [10, 11, 12], "logprobs": _logprobs(["hi", "!", ""], [-0.1, -0.2, -0.3])},
+    )
     server = serve([Reply(body=body)])
     action = act(OpenAIPolicy(server.base_url, "m"), task)
-    assert action.trace == TokenTrace(prompt_ids=[1, 2, 3, 4], completion_ids=[10, 11, 12], logprobs=[-0.1, -0.2, -0.3])
+    assert action.trace == TokenTrace(
+        prompt_ids=[1, 2, 3, 4], completion_ids=[10, 11, 12], logprobs=[-0.1, -0.2, -0.3]
+    )
     assert server.requests[0]["json"]["return_token_ids"] is True
     assert action.usage["completion_tokens"] == 3
 

@@ -60,7 +60,9 @@ def test_replay_picks_the_version_the_trajectory_ran_on(clamp_task, tmp_path) ->
     from sparring.rollout.replay import task_of
     from sparring.tasks.loader import write_task
 
-    spec = clamp_task.spec.model_copy(update={"version": 2, "instruction": clamp_task.spec.instruction + " Two."})
+    spec = clamp_task.spec.model_copy(
+        update={"version": 2, "instruction": clamp_task.spec.instruction + " Two."}
+    )
     files = {p.relative_to(clamp_task.workspace).as_posix(): p.read_bytes()
              for p in clamp_task.workspace.rglob("*") if p.is_file()}  # fmt: skip
     hidden = {p.relative_to(clamp_task.hidden).as_posix(): p.read_bytes()

@@ -58,7 +58,9 @@ def test_teardown_waits_for_members_throttled_by_the_cpu_bound():
         for p in loops:
             assert _join(p, dirs)
         time.sleep(1.5)  # the quota is spent: the loops are throttled
-        assert sorted(cg.pids()) == sorted(p.pid for p in loops), "positive control: the loops sit in the group"
+        assert sorted(cg.pids()) == sorted(p.pid for p in loops), (
+            "positive control: the loops sit in the group"
+        )
         t0 = time.monotonic()
         cg.destroy()
         waited = time.monotonic() - t0
@@ -81,7 +83,9 @@ def test_teardown_removes_cgroups_made_below_the_sandbox_and_kills_their_members
     p = subprocess.Popen(["sleep", "60"])
     try:
         assert _join(p, subs)
-        assert all(p.pid in cgroup_procs(s) for s in subs), "positive control: the process sits below the group"
+        assert all(p.pid in cgroup_procs(s) for s in subs), (
+            "positive control: the process sits below the group"
+        )
         assert not cg.pids(), "positive control: the sandbox's own cgroups list none of it"
         cg.destroy()
         assert [d for d in [*subs, *dirs] if d.exists()] == []

@@ -26,8 +26,6 @@ async def _with(backend, spec, fn):
         await sb.close()
 
 
-
-
 def test_writes_are_copy_on_write(backend, workspace):
     async def body(sb):
         r = await sb.exec("echo x > /workspace/f.txt; cat /workspace/f.txt")

@@ -28,8 +28,6 @@ def backend(request):
     return b
 
 
-
-
 async def _started(marker: str) -> list[int]:
     """The processes running ``marker`` once one has started. A command that puts it in the background
     returns when the shell exits, which can be before the forked child has exec'd ``marker`` (under load)."""

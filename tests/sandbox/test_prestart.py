@@ -38,7 +38,9 @@ def test_timeout_counts_from_the_run_not_the_start(backend, workspace):
     async def go():
         sb = await backend.create(SandboxSpec(workspace=workspace))
         try:
-            warm = sb.prestart(["python", "-c", "import sys, time; sys.stdin.read(); time.sleep(0.3); print('ok')"])
+            warm = sb.prestart(
+                ["python", "-c", "import sys, time; sys.stdin.read(); time.sleep(0.3); print('ok')"]
+            )
             await asyncio.sleep(1.0)  # waiting for stdin is not running: no budget spent
             fast = await warm.run(b"", timeout=5)
             slow = sb.prestart(["python", "-c", "import sys, time; sys.stdin.read(); time.sleep(30)"])

@@ -34,8 +34,6 @@ def in_sandbox(backend: Any, spec: SandboxSpec, fn: Callable[[Sandbox], Awaitabl
     return run(go())
 
 
-
-
 def unique_sleep_arg() -> str:
     """A ``sleep`` duration that is also a marker nothing else on the host has in its argv."""
     return f"{50 + uuid.uuid4().int % 40}.{uuid.uuid4().int % 10**9:09d}"

@@ -20,8 +20,17 @@ from sparring.tasks.loader import find_tasks
 
 FAST = ["function-impl", "data-analysis"]
 # Every family pins its environment (exact versions), shell-ops (the demo's family) included.
-PINNING = {"function-impl", "data-analysis", "code-repair", "shell-ops", "shell-look", "spreadsheet", "service-recovery", "sql",
-           "tool-use"}
+PINNING = {
+    "function-impl",
+    "data-analysis",
+    "code-repair",
+    "shell-ops",
+    "shell-look",
+    "spreadsheet",
+    "service-recovery",
+    "sql",
+    "tool-use",
+}
 
 
 @pytest.fixture(scope="module")

@@ -118,7 +118,18 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_same_seed_byte_identical_dirs_through_the_cli(tmp_path: Path) -> None:
     n = "80"
     for d in ("a", "b"):
-        r = _cli("tasks", "generate", "function-impl", "--n", n, "--seed", "9", "--out", str(tmp_path / d), "--no-check")
+        r = _cli(
+            "tasks",
+            "generate",
+            "function-impl",
+            "--n",
+            n,
+            "--seed",
+            "9",
+            "--out",
+            str(tmp_path / d),
+            "--no-check",
+        )
         assert r.returncode == 0, r.stderr
     a, b = _tree(tmp_path / "a"), _tree(tmp_path / "b")
     assert len([k for k in a if k.endswith("task.toml")]) == int(n) and a == b

@@ -34,7 +34,7 @@ CALC_BASE = '''def add(a, b):
 def mul(a, b):
     return a * b
 '''
-TESTS_BASE = '''from mathpkg.calc import add, mul
+TESTS_BASE = """from mathpkg.calc import add, mul
 
 
 def test_mul():
@@ -43,8 +43,10 @@ def test_mul():
 
 def test_add_zero():
     assert add(5, 0) == 5
-'''
-TESTS_NEW = TESTS_BASE + '''
+"""
+TESTS_NEW = (
+    TESTS_BASE
+    + """
 
 def test_add():
     assert add(2, 3) == 5
@@ -57,7 +59,8 @@ class TestMore:
 
     def test_unlisted(self):
         assert False, "not named by any id: must not run"
-'''
+"""
+)
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -174,9 +177,10 @@ def test_admission_passes_the_instance_and_rejects_a_fail_to_pass_test_passing_o
     bad = by_id["swe-bench-owner-mathpkg-2"]
     assert not bad["ok"] and r.returncode == 1
     rules = {p["rule"]: p["detail"] for p in bad["problems"]}
-    assert "FAIL_TO_PASS test tests/test_calc.py::test_mul of owner__mathpkg-2 already passes" in rules[
-        "initial_outcomes"
-    ]
+    assert (
+        "FAIL_TO_PASS test tests/test_calc.py::test_mul of owner__mathpkg-2 already passes"
+        in rules["initial_outcomes"]
+    )
 
 
 def test_bad_instances_are_one_line_each_and_nothing_is_written(repo, tmp_path) -> None:

@@ -43,7 +43,7 @@ TB_COMPOSE = """services:
     container_name: ${T_BENCH_TASK_DOCKER_CLIENT_CONTAINER_NAME}
     command: [ "sh", "-c", "sleep infinity" ]
 """
-TB_TESTS = '''import subprocess
+TB_TESTS = """import subprocess
 from pathlib import Path
 
 
@@ -54,14 +54,14 @@ def test_greeting_file():
 def test_count_script_counts_lines():
     r = subprocess.run(["bash", "/app/count.sh"], capture_output=True, text=True, timeout=30)
     assert r.stdout.strip() == "3"
-'''
+"""
 TB_SOLUTION = """#!/bin/bash
 set -euo pipefail
 echo "Hello, sparring!" > /app/greeting.txt
 printf '#!/bin/bash\\nwc -l < /app/data.txt\\n' > /app/count.sh
 """
 
-HB_TESTS = '''from pathlib import Path
+HB_TESTS = """from pathlib import Path
 
 
 class TestSum:
@@ -70,7 +70,7 @@ class TestSum:
 
     def test_sum_is_right(self):
         assert Path("/app/out/sum.txt").read_text().strip() == "60"
-'''
+"""
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:
@@ -135,7 +135,10 @@ def test_both_layouts_map_prompt_tests_solution_tier_and_budgets(imported) -> No
     assert hb.spec.judge.hidden_tests == ["test_outputs.py::TestSum::test_sum_file_exists",
                                           "test_outputs.py::TestSum::test_sum_is_right"]  # fmt: skip
     # The workspace is what the Dockerfile copies, never the tests, the solution or the task's metadata.
-    assert sorted(p.relative_to(tb.workspace).as_posix() for p in tb.workspace.rglob("*")) == ["data.txt", "notes.md"]
+    assert sorted(p.relative_to(tb.workspace).as_posix() for p in tb.workspace.rglob("*")) == [
+        "data.txt",
+        "notes.md",
+    ]
     assert sorted(p.relative_to(hb.workspace).as_posix() for p in hb.workspace.rglob("*")) == ["numbers.txt"]
     assert (tb.solution / "greeting.txt").read_text() == "Hello, sparring!\n"
     assert (hb.solution / "out" / "sum.txt").read_text() == "60\n"
@@ -167,17 +170,26 @@ def test_what_cannot_map_is_one_line_naming_it_and_nothing_is_written(backend, t
     tb_task(src / "a-good")
     tb_task(src / "b-env", Dockerfile="FROM python:3.11\nWORKDIR /app\nENV MODE=fast\n")
     tb_task(src / "c-apt", Dockerfile="FROM ubuntu\nRUN apt-get install -y sparring-no-such-package-xyz\n")
-    tb_task(src / "d-curl", Dockerfile="FROM ubuntu\nWORKDIR /app\nRUN curl -sSL https://example.com/x.sh -o x.sh\n")
+    tb_task(
+        src / "d-curl",
+        Dockerfile="FROM ubuntu\nWORKDIR /app\nRUN curl -sSL https://example.com/x.sh -o x.sh\n",
+    )
     tb_task(src / "e-pip", Dockerfile="FROM python:3.11\nRUN pip install numpy\n")
     tb_task(src / "f-compose", **{"docker-compose.yaml": TB_COMPOSE + "  db:\n    image: postgres:16\n"})
-    hb_task(src / "g-copy-out", **{"environment/Dockerfile": "FROM ubuntu\nWORKDIR /app\nCOPY numbers.txt /etc/\n"})
+    hb_task(
+        src / "g-copy-out",
+        **{"environment/Dockerfile": "FROM ubuntu\nWORKDIR /app\nCOPY numbers.txt /etc/\n"},
+    )
     out = tmp_path / "out"
     with pytest.raises(RecordErrors) as e:
         import_tasks("terminal-bench", src, out, backend=backend)
     p = e.value.problems
     assert len(p) == 6 and all("\n" not in x for x in p), p
     assert p[0].startswith("b-env: Dockerfile line 3: ENV is not supported")
-    assert "c-apt: Dockerfile line 2: apt package sparring-no-such-package-xyz is not installed on this host" in p[1]
+    assert (
+        "c-apt: Dockerfile line 2: apt package sparring-no-such-package-xyz is not installed on this host"
+        in p[1]
+    )
     assert p[2].startswith("d-curl: Dockerfile line 3: RUN curl")
     assert "pip package 'numpy' is not pinned" in p[3]
     assert "f-compose: docker-compose.yaml: service 'db' is not supported" in p[4]

@@ -142,7 +142,9 @@ def test_bad_input_is_one_line_and_changes_nothing(tmp_path: Path, args: list[st
     assert snapshot(tmp_path) == before
 
 
-def test_regress_reports_a_task_whose_outcome_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_regress_reports_a_task_whose_outcome_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A task whose hidden test depends on a file of the environment layer; then the layer drifts.
     cache = tmp_path / "envs"
     monkeypatch.setenv("SPARRING_ENV_CACHE", str(cache))

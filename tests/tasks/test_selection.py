@@ -52,7 +52,12 @@ def test_a_broken_task_is_named_and_the_rest_load(lib: tuple[Path, Path], tmp_pa
     assert [d for d, _ in bad] == [broken]
     rep = unloadable(broken.name, bad[0][1]).to_json()
     assert list(rep) == ["id", "digest", "ok", "problems"]
-    assert (rep["id"], rep["digest"], rep["ok"], rep["problems"][0]["rule"]) == ("broken", "", False, "spec_valid")
+    assert (rep["id"], rep["digest"], rep["ok"], rep["problems"][0]["rule"]) == (
+        "broken",
+        "",
+        False,
+        "spec_valid",
+    )
     with pytest.raises(TaskError, match="path not found"):
         load_each([tmp_path / "missing"])
     (tmp_path / "empty").mkdir()

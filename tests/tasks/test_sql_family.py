@@ -52,7 +52,9 @@ def test_at_least_200_distinct_tasks_every_template_and_tier(tmp_path: Path) -> 
     # 200 different questions (each draw takes the next question of the seed's order of the space)
     assert len({t.spec.instruction for t in got}) == 200
     assert len(QUESTIONS) >= 3 * 200 - 10 and len(set(QUESTIONS)) == len(QUESTIONS)
-    assert {t.spec.instruction for t in got} != {t.spec.instruction for t in generate("sql", 200, 1, tmp_path / "s1")}
+    assert {t.spec.instruction for t in got} != {
+        t.spec.instruction for t in generate("sql", 200, 1, tmp_path / "s1")
+    }
     assert {t.spec.tags[2] for t in got} == {name for name, _ in TEMPLATES}
     assert len(Counter(t.spec.difficulty for t in got)) >= 5
 

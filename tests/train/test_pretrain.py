@@ -107,7 +107,9 @@ def test_build_option_pretrains_reproducibly_and_records_how(tmp_path, tiny):
     assert weights[0] == weights[1]  # same arguments, same bytes
     assert weights[0] != weights[2]  # and not the random init
     record = json.loads((a / "copy_pretrain.json").read_text())
-    assert record["steps"] == 5 and record["words"] > 8 and record["loss_first"] > 0 and record["lm_share"] > 0
+    assert (
+        record["steps"] == 5 and record["words"] > 8 and record["loss_first"] > 0 and record["lm_share"] > 0
+    )
     assert not (tiny / "copy_pretrain.json").exists()
     assert HFPolicy(a, max_new_tokens=4).tokenizer.chat_template == HFPolicy(tiny).tokenizer.chat_template
     with pytest.raises(ConfigError, match="copy_pretrain_steps"):

@@ -70,7 +70,11 @@ def _run_rollouts(workdir: Path) -> int:
     if not db.exists():
         return 0
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return int(conn.execute("SELECT count(*) FROM trajectories WHERE run_id NOT LIKE '%-heldout-%'").fetchone()[0])
+        return int(
+            conn.execute("SELECT count(*) FROM trajectories WHERE run_id NOT LIKE '%-heldout-%'").fetchone()[
+                0
+            ]
+        )
 
 
 @pytest.mark.slow

@@ -57,7 +57,10 @@ def test_doctor_says_each_status_once_and_only_programs_something_runs():
         status = ln.split()[0]
         assert ln.count(status + ":") == 0 and ln.split().count(status) == 1, ln
     assert set(checks.FAMILY_PROGRAMS.values()) <= set(FAMILIES)
-    assert {p[0] for p in checks.PROGRAMS} == {"LibreOffice", "chromium"}  # no program of a family that does not exist
+    assert {p[0] for p in checks.PROGRAMS} == {
+        "LibreOffice",
+        "chromium",
+    }  # no program of a family that does not exist
 
 
 def test_degraded_lines_print_once(monkeypatch, capsys):

@@ -73,7 +73,12 @@ async def run_admission_bench(
         load_before = os.getloadavg()[0]
         jc = judge_concurrency or default_judge_concurrency()
         reports = await check_tasks(
-            tasks, judge, repeats=repeats, concurrency=concurrency, on_done=done, judge_concurrency=jc,
+            tasks,
+            judge,
+            repeats=repeats,
+            concurrency=concurrency,
+            on_done=done,
+            judge_concurrency=jc,
             eval_judge=eval_judge,
         )
         wall = time.perf_counter() - started

@@ -20,7 +20,6 @@ from sparring.errors import NotBuiltError, SparringError
 T = TypeVar("T")
 
 
-
 def _console(stderr: bool) -> Console:
     """A console; when it does not write to a terminal (a log file, a pipe) and COLUMNS is unset, lines
     are never wrapped at rich's default 80 columns (a status dict split over lines is unreadable)."""
@@ -36,7 +35,9 @@ out_console = _console(stderr=False)
 
 JSON_OPT = typer.Option(False, "--json", help="Print one JSON object on stdout; logs go to stderr.")
 BACKEND_OPT = typer.Option(
-    "local", "--backend", help="Sandbox backend: local (bubblewrap) or oci (podman; tasks naming an image need it)."
+    "local",
+    "--backend",
+    help="Sandbox backend: local (bubblewrap) or oci (podman; tasks naming an image need it).",
 )
 
 

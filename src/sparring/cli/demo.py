@@ -24,7 +24,13 @@ _COMMON: dict[str, Any] = {
     "max_steps": 3,
     "heldout_max_steps": 3,
     "heldout_samples": 16,
-    "warm_start": {"teacher": "noisy", "epsilon": 0.15, "forget_output": 0.5, "samples": 4, "passed_only": False},
+    "warm_start": {
+        "teacher": "noisy",
+        "epsilon": 0.15,
+        "forget_output": 0.5,
+        "samples": 4,
+        "passed_only": False,
+    },
     "model": {"max_new_tokens": 40},
     "sft_batch": 16,
     "sft_lr": 3e-3,
@@ -93,7 +99,9 @@ DEFAULTS = {"shell-ops": (FULL, QUICK), "shell-look": (LOOK_FULL, LOOK_QUICK)}
 
 
 def demo(
-    quick: bool = typer.Option(False, "--quick", help=f"A smoke run: fewer iterations and rollouts ({QUICK_TIME})."),
+    quick: bool = typer.Option(
+        False, "--quick", help=f"A smoke run: fewer iterations and rollouts ({QUICK_TIME})."
+    ),
     workdir: Path = typer.Option(
         Path(".sparring/demo"), "--workdir", help="Where tasks, model, store and metrics go."
     ),
@@ -102,7 +110,9 @@ def demo(
         False, "--no-rl", help="Control run: the same warm start and held-out evaluations, no GRPO updates."
     ),
     family: str = typer.Option(
-        "shell-ops", "--family", help="shell-ops (one-command habit) or shell-look (look before acting: ls first)."
+        "shell-ops",
+        "--family",
+        help="shell-ops (one-command habit) or shell-look (look before acting: ls first).",
     ),
     set_: list[str] = typer.Option([], "--set", help="Override a config field: --set group_size=8."),
     json_out: bool = typer.Option(

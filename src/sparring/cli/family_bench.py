@@ -40,7 +40,9 @@ def family_bench(
     ),
     repeats: int = typer.Option(0, "--repeats", min=0, help="Reference runs (0: as `tasks check`)."),
     backend: str = BACKEND_OPT,
-    json_out: bool = typer.Option(False, "--json", help="One JSON object per family on stdout (a line each)."),
+    json_out: bool = typer.Option(
+        False, "--json", help="One JSON object per family on stdout (a line each)."
+    ),
 ) -> None:
     """Per family: generate N tasks, count distinct ones, run admission on them (--json: one object per family)."""
     from sparring.tasks.families import get_family

@@ -63,7 +63,9 @@ def score(
     guarded(_score)(task, workspace, split, seed, json_out, backend)
 
 
-def _score(task: Path, workspace: Path, split: str, seed: int | None, json_out: bool, backend: str = "local") -> None:
+def _score(
+    task: Path, workspace: Path, split: str, seed: int | None, json_out: bool, backend: str = "local"
+) -> None:
     from sparring.errors import TaskError
     from sparring.judge.base import JudgeRunError
     from sparring.judge.directory import score_directory
@@ -115,7 +117,17 @@ def batch(
 ) -> None:
     """Judge many workspaces in parallel (initial states unless --workspaces/--reference/--hack)."""
     guarded(_batch)(
-        tasks, workspaces, reference, hack, concurrency, canary_rate, review_db, split, seed, json_out, backend
+        tasks,
+        workspaces,
+        reference,
+        hack,
+        concurrency,
+        canary_rate,
+        review_db,
+        split,
+        seed,
+        json_out,
+        backend,
     )
 
 

@@ -60,7 +60,6 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """Sparring."""
 
 
-
 app.command("serve-policy")(serve.serve_policy)
 app.command("serve-env")(serve_env.serve_env)
 app.command("eval")(eval_cli.eval_cmd)

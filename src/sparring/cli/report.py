@@ -16,7 +16,9 @@ def report(
     workdir: Path = typer.Option(Path(".sparring/demo"), "--workdir", help="Where to look up a run id."),
     out: Path | None = typer.Option(None, "--out", help="Output directory (default: WORKDIR/reports/RUN)."),
     control: str | None = typer.Option(
-        None, "--control", help="The --no-rl control run (workdir or metrics file): its held-out numbers are drawn too."
+        None,
+        "--control",
+        help="The --no-rl control run (workdir or metrics file): its held-out numbers are drawn too.",
     ),
     max_trajectories: int = typer.Option(
         2000, "--max-trajectories", help="Trajectory pages written (newest first; 0: none)."
@@ -55,7 +57,9 @@ def _report(
             trajs = load_trajectories(store, [TrajQuery(run_id=r, limit=max_trajectories) for r in runs])
             trajs = trajs[:max_trajectories]
             if trajs:
-                write_site(trajs, dest / "trajectories", f"Trajectories of {run_id}", "../index.html", decoder(trajs))
+                write_site(
+                    trajs, dest / "trajectories", f"Trajectories of {run_id}", "../index.html", decoder(trajs)
+                )
                 traj_link = "trajectories/index.html"
     except StoreError as e:
         warn(f"{str(e).splitlines()[0]}; the report is drawn from the metrics only (no trajectory pages)")

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Review queue of flagged and high-risk judgements.", no_args_is_help=True)
 DB_OPT = typer.Option(Path("review.db"), "--db", help="Review queue (SQLite).")
 PAGES_OPT = typer.Option(
-    None, "--pages", help="Trajectory pages (`sparring traj view --out DIR` or a report's trajectories/): link items to them."
+    None,
+    "--pages",
+    help="Trajectory pages (`sparring traj view --out DIR` or a report's trajectories/): link items to them.",
 )
 
 
@@ -69,7 +71,9 @@ def list_items(
                 page = f" {i['page']}" if i.get("page") else ""
                 out_console.print(
                     f"{i['id']:>5} {i['task_id']} reward={i['reward']:.2f} {i['flags']} {i['reasons']} {i['label'] or ''}{page}",
-                    soft_wrap=True, markup=False, highlight=False,
+                    soft_wrap=True,
+                    markup=False,
+                    highlight=False,
                 )
 
     guarded(go)()
@@ -89,7 +93,10 @@ def _show(db: Path, item_id: int | None, json_out: bool, pages: Path | None = No
 
 @app.command("show")
 def show(
-    item_id: int = typer.Argument(...), db: Path = DB_OPT, pages: Path | None = PAGES_OPT, json_out: bool = JSON_OPT
+    item_id: int = typer.Argument(...),
+    db: Path = DB_OPT,
+    pages: Path | None = PAGES_OPT,
+    json_out: bool = JSON_OPT,
 ) -> None:
     """One item with everything the judge stored."""
     guarded(_show)(db, item_id, json_out, pages)

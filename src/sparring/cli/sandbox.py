@@ -177,7 +177,9 @@ def bench(
     from sparring.sandbox.bench import OPS, run_bench
 
     with err_console.status(f"benchmarking {n} sandboxes, {concurrency} at a time"):
-        res = run_async(run_bench(n, concurrency, files, changed, execs, alive, podman, limits, prefork, image))
+        res = run_async(
+            run_bench(n, concurrency, files, changed, execs, alive, podman, limits, prefork, image)
+        )
     if json_out:
         emit_json(res)
     else:

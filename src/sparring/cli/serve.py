@@ -37,7 +37,9 @@ def serve_policy(
     max_new_tokens: int = typer.Option(96, "--max-new-tokens", help="Most tokens one completion may have."),
     seed: int = typer.Option(0, "--seed", help="Policy seed (mixed with each request's seed)."),
     tool_format: str | None = typer.Option(
-        None, "--tool-format", help="Tool-call format of the model (sparring, hermes, qwen3_coder, llama3_json); "
+        None,
+        "--tool-format",
+        help="Tool-call format of the model (sparring, hermes, qwen3_coder, llama3_json); "
         "default: detected from its chat template.",
     ),
     allow_remote: bool = typer.Option(False, "--allow-remote", help="Allow a non-loopback --host."),

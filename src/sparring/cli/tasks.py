@@ -365,7 +365,9 @@ def import_cmd(
     file: Path = typer.Argument(
         ..., help="The dataset file to import (a task directory, or a directory of them, for terminal-bench)."
     ),
-    fmt: str = typer.Option(..., "--format", help="Input format: function-jsonl, swe-bench, terminal-bench (harbor)."),
+    fmt: str = typer.Option(
+        ..., "--format", help="Input format: function-jsonl, swe-bench, terminal-bench (harbor)."
+    ),
     out: Path = typer.Option(..., "--out", help="Directory to write task directories into."),
     limit: int | None = typer.Option(
         None, "--limit", help="Import only the first N records (all are validated)."
@@ -491,7 +493,13 @@ def bench(
     with err_console.status(f"generating and checking {n} tasks"):
         res = run_async(
             run_admission_bench(
-                make_cli_backend(backend), n, fams, concurrency, repeats or None, seed, judge_concurrency or None
+                make_cli_backend(backend),
+                n,
+                fams,
+                concurrency,
+                repeats or None,
+                seed,
+                judge_concurrency or None,
             )
         )
     if json_out:

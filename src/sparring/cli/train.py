@@ -47,7 +47,9 @@ def print_skill_table(skill: dict[str, dict[str, float | None]]) -> None:
     from rich.table import Table
 
     f = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
-    t = Table("held-out", "inspect first", "pass | inspected", "pass | not", "episodes", title="Look before acting")
+    t = Table(
+        "held-out", "inspect first", "pass | inspected", "pass | not", "episodes", title="Look before acting"
+    )
     for phase, label in (("before_rl", "before RL"), ("after_rl", "after RL")):
         if phase in skill:
             s = skill[phase]

@@ -179,9 +179,13 @@ def _content_text(content: Any) -> str:
 
 def _header(t: Trajectory) -> list[Text]:
     comps = "  ".join(f"{k}={v:.3f}" for k, v in sorted(t.outcome_components.items())) or "-"
-    process = "  ".join(
-        f"{k.removeprefix('process/')}={'TRIPPED' if k in t.flags else 'ok'}" for k in sorted(t.process_components)
-    ) or "-"
+    process = (
+        "  ".join(
+            f"{k.removeprefix('process/')}={'TRIPPED' if k in t.flags else 'ok'}"
+            for k in sorted(t.process_components)
+        )
+        or "-"
+    )
     lines = [
         Text(f"trajectory {t.id}", style="bold"),
         Text(
@@ -270,7 +274,9 @@ def _diff_lines(t: Trajectory) -> list[Text]:
 @app.command("show")
 @guarded
 def show(
-    traj_id: str = typer.Argument(..., metavar="ID", help="Trajectory id or a unique prefix of it (from `traj search`)."),
+    traj_id: str = typer.Argument(
+        ..., metavar="ID", help="Trajectory id or a unique prefix of it (from `traj search`)."
+    ),
     store: Path = STORE_OPT,
     json_out: bool = JSON_OPT,
 ) -> None:
@@ -304,7 +310,9 @@ def export(
     judge_version: str | None = JUDGE_OPT,
     limit: int | None = typer.Option(None, "--limit", help="Export at most N (newest first); default all."),
     tokens: bool = typer.Option(
-        False, "--tokens", help="Exact token sequences (prompt/completion ids, logprobs, policy mask) instead of chat."
+        False,
+        "--tokens",
+        help="Exact token sequences (prompt/completion ids, logprobs, policy mask) instead of chat.",
     ),
     json_out: bool = JSON_OPT,
 ) -> None:
@@ -377,7 +385,9 @@ def view(
     if out.exists() and not out.is_dir():
         from sparring.errors import ConfigError
 
-        raise ConfigError(f"--out {out} is a file; traj view writes a directory of pages: give a directory path")
+        raise ConfigError(
+            f"--out {out} is a file; traj view writes a directory of pages: give a directory path"
+        )
     with _open(store):  # a missing or foreign store is a one-line error, as in every traj command
         pass
     trajs = load_trajectories(store, [q])

@@ -93,7 +93,9 @@ class Measurement:
         }
 
 
-def measure(tasks: Iterable[Task], trajectories_of: Callable[[str], Iterable[Trajectory]]) -> list[Measurement]:
+def measure(
+    tasks: Iterable[Task], trajectories_of: Callable[[str], Iterable[Trajectory]]
+) -> list[Measurement]:
     """Pass rates of ``tasks`` (per digest) over the judged rollouts ``trajectories_of(task_id)`` yields.
 
     The caller reads the store (``store.iter_search`` with the task id and any policy filter): the

@@ -71,7 +71,9 @@ class NodeWorker:
         self.backend = make_backend(backend_cfg)  # reaps what a dead predecessor on this root left
         self.pool = SandboxPool(self.backend, max_idle=cfg.capacity, limits=cfg.sandbox_limits)
         self.judge_pool = judge_pool_for(self.backend, cfg.capacity)  # this node's warm judge
-        self.judge = PytestJudge(self.backend, limits=cfg.sandbox_limits, config=cfg.judge, pool=self.judge_pool)
+        self.judge = PytestJudge(
+            self.backend, limits=cfg.sandbox_limits, config=cfg.judge, pool=self.judge_pool
+        )
         self.sched = RolloutScheduler(
             self.pool, self.judge, None, config=replace(cfg.scheduler, concurrency=cfg.capacity)
         )

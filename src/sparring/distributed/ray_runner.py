@@ -54,7 +54,10 @@ class RayRunner(NodeDriver):
         for node_id, cap in nodes.items():
             self.actors[node_id] = actor_cls.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-                resources={NODE_RESOURCE: 0.001}, num_cpus=0, max_restarts=-1, max_task_retries=0,
+                resources={NODE_RESOURCE: 0.001},
+                num_cpus=0,
+                max_restarts=-1,
+                max_task_retries=0,
                 max_concurrency=4 * cap + 8,
             ).remote(node_id, replace(node_cfg, capacity=cap))
         ray.get([a.stats.remote() for a in self.actors.values()], timeout=300)  # every node is up

@@ -62,7 +62,9 @@ async def judge_diff(
     return Judgement(None, last)
 
 
-def process_input(task: Task, messages: Sequence[Mapping[str, Any]], steps: Sequence[ToolStep]) -> ProcessInput:
+def process_input(
+    task: Task, messages: Sequence[Mapping[str, Any]], steps: Sequence[ToolStep]
+) -> ProcessInput:
     """What the process checks read of an episode of ``task``."""
     return ProcessInput(messages=list(messages), steps=list(steps), tools=frozenset(task.spec.tools),
                         initial_files=workspace_files(task.workspace))  # fmt: skip

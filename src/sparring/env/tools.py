@@ -121,7 +121,11 @@ class ToolExecutor:
     """Runs tool calls against one sandbox."""
 
     def __init__(
-        self, sandbox: Sandbox, allowed: list[str], exec_timeout: float = 30.0, custom: Sequence[CustomTool] = ()
+        self,
+        sandbox: Sandbox,
+        allowed: list[str],
+        exec_timeout: float = 30.0,
+        custom: Sequence[CustomTool] = (),
     ) -> None:
         self.sandbox = sandbox
         self.allowed = set(allowed)
@@ -130,7 +134,9 @@ class ToolExecutor:
 
     async def run(self, name: str, raw_args: str | dict[str, Any] | None) -> ToolOutcome:
         if name not in self.allowed or (name not in TOOL_SCHEMAS and name not in self.custom):
-            return ToolOutcome("", error=f"unknown tool '{name}'; available: {', '.join(sorted(self.allowed))}")
+            return ToolOutcome(
+                "", error=f"unknown tool '{name}'; available: {', '.join(sorted(self.allowed))}"
+            )
         try:
             args = self._parse(raw_args)
             if name not in TOOL_SCHEMAS:
@@ -213,7 +219,9 @@ class ToolExecutor:
 
     async def _t_run_tests(self, a: dict[str, Any]) -> ToolOutcome:
         extra = _str_arg(a, "args", required=False)
-        cmd = "python -m pytest -q -p no:cacheprovider tests " + " ".join(shlex.quote(x) for x in shlex.split(extra))
+        cmd = "python -m pytest -q -p no:cacheprovider tests " + " ".join(
+            shlex.quote(x) for x in shlex.split(extra)
+        )
         r = await self.sandbox.exec(cmd, timeout=self.exec_timeout * 2)
         return ToolOutcome(f"[exit {r.exit_code}]\n{r.stdout}{r.stderr}", exit_code=r.exit_code)
 
@@ -235,7 +243,9 @@ def check_arguments(tool: CustomTool, args: dict[str, Any]) -> None:
         raise ToolError(f"missing required argument(s) {', '.join(map(repr, missing))} of {tool.name}")
     extra = sorted(set(args) - set(props))
     if extra:
-        raise ToolError(f"unknown argument(s) {', '.join(map(repr, extra))} of {tool.name}; it takes {sorted(props)}")
+        raise ToolError(
+            f"unknown argument(s) {', '.join(map(repr, extra))} of {tool.name}; it takes {sorted(props)}"
+        )
     for k, v in args.items():
         want = props[k]["type"]
         ok = isinstance(v, _PY_TYPES[want]) and not (want in ("integer", "number") and isinstance(v, bool))

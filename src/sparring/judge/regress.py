@@ -118,7 +118,9 @@ def run_regress(
         if opts.tasks is None:
             raise ConfigError("--labelled needs --tasks (where the labelled cases' tasks are)")
         if not opts.labelled.is_file():
-            raise ConfigError(f"--labelled {opts.labelled} not found (write it with `sparring review export`)")
+            raise ConfigError(
+                f"--labelled {opts.labelled} not found (write it with `sparring review export`)"
+            )
         lab = asyncio.run(
             replay_labelled(backend, json.loads(opts.labelled.read_text()), opts.tasks, opts.concurrency)
         )

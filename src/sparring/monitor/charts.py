@@ -175,7 +175,9 @@ def response_length(plt: Any, d: RunData) -> tuple[Any, int]:
     return _finish(plt, fig, ax, "response_length", "iteration", "tokens per turn"), n
 
 
-def stacked(plt: Any, name: str, series: list[Series], ylabel: str, colors: dict[str, str] | None = None) -> tuple[Any, int]:
+def stacked(
+    plt: Any, name: str, series: list[Series], ylabel: str, colors: dict[str, str] | None = None
+) -> tuple[Any, int]:
     fig, ax = plt.subplots(figsize=FIGSIZE)
     bottom: list[float] = [0.0] * (len(series[0]) if series else 0)
     for i, s in enumerate(series):

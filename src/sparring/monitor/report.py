@@ -56,8 +56,15 @@ def _summary(d: RunData, alerts: list[dict[str, Any]], traj_link: str | None) ->
             before, after = (fmt(skill.get(p, {}).get(key)) for p in ("before_rl", "after_rl"))
             pairs.append((label, esc(f"{before} before RL, {after} after")))
     if d.control:
-        pairs.append(("control (no RL)", esc(f"{fmt(d.control.get('before_rl'))} → {fmt(d.control.get('after_rl'))}")))
-    pairs.append(("alerts", esc(len(alerts) if alerts else sum(int(r.get("monitor/alerts", 0) or 0) for r in d.iterations))))
+        pairs.append(
+            ("control (no RL)", esc(f"{fmt(d.control.get('before_rl'))} → {fmt(d.control.get('after_rl'))}"))
+        )
+    pairs.append(
+        (
+            "alerts",
+            esc(len(alerts) if alerts else sum(int(r.get("monitor/alerts", 0) or 0) for r in d.iterations)),
+        )
+    )
     if traj_link:
         pairs.append(("trajectories", f"<a href='{esc(traj_link)}'>browse the run's trajectories</a>"))
     pairs.append(("generated", esc(time.strftime("%Y-%m-%d %H:%M:%S"))))

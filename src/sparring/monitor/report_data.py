@@ -127,7 +127,9 @@ class RunData:
         """Samples per status per iteration (stacked bars)."""
         names = sorted({s for r in self.iterations for s in (r.get("rollout/statuses") or {})})
         return [
-            Series(n, self.steps, [float((r.get("rollout/statuses") or {}).get(n, 0)) for r in self.iterations])
+            Series(
+                n, self.steps, [float((r.get("rollout/statuses") or {}).get(n, 0)) for r in self.iterations]
+            )
             for n in names
         ]
 
@@ -146,7 +148,9 @@ class RunData:
         if not rewards:
             return {}
         picks = sorted({0, len(rewards) // 2, len(rewards) - 1})
-        return {f"iteration {int(self.steps[i])}": [float(x) for x in rewards[i]] for i in picks if rewards[i]}
+        return {
+            f"iteration {int(self.steps[i])}": [float(x) for x in rewards[i]] for i in picks if rewards[i]
+        }
 
     def psi(self) -> list[Series]:
         return [s for s in self.grouped("monitor/drift_psi/") if len(s)]
@@ -180,7 +184,9 @@ def skill_from_evals(evals: list[dict[str, Any]]) -> dict[str, dict[str, float]]
     return out
 
 
-def load_run(metrics: Path, control: Path | None = None, warn: Callable[[str], None] | None = None) -> RunData:
+def load_run(
+    metrics: Path, control: Path | None = None, warn: Callable[[str], None] | None = None
+) -> RunData:
     """A run's report data; ``control`` is the metrics log of its --no-rl control run, if any."""
     rows = load_rows(metrics, warn)
     its = [r for r in rows if _is_iteration(r)]

@@ -170,7 +170,9 @@ def _diff(t: Trajectory) -> str:
 
 def _tests(t: Trajectory) -> str:
     c = t.tests
-    rows = "".join(f"<tr><td>{esc(name)}</td><td class='status-bad'>failed</td></tr>" for name in t.failing_tests)
+    rows = "".join(
+        f"<tr><td>{esc(name)}</td><td class='status-bad'>failed</td></tr>" for name in t.failing_tests
+    )
     if c.passed and not t.failing_tests:
         rows = f"<tr><td>all {c.passed} hidden test(s)</td><td class='status-ok'>passed</td></tr>"
     elif c.passed:
@@ -184,7 +186,9 @@ def _components(t: Trajectory) -> str:
     comps = t.outcome_components
     if not comps:
         return "<p class='muted'>no reward components</p>"
-    rows = "".join(f"<tr><td>{esc(k)}</td><td class='num'>{v:.4f}</td></tr>" for k, v in sorted(comps.items()))
+    rows = "".join(
+        f"<tr><td>{esc(k)}</td><td class='num'>{v:.4f}</td></tr>" for k, v in sorted(comps.items())
+    )
     return f"<table id='components'><tr><th>component</th><th class='num'>value</th></tr>{rows}</table>"
 
 
@@ -199,7 +203,9 @@ def _process(t: Trajectory) -> str:
         f"<td>{'<span class=flag>tripped</span>' if k in flagged else 'ok'}</td></tr>"
         for k, v in sorted(comps.items())
     )
-    return f"<table id='process'><tr><th>check</th><th class='num'>value</th><th>verdict</th></tr>{rows}</table>"
+    return (
+        f"<table id='process'><tr><th>check</th><th class='num'>value</th><th>verdict</th></tr>{rows}</table>"
+    )
 
 
 def _link(t: Trajectory) -> str:
@@ -212,11 +218,17 @@ def _tree(t: Trajectory, parent: Trajectory | None, children: Sequence[Trajector
         return "<p class='muted'>a root with no branches</p>"
     parts = []
     if t.parent_id is not None:
-        up = _link(parent) if parent is not None else esc(t.parent_id[:12]) + " <span class='muted'>(not shown)</span>"
+        up = (
+            _link(parent)
+            if parent is not None
+            else esc(t.parent_id[:12]) + " <span class='muted'>(not shown)</span>"
+        )
         parts.append(f"<p id='parent'>forked from {up} after turn {esc(t.branch_turn)}</p>")
     if children:
         items = "".join(f"<li>turn {esc(c.branch_turn)}: {_link(c)}</li>" for c in children)
-        parts.append(f"<p>{len(children)} branch(es) forked from this trajectory:</p><ul id='children'>{items}</ul>")
+        parts.append(
+            f"<p>{len(children)} branch(es) forked from this trajectory:</p><ul id='children'>{items}</ul>"
+        )
     return "".join(parts)
 
 

@@ -83,9 +83,7 @@ def import_gguf(path: str | Path, out: str | Path) -> Path:
     try:
         import gguf  # noqa: F401  (transformers needs it to read the file; say so plainly)
     except ImportError:
-        raise PolicyError(
-            "reading GGUF files needs the gguf package: pip install 'sparring[gguf]'"
-        ) from None
+        raise PolicyError("reading GGUF files needs the gguf package: pip install 'sparring[gguf]'") from None
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:

@@ -184,7 +184,10 @@ def droppable_turns(messages: Sequence[Message]) -> list[tuple[int, int]]:
         i
         for i, m in enumerate(messages)
         if i > first_user
-        and (m.get("role") == "assistant" or (m.get("role") == "user" and messages[i - 1].get("role") == "user"))
+        and (
+            m.get("role") == "assistant"
+            or (m.get("role") == "user" and messages[i - 1].get("role") == "user")
+        )
     ]
     bounds = [*starts, len(messages)]
     return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b < len(messages)]

@@ -46,7 +46,9 @@ def task_of(traj: Trajectory, tasks: Iterable[Task], where: str = "") -> Task:
     changed since) the first of its id; TaskError naming the trajectory if none has its id."""
     matches = [t for t in tasks if t.id == traj.task_id]
     if not matches:
-        raise TaskError(f"task {traj.task_id} of trajectory {traj.id} is not under {where or 'the tasks given'}")
+        raise TaskError(
+            f"task {traj.task_id} of trajectory {traj.id} is not under {where or 'the tasks given'}"
+        )
     exact = [t for t in matches if t.digest == traj.task_digest]
     return (exact or matches)[0]
 

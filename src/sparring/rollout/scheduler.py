@@ -314,7 +314,12 @@ class RolloutScheduler:
                 last = f"{type(e).__name__}: {what}"
                 resumed = f" (from snapshot at step {from_step})" if from_step else ""
                 s.infra_errors.append(f"attempt {s.attempts}{resumed}: {last}")
-                if isinstance(e, SandboxError) and "snapshot" in str(e) and ep.mark is not None and not s.is_branch:
+                if (
+                    isinstance(e, SandboxError)
+                    and "snapshot" in str(e)
+                    and ep.mark is not None
+                    and not s.is_branch
+                ):
                     ep.mark = None  # the snapshot itself is unusable: start over next time
                 ep.rewind()
                 if k < c.max_retries:
@@ -500,7 +505,9 @@ class RolloutScheduler:
             raise ConfigError("group_size must be at least 1")
         if self.config.branch is not None:
             if self.runner is not None:
-                raise ConfigError("forked rollouts (branch points) run in this process: use the local executor")
+                raise ConfigError(
+                    "forked rollouts (branch points) run in this process: use the local executor"
+                )
             check_branchable(tasks)
         if resume and not run_id:
             raise ConfigError("resume needs the run id of the run to continue")

@@ -10,4 +10,12 @@ from sparring.sandbox.base import (
 )
 from sparring.sandbox.oci import OCIBackend
 
-__all__ = ["EnvironmentRef", "ExecResult", "OCIBackend", "Sandbox", "SandboxBackend", "SandboxSpec", "WorkspaceDiff"]
+__all__ = [
+    "EnvironmentRef",
+    "ExecResult",
+    "OCIBackend",
+    "Sandbox",
+    "SandboxBackend",
+    "SandboxSpec",
+    "WorkspaceDiff",
+]

@@ -114,7 +114,9 @@ def empty_and_remove(dirs: list[Path], wait_s: float = 30.0) -> list[Path]:
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
     if pending:
-        log.warning("cgroups still busy after %.0f s, left for the reaper: %s", wait_s, ", ".join(map(str, pending)))
+        log.warning(
+            "cgroups still busy after %.0f s, left for the reaper: %s", wait_s, ", ".join(map(str, pending))
+        )
     return pending
 
 
@@ -150,7 +152,12 @@ class CgroupSet:
             if not limited:
                 return cls(name)
             return cls._fallback(
-                name, memory_mb, pids, cpus, root, SandboxUnavailableError("turned off by SPARRING_CGROUPS=off")
+                name,
+                memory_mb,
+                pids,
+                cpus,
+                root,
+                SandboxUnavailableError("turned off by SPARRING_CGROUPS=off"),
             )
         try:
             if _is_v2(root):

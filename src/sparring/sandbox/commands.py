@@ -22,10 +22,10 @@ if TYPE_CHECKING:
     from sparring.sandbox.cgroups import CgroupSet
     from sparring.sandbox.environment import SandboxEnvironment
 
+
 def _decode(data: bytes | bytearray, dropped: int) -> str:
     text = bytes(data).decode("utf-8", errors="replace")
     return text + TRUNC_MARKER.format(n=dropped) if dropped else text
-
 
 
 class Commands:
@@ -76,7 +76,9 @@ class Commands:
         argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         if not argv:
             raise SandboxError("empty command")
-        return ch.start(argv, self._full_env(env), cwd, stdin, OUTPUT_CAP, self._limits(), on_output, stdin_later)
+        return ch.start(
+            argv, self._full_env(env), cwd, stdin, OUTPUT_CAP, self._limits(), on_output, stdin_later
+        )
 
     async def exec(
         self,

@@ -76,9 +76,16 @@ class SandboxEnvironment:
         own user, home, locale and hash seed: the image's HOME and USER would name a read-only place."""
         path = image_env.get("PATH") or "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
         dirs = (*(d for d in path.split(":") if d.startswith("/")), "/.sparring/bin")
-        keep = {k: v for k, v in image_env.items() if k not in ("PATH", "HOME", "USER", "LOGNAME", "HOSTNAME")}
+        keep = {
+            k: v for k, v in image_env.items() if k not in ("PATH", "HOME", "USER", "LOGNAME", "HOSTNAME")
+        }
         python = next(
-            (f"{d}/{n}" for d in dirs for n in ("python3", "python") if os.path.lexists(root / d.lstrip("/") / n)),
+            (
+                f"{d}/{n}"
+                for d in dirs
+                for n in ("python3", "python")
+                if os.path.lexists(root / d.lstrip("/") / n)
+            ),
             "",
         )
         return cls(ro_paths=(), path_dirs=dirs, variables=keep, python=python or "/usr/bin/python3")
@@ -110,8 +117,15 @@ class SandboxEnvironment:
         return env
 
 
-HOST_ETC = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ssl",
-            "/etc/libreoffice", "/etc/fonts")
+HOST_ETC = (
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/ssl",
+    "/etc/libreoffice",
+    "/etc/fonts",
+)
 """Host configuration a sandbox reads (read-only): the loader's, TLS roots, and that of the system programs
 task families run (LibreOffice's registry is a symlink into /etc/libreoffice; fontconfig reads /etc/fonts)."""
 TOP_LEVEL = ("bin", "lib", "lib64", "sbin", "lib32", "libx32")

@@ -179,7 +179,9 @@ class LocalBackend:
                 )
         image = self.image_for(spec)
         if image is not None:
-            missing = [d for d in (*spec.extra_ro, *spec.extra_rw) if not (image.root / d.lstrip("/")).is_dir()]
+            missing = [
+                d for d in (*spec.extra_ro, *spec.extra_rw) if not (image.root / d.lstrip("/")).is_dir()
+            ]
             if missing:
                 raise SandboxError(
                     f"image {spec.image} has no directory {missing[0]} to mount onto (its root is read-only): "

@@ -89,7 +89,9 @@ class LocalSandbox(Commands, HostFiles):
         self.environment, self.plan = backend.runtime_for(spec)
         self.image = backend.image_for(spec)  # None: the host's root
         self.server_kind, self.server = (
-            (self.image.server_kind, self.image.server) if self.image else (backend.server_kind, backend.server)
+            (self.image.server_kind, self.image.server)
+            if self.image
+            else (backend.server_kind, backend.server)
         )
         self.id = reaper.new_sandbox_id()  # names the owner: nothing of it is ever unattributable
         self.dir = backend.home / f"sb-{self.id}"

@@ -141,7 +141,9 @@ def install_server(root: Path, kind: str = "auto") -> tuple[str, Path]:
                 if dst.exists():
                     return "c", dst
                 r = subprocess.run(
-                    [cc, "-O2", *flags, "-o", str(tmp), str(here / "execserver.c")], capture_output=True, text=True
+                    [cc, "-O2", *flags, "-o", str(tmp), str(here / "execserver.c")],
+                    capture_output=True,
+                    text=True,
                 )
                 if r.returncode == 0:
                     os.chmod(tmp, 0o755)

@@ -365,7 +365,9 @@ class SQLiteStore:
             raise StoreError(f"no trajectory {ref} in {self.path} (`sparring traj search` lists the ids)")
         if len(rows) > 1:
             many = "more than 10" if len(rows) > 10 else str(len(rows))
-            raise StoreError(f"id prefix {ref} is ambiguous in {self.path}: {many} trajectories match; give more characters")
+            raise StoreError(
+                f"id prefix {ref} is ambiguous in {self.path}: {many} trajectories match; give more characters"
+            )
         return str(rows[0][0])
 
     def drop_run_after(self, run_id: str, created_after: float) -> int:

@@ -78,7 +78,9 @@ def image_pinned_text(text: str, image: str) -> str:
     stop = end.start() if end else len(text)
     body = text[env.end() : stop]
     if not _IMAGE_LINE.search(body):
-        raise TaskError("task.toml's image is not a plain `image = \"...\"` line in [environment]: pin it by hand")
+        raise TaskError(
+            'task.toml\'s image is not a plain `image = "..."` line in [environment]: pin it by hand'
+        )
     body = _IMAGE_LINE.sub(lambda m: f'{m.group(1)}"{image}"', body, count=1)
     return text[: env.end()] + body + text[stop:]
 

@@ -63,7 +63,8 @@ class ModelConfig(BaseModel):
         "(run seed, task, sample, turn), so batching never changes the tokens a seed gives.",
     )
     lora: LoRASettings | None = Field(
-        None, description="Train LoRA adapters in the RL stage instead of all weights (the warm start stays full)."
+        None,
+        description="Train LoRA adapters in the RL stage instead of all weights (the warm start stays full).",
     )
 
 
@@ -74,7 +75,8 @@ class WeightSyncConfig(BaseModel):
 
     url: str = Field(..., description="The server's base URL (SGLang, `sparring serve-policy`, or vLLM).")
     kind: Literal["sglang", "vllm-lora"] = Field(
-        "sglang", description="sglang: update_weights_from_disk; vllm-lora: load_lora_adapter (needs model.lora)."
+        "sglang",
+        description="sglang: update_weights_from_disk; vllm-lora: load_lora_adapter (needs model.lora).",
     )
     directory: Path | None = Field(
         None, description="Where pushed weights are written (the server must read it); default WORKDIR/sync."
@@ -168,7 +170,9 @@ class RLConfig(BaseModel):
         "logged reason, and a rejected task of `tasks` / `heldout_tasks` stops the run).",
     )
     admission_repeats: int = Field(
-        0, ge=0, description="Reference runs when admitting tasks not yet checked (0: as `sparring tasks check`)."
+        0,
+        ge=0,
+        description="Reference runs when admitting tasks not yet checked (0: as `sparring tasks check`).",
     )
     seed: int = Field(0, description="Seed of task generation, model init and sampling.")
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -223,6 +227,7 @@ class RLConfig(BaseModel):
         if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
             return ",".join(map(str, v))
         return v
+
     grpo: GRPOConfig = Field(default_factory=GRPOConfig)
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
@@ -241,7 +246,9 @@ class RLConfig(BaseModel):
             try:
                 parse_branch_plan(self.branch_at, self.branches)
             except ConfigError as e:
-                raise ValueError(str(e).replace("--branch-at", "branch_at").replace("--branches", "branches")) from None
+                raise ValueError(
+                    str(e).replace("--branch-at", "branch_at").replace("--branches", "branches")
+                ) from None
             if self.executor != "local":
                 raise ValueError("credit=tree forks sandboxes in the training process: use executor=local")
         elif self.branch_at or self.branches:
@@ -259,7 +266,9 @@ class RLConfig(BaseModel):
         if self.tasks is not None and "family" not in self.model_fields_set:
             self.family = None  # your tasks alone, unless a family is named beside them
         if self.family is None and self.tasks is None:
-            raise ValueError("no training tasks: set family (a generator) or tasks (a directory of task dirs)")
+            raise ValueError(
+                "no training tasks: set family (a generator) or tasks (a directory of task dirs)"
+            )
         for name in ("tasks", "heldout_tasks"):
             where = getattr(self, name)
             if where is not None and not where.exists():

@@ -228,7 +228,9 @@ class GRPOTrainer:
         trainable = fresh
         branches = [t for t in trainable if t.parent_id is not None]
         if cfg.credit == "flat":
-            trainable = [t for t in trainable if t.parent_id is None]  # forked branches: only tree credit uses them
+            trainable = [
+                t for t in trainable if t.parent_id is None
+            ]  # forked branches: only tree credit uses them
         roots = [t for t in trainable if t.parent_id is None]
         keys = [t.group_id or t.id for t in roots]
         rewards = [float(t.reward or 0.0) for t in roots]  # None was filtered above

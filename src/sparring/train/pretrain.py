@@ -65,7 +65,9 @@ def _lookup(rng: random.Random, words: list[str]) -> tuple[str, str]:
     sep = rng.choice(["=", ": ", " -> ", "\t"])
     join = rng.choice(SEPARATORS[:3])
     query = rng.choice(keys)
-    prompt = join.join(f"{k}{sep}{v}" for k, v in table.items()) + rng.choice([f"\n{query}?", f"\nwhat is {query}:"])
+    prompt = join.join(f"{k}{sep}{v}" for k, v in table.items()) + rng.choice(
+        [f"\n{query}?", f"\nwhat is {query}:"]
+    )
     return prompt, " " + table[query]
 
 

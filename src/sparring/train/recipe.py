@@ -213,7 +213,9 @@ def prepare_model(
     d = cfg.workdir / "models" / f"tiny-h{m.hidden}-l{m.layers}-v{m.vocab_size}{cp}-s{cfg.seed}-{key}"
     if (d / "config.json").is_file():
         return d
-    log(f"building a tiny model in {d}" + (f" ({m.copy_pretrain_steps} copy-pretraining steps)" if cp else ""))
+    log(
+        f"building a tiny model in {d}" + (f" ({m.copy_pretrain_steps} copy-pretraining steps)" if cp else "")
+    )
     tmp = d.with_name(d.name + f".tmp-{uuid.uuid4().hex[:6]}")
     build_tiny_model(
         tmp, corpus, seed=cfg.seed, vocab_size=m.vocab_size, hidden=m.hidden, layers=m.layers, heads=m.heads,
@@ -306,7 +308,9 @@ async def sample_batch(
         if not batch:
             break
         label = f"iteration {it} rollouts" + (f" (resampling round {round_})" if round_ else "")
-        summary = await evaluate(sched, batch, policy, run_id, _seed(cfg, it, round_), cfg.group_size, progress, label)
+        summary = await evaluate(
+            sched, batch, policy, run_id, _seed(cfg, it, round_), cfg.group_size, progress, label
+        )
         seconds += summary.seconds
         trajs += summary.trajectories
         roots = [t for t in summary.trajectories if t.parent_id is None]  # forked branches are extra samples
@@ -429,7 +433,9 @@ async def run_rl(
         assert ckpt is not None
         cutoff = float(saved.get("saved_at") or (ckpt / "state.json").stat().st_mtime)
         if dropped := store.drop_run_after(run_id, cutoff):
-            log(f"dropped {dropped} rollout(s) stored after {ckpt.name} by the interrupted run; they are redone")
+            log(
+                f"dropped {dropped} rollout(s) stored after {ckpt.name} by the interrupted run; they are redone"
+            )
     sink = make_sinks(cfg.monitor.exporters, cfg.workdir, run_id, cfg.model_dump(mode="json"))
     pool = SandboxPool(backend, max_idle=cfg.concurrency, limits=cfg.sandbox_limits)
     # Warm judge sandboxes, launcher prestarted (judge_pool_for): bounded, so idle ones of many tasks stay few.
@@ -443,7 +449,13 @@ async def run_rl(
         check_branchable(train_tasks)
     limits = StageLimits(policy_turn_s=cfg.model.turn_timeout_s)  # the policy's own time per turn
     sched = RolloutScheduler(  # credit=tree: training rollouts fork (held-out evaluations never do)
-        pool, judge, store, concurrency=cfg.concurrency, max_steps=cfg.max_steps, on_done=tick, limits=limits,
+        pool,
+        judge,
+        store,
+        concurrency=cfg.concurrency,
+        max_steps=cfg.max_steps,
+        on_done=tick,
+        limits=limits,
         branch=plan,
     )
     eval_sched = RolloutScheduler(
@@ -576,7 +588,9 @@ async def run_rl(
                 # iteration's batch is sampled; the queue's staleness check bounds how old it is.
                 sampled_at = policy.version
                 ready = await lag.ready(policy.version)
-                sampling = asyncio.ensure_future(sample_batch(cfg, curriculum, sched, policy, run_id, it, prog))
+                sampling = asyncio.ensure_future(
+                    sample_batch(cfg, curriculum, sched, policy, run_id, it, prog)
+                )
                 t_up = time.perf_counter()
                 try:
                     update = await asyncio.to_thread(trainer.step, ready) if ready is not None else {}
@@ -594,7 +608,9 @@ async def run_rl(
                 await lag.add(trajs)
                 metrics = iteration_metrics(trajs, seconds, sampled_at, m.max_new_tokens)
             else:
-                trajs, seconds, replaced = await sample_batch(cfg, curriculum, sched, policy, run_id, it, prog)
+                trajs, seconds, replaced = await sample_batch(
+                    cfg, curriculum, sched, policy, run_id, it, prog
+                )
                 metrics = iteration_metrics(trajs, seconds, policy.version, m.max_new_tokens)
                 ready = await lag.push(trajs, policy.version)
                 t_up = time.perf_counter()
@@ -603,7 +619,9 @@ async def run_rl(
             metrics["rollout/replaced_groups"] = replaced
             if (sk := skill_of(cfg, trajs)) is not None:
                 metrics.update(skill_metrics("rollout/skill", sk))
-            metrics["rollout/rewards"] = [round(t.reward, 4) for t in trajs if t.trainable and t.reward is not None]
+            metrics["rollout/rewards"] = [
+                round(t.reward, 4) for t in trajs if t.trainable and t.reward is not None
+            ]
             metrics.update(update)
             if ready is not None:
                 metrics["timing_s/update"] = update_s
@@ -667,7 +685,9 @@ async def run_rl(
                     "saved_at": time.time(),
                     **({"skill": res.skill} if res.skill else {}),
                 }  # fmt: skip
-                ck = await asyncio.to_thread(save_checkpoint, cfg.workdir, it, policy, trainer.optimizer, state)
+                ck = await asyncio.to_thread(
+                    save_checkpoint, cfg.workdir, it, policy, trainer.optimizer, state
+                )
                 res.trained_model = str(ck / "model")
 
         prog.finish("rl")

@@ -99,7 +99,9 @@ def import_tasks(
         ) from None
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"--limit must be a positive integer, got {limit!r}")
-    return importer(Path(path), Path(out), ImportOptions(limit=limit, repos=repos, backend=backend, build=build))
+    return importer(
+        Path(path), Path(out), ImportOptions(limit=limit, repos=repos, backend=backend, build=build)
+    )
 
 
 __all__ = [

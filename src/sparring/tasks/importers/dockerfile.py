@@ -204,7 +204,9 @@ def map_dockerfile(path: Path) -> Mapped:
                 raise TaskError(f"{where}: {directive} to {paths[-1]}, outside the work directory {m.workdir}, "
                                 "is not supported (only the work directory becomes the workspace)")  # fmt: skip
             for src in paths[:-1]:
-                if "://" in src or (directive == "ADD" and src.endswith((".tar", ".gz", ".tgz", ".xz", ".bz2"))):
+                if "://" in src or (
+                    directive == "ADD" and src.endswith((".tar", ".gz", ".tgz", ".xz", ".bz2"))
+                ):
                     raise TaskError(f"{where}: ADD {src} (a URL or an archive to unpack) is not supported")
                 # A destination ending in / (or the work directory itself) is a directory: keep that mark.
                 m.copies.append((src, dest + "/" if dest and paths[-1].endswith("/") else dest))

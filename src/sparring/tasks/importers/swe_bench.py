@@ -156,7 +156,9 @@ class Repos:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         if not self.root.exists():
-            raise TaskError(f"--repos {self.root} does not exist (pass a git repository or a directory of them)")
+            raise TaskError(
+                f"--repos {self.root} does not exist (pass a git repository or a directory of them)"
+            )
         self._scratch = Path(tempfile.mkdtemp(prefix="sparring-swe-repos-"))
         self._found: dict[Path, Path] = {}
 
@@ -298,7 +300,9 @@ def hidden_tests(inst: Instance, patched: dict[str, bytes]) -> tuple[Files, dict
     files: Files = {}
     for rel, names in sorted(by_file.items()):
         if rel not in patched:
-            raise TaskError(f"test file {rel} (named by a test id) is not in the repository after the test patch")
+            raise TaskError(
+                f"test file {rel} (named by a test id) is not in the repository after the test patch"
+            )
         files[hidden_name(rel)] = keep_only(patched[rel], rel, names)
     ids = {t: hidden_name(t.split("::", 1)[0]) + "::" + t.split("::", 1)[1]
            for t in (*inst.fail_to_pass, *inst.pass_to_pass)}  # fmt: skip

@@ -147,7 +147,11 @@ def read_source(root: Path) -> Source:
             raise TaskError("task.yaml is not a mapping")
         if "descriptions" in meta and "instruction" not in meta:
             descs = meta["descriptions"]
-            base = [d for d in descs if isinstance(d, dict) and d.get("key") == "base"] if isinstance(descs, list) else []
+            base = (
+                [d for d in descs if isinstance(d, dict) and d.get("key") == "base"]
+                if isinstance(descs, list)
+                else []
+            )
             meta["instruction"] = base[0].get("description") if base else None
         _compose(root)
         if (root / "solution.yaml").is_file() and not (root / "solution.sh").is_file():
@@ -178,7 +182,9 @@ def read_source(root: Path) -> Source:
     if not src.instruction.strip():
         raise TaskError(f"{src.layout} task has no instruction")
     if src.solution is None or not src.solution.is_file():
-        raise TaskError(f"no solution script ({src.solution.relative_to(root) if src.solution else 'solution.sh'})")
+        raise TaskError(
+            f"no solution script ({src.solution.relative_to(root) if src.solution else 'solution.sh'})"
+        )
     return src
 
 
@@ -192,7 +198,9 @@ def _test_ids(rel: str, source: str) -> list[str]:
     def check(fn: ast.FunctionDef | ast.AsyncFunctionDef, tid: str) -> str:
         for d in fn.decorator_list:
             if "parametrize" in ast.unparse(d):
-                raise TaskError(f"tests/{tid} is parametrised, which is not supported (write one test per case)")
+                raise TaskError(
+                    f"tests/{tid} is parametrised, which is not supported (write one test per case)"
+                )
         return tid
 
     ids = []
@@ -209,7 +217,9 @@ def _rewrite(text: str, workdir: str) -> str:
     """The work directory's absolute path as /workspace (tests, solution and prompt say /app; Sparring /workspace)."""
     if workdir in ("/", WORKSPACE):
         return text
-    return re.sub(re.escape(workdir.rstrip("/")) + r"(?=[/\s'\"`:;,)]|$)", WORKSPACE, text, flags=re.MULTILINE)
+    return re.sub(
+        re.escape(workdir.rstrip("/")) + r"(?=[/\s'\"`:;,)]|$)", WORKSPACE, text, flags=re.MULTILINE
+    )
 
 
 def hidden_files(src: Source, workdir: str) -> tuple[Files, list[str]]:
@@ -231,7 +241,9 @@ def hidden_files(src: Source, workdir: str) -> tuple[Files, list[str]]:
         else:
             files[rel] = data
     if not ids:
-        raise TaskError("tests/ has no pytest test (test_*.py): Sparring's judge runs pytest tests, not test.sh")
+        raise TaskError(
+            "tests/ has no pytest test (test_*.py): Sparring's judge runs pytest tests, not test.sh"
+        )
     return files, ids
 
 
@@ -292,7 +304,9 @@ async def run_solution(backend: SandboxBackend, workspace: Files, command: str, 
         finally:
             await sb.close()
     if diff.flags:
-        raise TaskError(f"the solution's workspace cannot be read back ({', '.join(diff.flags)}: {diff.detail})")
+        raise TaskError(
+            f"the solution's workspace cannot be read back ({', '.join(diff.flags)}: {diff.detail})"
+        )
     files = {k: v for k, v in diff.files.items() if "__pycache__/" not in k and not k.endswith(".pyc")}
     return files, list(diff.deleted)
 
@@ -358,7 +372,9 @@ def task_dirs(path: Path) -> list[Path]:
         return [path]
     dirs = [d for d in sorted(path.iterdir()) if d.is_dir() and is_task_dir(d)]
     if not dirs:
-        raise TaskError(f"no task directories under {path} (each holds task.yaml, or task.toml and instruction.md)")
+        raise TaskError(
+            f"no task directories under {path} (each holds task.yaml, or task.toml and instruction.md)"
+        )
     return dirs
 
 
