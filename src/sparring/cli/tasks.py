@@ -379,6 +379,18 @@ def import_cmd(
         help="swe-bench: a git repository (or .tar.gz of one) for every instance, or a directory holding "
         "<owner>__<name> or <name> per repo. Nothing is downloaded.",
     ),
+    image_template: str | None = typer.Option(
+        None,
+        "--image-template",
+        help="swe-bench: each instance's image instead of --repos, with {instance_id} in it (lower case, '__' as "
+        "'_1776_', as SWE-bench names them), e.g. 'REG/sweb.eval.x86_64.{instance_id}:latest'. Pulled into the "
+        "image store and pinned by digest; a loopback registry over plain HTTP.",
+    ),
+    image_workspace: str = typer.Option(
+        "/testbed",
+        "--image-workspace",
+        help="swe-bench with --image-template: the repository's place in the image.",
+    ),
     build: bool | None = typer.Option(
         None,
         "--build/--no-build",
@@ -401,7 +413,8 @@ def import_cmd(
             err_console.print("note: buildah is not installed, so each Dockerfile is mapped onto a Python "
                               "layer, not built (apt-get install buildah to build it)")  # fmt: skip
     try:
-        tasks = import_tasks(fmt, file, out, limit=limit, repos=repos, build=build,
+        tasks = import_tasks(fmt, file, out, limit=limit, repos=repos, build=build, image_template=image_template,
+                             image_workspace=image_workspace,
                              backend=make_cli_backend(backend) if fmt in NEEDS_BACKEND else None)  # fmt: skip
     except RecordErrors as e:
         for line in e.problems:
