@@ -28,8 +28,9 @@ PACKAGE = "sparring"
 # Modules directly under sparring/ that are shared records or helpers, each its own "room":
 # errors (the exception tree), trajectory (the record rollout builds, store keeps, train reads),
 # chat_format (the text format policies render and the Environment parses), textsafe (candidate
-# text made inert for a reader: the terminal and the HTML pages), pyast (the one thread-safe ast.parse).
-ROOT_ROOMS = ("errors", "trajectory", "chat_format", "textsafe", "pyast")
+# text made inert for a reader: the terminal and the HTML pages), pyast (the one thread-safe ast.parse),
+# pids (whether an owner process is alive: the image store and the sandbox reaper).
+ROOT_ROOMS = ("errors", "trajectory", "chat_format", "textsafe", "pyast", "pids")
 
 # room -> the rooms (or single modules, "judge.records") it may import. A room may always import
 # itself. Read bottom-up: errors; images; sandbox; tasks; judge; admission; policy; env; rollout; store; ...; cli.
@@ -41,8 +42,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "chat_format": frozenset(),
     "textsafe": frozenset(),
     "pyast": frozenset(),
-    "images": frozenset({"errors"}),  # the image store: below the sandbox, whose roots it makes
-    "sandbox": frozenset({"errors", "images"}),
+    "pids": frozenset(),
+    "images": frozenset({"errors", "pids"}),  # the image store: below the sandbox, whose roots it makes
+    "sandbox": frozenset({"errors", "images", "pids"}),
     "tasks": frozenset({"errors", "sandbox", "pyast", "images"}),  # protocols only: see CONCRETE_BACKENDS
     "judge": frozenset({"errors", "sandbox", "tasks", "pyast"}),  # never rollout, policy, train, env, store
     # runs the judge on a task to decide whether it enters the library (check, regress, bench)
@@ -63,7 +65,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "": frozenset(),  # sparring/__init__.py
 }
 
-CONCRETE_BACKENDS = ("sandbox.local", "sandbox.oci", "sandbox.oci_image", "sandbox.oci_support")
+# The backends and their sandboxes: the local one's classes and all of sandbox/oci/. The doctor may still build
+# the local exec server (sandbox.local.rootfs) as a backend does; the shared parts are sandbox.isolation and
+# sandbox.storage, the protocols sandbox.base.
+CONCRETE_BACKENDS = ("sandbox.local.backend", "sandbox.local.sandbox", "sandbox.oci")
 MAY_BUILD_BACKENDS = frozenset({"sandbox", "cli"})
 
 # (importer module, imported module) -> why it is still here. Shrink only; empty since issue 15.
@@ -192,8 +197,8 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
         # policy importing judge through a relative import
         ({"policy/x.py": "from ..judge import base\n", "judge/base.py": ""}, ("policy.x", "judge.base")),
         # tasks importing a concrete backend, `import` form
-        ({"tasks/x.py": "import sparring.sandbox.local\n", "sandbox/local.py": ""},
-         ("tasks.x", "sandbox.local")),
+        ({"tasks/x.py": "import sparring.sandbox.local.backend\n", "sandbox/local/backend.py": ""},
+         ("tasks.x", "sandbox.local.backend")),
         # env importing policy under TYPE_CHECKING
         ({"env/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from sparring.policy.base import P\n",
           "policy/base.py": ""}, ("env.x", "policy.base")),

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from sparring.sandbox import mounts, reaper
 from sparring.sandbox.crashpoint import ENV
+from sparring.sandbox.isolation import mounts, reaper
 from tests_support import ROOT_ONLY, wait_until
 
 pytestmark = ROOT_ONLY
@@ -30,7 +30,7 @@ CREATOR = textwrap.dedent(
     import asyncio, sys
     from pathlib import Path
     from sparring.sandbox.base import SandboxSpec
-    from sparring.sandbox.local import LocalBackend
+    from sparring.sandbox.local.backend import LocalBackend
 
     b = LocalBackend(root=Path(sys.argv[1]))
     print("ready", flush=True)
