@@ -222,3 +222,68 @@ def test_allowed_imports_are_not_reported(tmp_path: Path) -> None:
         "sandbox/base.py": "",
     }
     assert violations(_tree(tmp_path, files)) == {}
+
+
+# ---------- inside the sandbox room: its parts, bottom-up (issue 34) ----------
+# part -> the parts it may import (lazy and TYPE_CHECKING imports count, as above). A part is a sub-package
+# (storage, isolation, local, oci) or a top-level module; "" is sandbox/__init__.py. Feature detection and
+# every other shared piece is in isolation or storage, which never import a backend; only config (which
+# builds backends from a config) and bench import the backends.
+_RECORDS = frozenset({"base", "environment", "crashpoint"})
+SANDBOX_PARTS: dict[str, frozenset[str]] = {
+    "": frozenset({"base"}),
+    "base": frozenset(),
+    "environment": frozenset(),
+    "crashpoint": frozenset(),
+    "storage": frozenset({"base"}),
+    "isolation": _RECORDS | {"storage"},
+    "local": _RECORDS | {"isolation", "storage"},
+    "oci": _RECORDS | {"isolation", "storage"},
+    "pool": frozenset({"base"}),
+    "config": frozenset({"base", "local", "oci"}),
+    "bench": _RECORDS | {"isolation", "storage", "local", "oci", "pool"},
+}
+
+
+def sandbox_part(module: str) -> str:
+    """``sandbox.isolation.cgroups`` -> ``isolation``; ``sandbox.base`` -> ``base``; ``sandbox`` -> ``""``."""
+    return module.split(".")[1] if "." in module else ""
+
+
+def sandbox_part_violations(src: Path) -> dict[tuple[str, str], str]:
+    found = {}
+    for imp in collect(src):
+        if room(imp.importer) != "sandbox" or room(imp.imported) != "sandbox":
+            continue
+        have, want = sandbox_part(imp.importer), sandbox_part(imp.imported)
+        if have == want:
+            continue
+        allowed = SANDBOX_PARTS.get(have)
+        if allowed is None:
+            found[(imp.importer, imp.imported)] = (
+                f"sandbox part {have!r} has no row in SANDBOX_PARTS; add one"
+            )
+        elif want not in allowed:
+            found[(imp.importer, imp.imported)] = (
+                f"{imp.importer} imports {imp.imported} (line {imp.line}): sandbox part {have!r} may not import {want!r}"
+            )
+    return found
+
+
+def test_sandbox_parts_import_only_downwards() -> None:
+    found = sandbox_part_violations(SRC)
+    assert not found, "imports against the sandbox's parts:\n" + "\n".join(sorted(found.values()))
+
+
+def test_a_shared_part_importing_a_backend_is_reported(tmp_path: Path) -> None:
+    files = {  # feature detection asking the OCI backend, inside a function (the cycle issue 34 removed)
+        "sandbox/isolation/features.py": "def f():\n    from sparring.sandbox.oci.image import podman_argv\n",
+        "sandbox/oci/image.py": "from sparring.sandbox.isolation import features\n",
+        "sandbox/storage/layers.py": "from sparring.sandbox.base import Spec\n",
+        "sandbox/base.py": "",
+    }
+    found = sandbox_part_violations(_tree(tmp_path, files))
+    assert ("sandbox.isolation.features", "sandbox.oci.image") in found, found
+    assert {importer for importer, _ in found} == {"sandbox.isolation.features"}, (
+        found
+    )  # image -> features is fine
