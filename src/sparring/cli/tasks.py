@@ -84,7 +84,7 @@ def _admit_generated(tasks: list[Task], backend: str) -> dict[str, bool | None]:
     from sparring.cli.progress import Bars
 
     jv = admission_judge_version()
-    out = {t.digest: verdict_of(t, lookup(t, jv)).ok for t in tasks}
+    out = {t.digest: verdict_of(t, lookup(t, jv), jv).ok for t in tasks}
     todo = [t for t in tasks if out[t.digest] is None]
     by_digest = {t.digest: t for t in todo}
     judge = _judge(backend)
