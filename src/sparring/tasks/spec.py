@@ -212,7 +212,7 @@ class TaskSpec(_Strict):
     workspace_digest: str | None = Field(
         None,
         pattern=r"^sha256:[0-9a-f]{64}$",
-        description="Pinned digest of workspace/ (sparring.sandbox.layers.tree_digest), written by write_task; "
+        description="Pinned digest of workspace/ (sparring.sandbox.storage.layers.tree_digest), written by write_task; "
         "admission rebuilds the initial state and rejects the task if it differs (a tampered workspace).",
     )
 
