@@ -38,7 +38,7 @@ from sparring.policy.base import ActRequest, PolicyTask
 from sparring.policy.gguf import smollm2_dir
 from sparring.policy.hf import HFPolicy
 from sparring.rollout.scheduler import RolloutScheduler
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local.backend import LocalBackend
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.families import generate

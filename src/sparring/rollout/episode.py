@@ -250,7 +250,7 @@ class Episode:
         except WorkspaceFault:
             return  # the agent's own making (too large...): no branch point here
         self._policy_ms_at_mark = self.policy_ms
-        self.branch_points.append(BranchPoint(env.step_count, mark, extras))
+        self.branch_points.append(BranchPoint(env.step_count, mark, extras, len(env.traces)))
 
     def trajectory(
         self, judge: Judge, *, group_id: str = "", run_id: str = "", traj_id: str | None = None
