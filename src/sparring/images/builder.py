@@ -98,3 +98,6 @@ def build(
         return import_archive(store, archive, tag=tag, source=f"build {context.resolve()} ({df.name})")
     finally:
         archive.unlink(missing_ok=True)
+        # The image now lives in the store: buildah's copy would only grow /var/lib/containers with every
+        # build (the base images it pulled stay there, as its cache).
+        subprocess.run([exe, "rmi", "-f", name], capture_output=True, check=False)
