@@ -25,7 +25,7 @@ FORMAT = 1
 
 
 def golden_process_path() -> Path:
-    return Path(str(resources.files("sparring.judge").joinpath("golden_process.json")))
+    return Path(str(resources.files("sparring.judge.quality").joinpath("golden_process.json")))
 
 
 def case_input(case: dict[str, Any]) -> ProcessInput:
