@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparring.policy.chat_format import (
+from sparring.chat_format import (
     ASSISTANT,
     END,
     TOOL_CALL_CLOSE,

@@ -226,8 +226,7 @@ def test_text_tool_calls_are_parsed_and_content_kept(serve, task: Task) -> None:
     action = act(OpenAIPolicy(server.base_url, "m"), task, history)
     assert action.message["content"] == text
     calls = action.message.get("tool_calls")
-    if calls is None:  # pragma: no cover - an install without sparring.policy.chat_format
-        pytest.skip("chat_format parser not available")
+    assert calls is not None, "the text's tool call was not parsed"
     assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [
         ("bash", {"command": "ls -la"})
     ]

@@ -13,7 +13,7 @@ import transformers  # noqa: E402, F401
 
 from sparring.errors import PolicyError  # noqa: E402
 from sparring.policy.base import ActRequest, Policy  # noqa: E402
-from sparring.policy.chat_format import render_assistant, render_prompt  # noqa: E402
+from sparring.chat_format import render_assistant, render_prompt  # noqa: E402
 from sparring.policy.hf import HFPolicy  # noqa: E402
 from sparring.train.grpo import GRPOConfig, GRPOTrainer, SFTTrainer, _Seq, completion_logprobs, sft_examples  # noqa: E402
 from sparring.train.losses import LOSSES, dapo, dr_grpo, get_loss, grpo  # noqa: E402
