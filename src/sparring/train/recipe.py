@@ -36,6 +36,7 @@ from sparring.sandbox.config import make_backend
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.loader import Task, find_tasks
+from sparring.train.advantages import no_signal
 from sparring.train.config import RLConfig
 from sparring.trajectory import Trajectory
 
@@ -287,7 +288,7 @@ def zero_variance_groups(trajs: list[Trajectory]) -> list[str]:
     out = []
     for members in groups.values():
         rewards = [t.reward for t in members if t.trainable and t.reward is not None]
-        if len(rewards) < 2 or max(rewards) - min(rewards) <= 1e-12:
+        if no_signal(rewards):  # the one zero-variance rule (fewer than two rewards included)
             out.append(members[0].task_id)
     return out
 
