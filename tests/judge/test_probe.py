@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from sparring.judge.dynamic.probe import Site, build_plan
 from sparring.judge.inside import judge_observe as so
-from sparring.judge.withheld import Observation, RefTrace, claim_holds, matches
+from sparring.judge.withheld import RefTrace, SiteObservation, claim_holds, matches
 
 SECRET_TEST = b"""\
 import pytest
@@ -156,13 +156,13 @@ def test_raises_sites_accept_real_chains_and_refuse_forged_ones():
 def test_a_claimed_pass_needs_every_site_the_reference_observed():
     site = Site("value", "==", 5, file="t.py", line=3)
     trace = RefTrace({"t": {0: 3}}, frozenset())
-    full = {0: Observation(3, (so.encode(5),), False)}
+    full = {0: SiteObservation(3, (so.encode(5),), False)}
     assert claim_holds("t", "passed", full, {0: site}, trace) == (True, "")
-    ok, why = claim_holds("t", "passed", {0: Observation(1, (so.encode(5),), False)}, {0: site}, trace)
+    ok, why = claim_holds("t", "passed", {0: SiteObservation(1, (so.encode(5),), False)}, {0: site}, trace)
     assert not ok and "the reference 3" in why
     assert not claim_holds("t", "passed", {}, {0: site}, trace)[0]
     assert not claim_holds("t", "failed", full, {0: site}, trace)[0]
-    wrong = {0: Observation(3, (so.encode(5), so.encode(6)), False)}
+    wrong = {0: SiteObservation(3, (so.encode(5), so.encode(6)), False)}
     assert not claim_holds("t", "passed", wrong, {0: site}, trace)[0]
 
 
@@ -206,8 +206,8 @@ def test_a_count_without_values_satisfies_no_site():
     """Red team: a site claimed observed many times with no value left nothing to compare and passed."""
     site = Site("value", "==", 5, file="t.py", line=3)
     trace = RefTrace({"t": {0: 2}}, frozenset())
-    assert claim_holds("t", "passed", {0: Observation(2, (so.encode(5),), False)}, {0: site}, trace)[0]
-    ok, why = claim_holds("t", "passed", {0: Observation(10**6, (), False)}, {0: site}, trace)
+    assert claim_holds("t", "passed", {0: SiteObservation(2, (so.encode(5),), False)}, {0: site}, trace)[0]
+    ok, why = claim_holds("t", "passed", {0: SiteObservation(10**6, (), False)}, {0: site}, trace)
     assert not ok and "without a value" in why
     from sparring.judge.report import MARK, parse_report
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sparring.judge.inside.judge_observe import MAX_DISTINCT
-from sparring.judge.withheld import Observation
+from sparring.judge.withheld import SiteObservation
 
 V = TypeVar("V")
 
@@ -52,7 +52,7 @@ class RunReport:
     done: bool = False
     exitstatus: int | None = None
     outcomes: dict[str, str] = field(default_factory=dict)
-    observations: dict[str, dict[int, Observation]] = field(default_factory=dict)
+    observations: dict[str, dict[int, SiteObservation]] = field(default_factory=dict)
     collected: list[str] = field(default_factory=list)
     collect_errors: dict[str, str] = field(default_factory=dict)
     durations: dict[str, float] = field(default_factory=dict)
@@ -71,7 +71,7 @@ class OverCap(ValueError):
     """A report line past one of the parser's caps."""
 
 
-def _observations(raw: Any, rep: RunReport | None = None) -> dict[int, Observation]:
+def _observations(raw: Any, rep: RunReport | None = None) -> dict[int, SiteObservation]:
     """One test's observations. Linear in the entries: a site sent twice (the launcher sends each once)
     keeps every distinct value of both, the smaller count and no range, and marks the report as past
     its caps; more than :data:`MAX_DISTINCT` distinct values for a site is past a cap (:class:`OverCap`)."""
@@ -106,7 +106,8 @@ def _observations(raw: Any, rep: RunReport | None = None) -> dict[int, Observati
             overflow[sid] = overflow[sid] or bool(over)
             ranges[sid] = None
     return {
-        sid: Observation(counts[sid], tuple(vals), overflow[sid], ranges[sid]) for sid, vals in values.items()
+        sid: SiteObservation(counts[sid], tuple(vals), overflow[sid], ranges[sid])
+        for sid, vals in values.items()
     }
 
 

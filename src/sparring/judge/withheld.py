@@ -33,7 +33,10 @@ Trace = dict[str, dict[int, int]]
 
 
 @dataclass(frozen=True)
-class Observation:
+class SiteObservation:
+    """What a candidate's run saw at one assertion site: how often it ran and the values compared
+    there (not :class:`sparring.env.Observation`, what an agent sees after reset)."""
+
     count: int
     values: tuple[str, ...]
     overflow: bool
@@ -322,7 +325,7 @@ class RefTrace:
 def claim_holds(
     test_id: str,
     outcome: str,
-    observed: Mapping[int, Observation],
+    observed: Mapping[int, SiteObservation],
     sites: Mapping[int, Site],
     trace: RefTrace,
 ) -> tuple[bool, str]:
@@ -415,7 +418,7 @@ def _opaque(encoded: str) -> bool:
     return isinstance(raw, dict) and "opaque" in raw
 
 
-def trace_of(observations: Mapping[str, Mapping[int, Observation]], outcomes: Mapping[str, str]) -> Trace:
+def trace_of(observations: Mapping[str, Mapping[int, SiteObservation]], outcomes: Mapping[str, str]) -> Trace:
     """The reference run's site counts, for the tests it passed."""
     return {tid: {sid: o.count for sid, o in obs.items()} for tid, obs in observations.items()
             if outcomes.get(tid) == "passed"}  # fmt: skip
