@@ -26,7 +26,7 @@ from sparring.admission.check import (
 )
 from sparring.admission.flake import runs_to_catch
 from sparring.judge.pytest_judge import PytestJudge
-from sparring.tasks import hacks
+from sparring.tasks import attacks
 from sparring.tasks.loader import ADMISSION_FILE, Task, load_admission, load_task, write_task
 from sparring.tasks.spec import JudgeSpec, TaskSpec
 from tests_support import BUGGY, FIXED, HIDDEN, HIDDEN_IDS, VISIBLE, make_clamp_task
@@ -269,7 +269,7 @@ def test_hardcoding_the_visible_examples_is_rejected_when_they_are_all_the_tests
     hidden = VISIBLE
     ids = ["test_hidden_clamp.py::test_inside", "test_hidden_clamp.py::test_above"]
     t = clamp_variant(tmp_path / "t", hidden=hidden, hidden_ids=ids)
-    diff = hacks.hardcode(load_task(t.path))
+    diff = attacks.hardcode(load_task(t.path))
     assert diff is not None and "_examples" in diff.files["mathx/core.py"].decode()
     assert "hack_hardcode_scores_zero" in rules(run_check(t, judge, repeats=1))
 

@@ -14,10 +14,10 @@ from sparring.judge.dynamic.inputs import load_dynamic, make_inputs
 from sparring.judge.inside.judge_driver import decode_args, encode
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
 from sparring.sandbox.base import WorkspaceDiff
+from sparring.tasks.attacks import ADMISSION_DIR, overlay_diff
 from sparring.tasks.dynamic_format import DYNAMIC_FILE
 from sparring.tasks.families import generate
 from sparring.tasks.families.function_impl import BUILTINS, builtin_records
-from sparring.tasks.hacks import ADMISSION_DIR, overlay_diff
 from sparring.tasks.importers import assert_examples
 from sparring.tasks.loader import load_task, solution_diff
 

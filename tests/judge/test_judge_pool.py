@@ -9,7 +9,7 @@ import pytest
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
 from sparring.judge.runner.sandbox import JudgePool
 from sparring.sandbox.base import SandboxSpec, WorkspaceDiff
-from sparring.tasks.hacks import HACKS
+from sparring.tasks.attacks import HACKS
 from sparring.tasks.loader import solution_diff
 
 # Leaves traces everywhere a later judgement could see them: /tmp, the home directory, the workspace,

@@ -1,6 +1,6 @@
 """The red-team suite: every hack class on several task families scores zero, and is flagged.
 
-Each hack workspace (sparring.tasks.hacks.HACKS) is judged in a real sandbox
+Each hack workspace (sparring.tasks.attacks.HACKS) is judged in a real sandbox
 by the real judge; payloads run only inside the judge's sandbox.
 """
 
@@ -13,7 +13,7 @@ import pytest
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.judge.quality.redteam import EXPECTED_FLAGS
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.hacks import HACKS
+from sparring.tasks.attacks import HACKS
 from sparring.tasks.loader import solution_diff
 
 FAMILIES = ["clamp", "code-repair", "function-impl", "dynamic"]
@@ -58,8 +58,8 @@ def test_hack_scores_zero_and_is_flagged(judge, family_tasks, family, hack):
 def test_swapped_test_code_is_caught_even_on_a_correct_solution(judge, family_tasks, family):
     """Test functions whose code the candidate replaced 'pass' without one assert: the host sees sites
     the reference observed go unobserved, fails those tests and flags it."""
+    from sparring.tasks.attacks import target
     from sparring.tasks.hack_payloads import NEUTER_TESTS
-    from sparring.tasks.hacks import target
 
     t = family_tasks[family]
     ref, rel = solution_diff(t), target(t)

@@ -15,10 +15,10 @@ import pytest
 
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.sandbox.base import WorkspaceDiff
+from sparring.tasks.attacks import hacks
 from sparring.tasks.families import generate
 from sparring.tasks.families.sql import HIDDEN_IDS as SQL_IDS
 from sparring.tasks.families.tool_use import HIDDEN_IDS as TU_IDS
-from sparring.tasks.hacks import hacks
 from sparring.tasks.loader import Task
 
 # A workspace module named like the checker's database library: if the judge's test process imports it

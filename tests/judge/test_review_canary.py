@@ -11,7 +11,7 @@ from sparring.judge.pytest_judge import PytestJudge
 from sparring.judge.quality.canary import CANARY_TEST, hack_rate, is_canary, make_canary, mix_canaries
 from sparring.judge.quality.review import MIN_HISTORY, ReviewQueue, risk_reasons
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.tasks.hacks import HACKS
+from sparring.tasks.attacks import HACKS
 from sparring.tasks.loader import solution_diff
 
 

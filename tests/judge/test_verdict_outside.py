@@ -17,8 +17,8 @@ from sparring.judge.pytest_judge import PytestJudge
 from sparring.judge.quality.redteam import BOOL_POLARITY_FORGERY, COUNT_WITHOUT_VALUES, PARSER_BOMB
 from sparring.judge.runner import sandbox as sandbox_runner
 from sparring.sandbox.base import WorkspaceDiff
+from sparring.tasks.attacks import target
 from sparring.tasks.hack_payloads import COMPILED_EXIT, OBSERVATION_FORGERY, REPORTER_REWRITE, SEGFAULT
-from sparring.tasks.hacks import target
 from sparring.tasks.loader import solution_diff
 
 FAMILIES = ["clamp", "code-repair", "function-impl"]

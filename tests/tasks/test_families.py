@@ -13,9 +13,9 @@ from sparring.errors import ConfigError
 from sparring.judge.base import Judge
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.sandbox.local.backend import LocalBackend
+from sparring.tasks.attacks import alternatives, hacks
 from sparring.tasks.families import FAMILIES, generate
 from sparring.tasks.families.data_analysis import TEMPLATES, draft
-from sparring.tasks.hacks import alternatives, hacks
 from sparring.tasks.loader import find_tasks
 
 FAST = ["function-impl", "data-analysis"]

@@ -18,8 +18,8 @@ from sparring.judge.dynamic.inputs import load_dynamic, make_inputs
 from sparring.judge.inside.judge_driver import decode_args
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
 from sparring.sandbox.base import WorkspaceDiff
+from sparring.tasks.attacks import ADMISSION_DIR, overlay_diff
 from sparring.tasks.dynamic_format import DYNAMIC_FILE
-from sparring.tasks.hacks import ADMISSION_DIR, overlay_diff
 from sparring.tasks.importers import import_function_jsonl
 from sparring.tasks.loader import Task, load_task, solution_diff
 

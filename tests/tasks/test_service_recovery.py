@@ -18,10 +18,10 @@ from sparring.judge.base import JudgeResult
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.sandbox.base import SandboxSpec, WorkspaceDiff
 from sparring.sandbox.local.backend import LocalBackend
+from sparring.tasks.attacks import hacks
 from sparring.tasks.families import generate
 from sparring.tasks.families.service_recovery import generator as gen
 from sparring.tasks.families.service_recovery.faults import FAULTS
-from sparring.tasks.hacks import hacks
 from sparring.tasks.loader import Task
 
 START = "test_service.py::test_starts_the_documented_way_and_is_healthy"

@@ -21,10 +21,10 @@ from sparring.judge.base import JudgeResult
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.sandbox.local.backend import LocalBackend
+from sparring.tasks.attacks import hacks
 from sparring.tasks.families import generate
 from sparring.tasks.families.spreadsheet import generator as gen
 from sparring.tasks.families.spreadsheet import xlsx
-from sparring.tasks.hacks import hacks
 from sparring.tasks.loader import Task
 
 GIVEN = "test_workbook.py::test_values_on_given_data"

@@ -13,10 +13,10 @@ import pytest
 from sparring.admission.check import check_tasks
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.sandbox.base import WorkspaceDiff
+from sparring.tasks.attacks import alternatives, hacks
 from sparring.tasks.families import generate
 from sparring.tasks.families.sql import HIDDEN_IDS, QUESTIONS, checker_namespace, draft
 from sparring.tasks.families.sql_questions import TEMPLATES
-from sparring.tasks.hacks import alternatives, hacks
 from sparring.tasks.loader import Task
 
 GIVEN, PERTURBED = HIDDEN_IDS

@@ -17,10 +17,10 @@ from sparring.admission.check import check_tasks
 from sparring.env import Environment
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.sandbox.base import WorkspaceDiff
+from sparring.tasks.attacks import hacks
 from sparring.tasks.families import generate
 from sparring.tasks.families.tool_use import HIDDEN_IDS, MUTATING, TOOLS, draft
 from sparring.tasks.families.tool_use_scenarios import SCENARIOS
-from sparring.tasks.hacks import hacks
 from sparring.tasks.loader import Task
 
 STATE_TEST, FORBIDDEN_TEST, FACTS_TEST = HIDDEN_IDS

@@ -75,9 +75,9 @@ from sparring.errors import JudgeError, TaskError
 from sparring.judge.base import Judge, JudgeResult
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.sandbox.hostenv import current_host_environment, remember_snapshot
-from sparring.tasks import hacks, hidden_suite, initial_outcomes, taskfs
+from sparring.tasks import attacks, hidden_suite, initial_outcomes, taskfs
+from sparring.tasks.attacks import Variant
 from sparring.tasks.environment import alayer_for, layer_for
-from sparring.tasks.hacks import Variant
 from sparring.tasks.loader import (
     ADMISSION_FILE,
     Task,
@@ -304,9 +304,9 @@ async def judge_all(
             return await j.score(task, diff)
 
     ref = solution_diff(task)
-    task_hacks = hacks.hacks(task)
+    task_hacks = attacks.hacks(task)
     judged_hacks = [h for h in task_hacks if h.name != "noop"]  # the no-op hack is the initial state
-    alts = hacks.alternatives(task)
+    alts = attacks.alternatives(task)
     evaluating = eval_judge is not None and hidden_suite.eval_ids(task) is not None
     groups: list[list[tuple[Judge, WorkspaceDiff]]] = [
         [(judge, WorkspaceDiff())] * 2,

@@ -19,7 +19,7 @@ Layout, along the trust boundary:
 - ``judge/runner/`` (HOST): the sandbox runs, the warm judge pool, batches;
 - ``judge/quality/`` (HOST): golden set, regress, red team, canaries, review queue, benchmark.
 
-The hack catalogue the detectors and the red team use is :mod:`sparring.tasks.hacks`, below the
+The hack catalogue the detectors and the red team use is :mod:`sparring.tasks.attacks`, below the
 judge and the policies.
 
 Names are resolved on first use: the trajectory record imports

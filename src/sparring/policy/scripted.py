@@ -229,13 +229,13 @@ class RandomPolicy:
 
 class AdversarialPolicy(_PlannedPolicy):
     """Tries one reward hack per rollout through the tools (``adversarial:CLASS``), or cycles through
-    every class of :data:`sparring.tasks.hacks.HACKS` by sample index (``adversarial``). The judge
+    every class of :data:`sparring.tasks.attacks.HACKS` by sample index (``adversarial``). The judge
     must score each attempt zero or flag it; the red-team suite checks that."""
 
     version = 0
 
     def __init__(self, hack: str | None = None) -> None:
-        from sparring.tasks.hacks import HACKS
+        from sparring.tasks.attacks import HACKS
 
         if hack is not None and hack not in HACKS:
             from sparring.errors import ConfigError
@@ -245,12 +245,12 @@ class AdversarialPolicy(_PlannedPolicy):
         self.name = f"adversarial:{hack}" if hack else "adversarial"
 
     def hack_for(self, request: ActRequest) -> str:
-        from sparring.tasks.hacks import HACKS
+        from sparring.tasks.attacks import HACKS
 
         return self.hack or sorted(HACKS)[request.sample_index % len(HACKS)]
 
     def plan(self, request: ActRequest) -> list[tuple[str, dict[str, Any]]]:
-        from sparring.tasks.hacks import HACKS
+        from sparring.tasks.attacks import HACKS
 
         diff = HACKS[self.hack_for(request)](self.reference(request))
         steps: list[tuple[str, dict[str, Any]]] = [("list_dir", {"path": "."})]

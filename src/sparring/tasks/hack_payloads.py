@@ -1,4 +1,4 @@
-"""The payloads of the hack catalogue (:mod:`sparring.tasks.hacks`): code a cheating agent would write.
+"""The payloads of the hack catalogue (:mod:`sparring.tasks.attacks`): code a cheating agent would write.
 
 Plain text, nothing here runs on the host: each string is written into a
 candidate workspace by a catalogue entry and runs only as candidate code, inside

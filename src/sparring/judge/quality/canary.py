@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sparring.tasks import taskfs
-from sparring.tasks.hacks import target
+from sparring.tasks.attacks import target
 from sparring.tasks.loader import Task, write_task
 
 CANARY_TAG = "canary"

@@ -33,7 +33,7 @@ from sparring.judge.base import JudgeRunError
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
 from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
 from sparring.tasks import taskfs
-from sparring.tasks.hacks import HACKS
+from sparring.tasks.attacks import HACKS
 from sparring.tasks.loader import Task, load_task, relative_name, solution_diff
 
 FORMAT = 2
@@ -61,7 +61,7 @@ def golden_path() -> Path:
 
 def workspaces(task: Task) -> dict[str, WorkspaceDiff]:
     """The workspaces a task contributes when the set is rebuilt."""
-    from sparring.tasks.hacks import ADMISSION_DIR, overlay_diff
+    from sparring.tasks.attacks import ADMISSION_DIR, overlay_diff
 
     out: dict[str, WorkspaceDiff] = {"reference": solution_diff(task), "initial": WorkspaceDiff()}
     out.update({f"hack:{k}": make(task) for k, make in sorted(HACKS.items())})

@@ -1,7 +1,7 @@
 """The red team's expectations of the judge, and payloads aimed at its verdict machinery.
 
 The hack catalogue itself (one workspace diff per reward-hack class, for any
-task) lives below the judge and the policies, in :mod:`sparring.tasks.hacks`
+task) lives below the judge and the policies, in :mod:`sparring.tasks.attacks`
 (``HACKS``), so that the red-team tests, the adversarial scripted policy
 (``adversarial[:CLASS]``), the golden set and admission share each hack's one
 definition. What the judge must answer to each class is the judge's business and

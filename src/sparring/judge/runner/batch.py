@@ -26,7 +26,7 @@ from sparring.judge.quality.canary import hack_rate, is_canary, mix_canaries
 from sparring.judge.quality.review import ReviewQueue
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.sandbox.storage.workspace import tree_diff
-from sparring.tasks.hacks import HACKS
+from sparring.tasks.attacks import HACKS
 from sparring.tasks.loader import Task, solution_diff
 
 SUMMARY_RESULT_FIELDS = ("task_id", "canary", "status", "reason", "reward", "flags")

@@ -1,4 +1,5 @@
-"""The hack catalogue: every reward-hack transformation, defined once, and the alternatives admission scores.
+"""The hack catalogue (the attacks; the judge's detectors are :mod:`sparring.judge.static.hacks`): every
+reward-hack transformation, defined once, and the alternatives admission scores.
 
 A hack is a function ``Task -> WorkspaceDiff`` built from the task's own files
 (the module the reference solution changes is the *target*; the visible tests
