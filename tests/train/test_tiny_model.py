@@ -11,9 +11,9 @@ import pytest
 import torch  # noqa: E402  (the [train] extra is part of `make test`: a missing torch must fail, not skip)
 import transformers  # noqa: E402, F401
 
+from sparring.chat_format import render_assistant, render_prompt  # noqa: E402
 from sparring.errors import PolicyError  # noqa: E402
 from sparring.policy.base import ActRequest, Policy  # noqa: E402
-from sparring.chat_format import render_assistant, render_prompt  # noqa: E402
 from sparring.policy.hf import HFPolicy  # noqa: E402
 from sparring.train.grpo import GRPOConfig, GRPOTrainer, SFTTrainer, _Seq, completion_logprobs, sft_examples  # noqa: E402
 from sparring.train.losses import LOSSES, dapo, dr_grpo, get_loss, grpo  # noqa: E402
