@@ -49,7 +49,7 @@ from sparring.trajectory import ToolStep, Trajectory
 def measure_latency(samples: int = 8) -> dict[str, Any]:
     """Real sandbox create and exec medians on this machine (the fake sandboxes' latency model)."""
     from sparring.sandbox.base import SandboxSpec
-    from sparring.sandbox.local import LocalBackend
+    from sparring.sandbox.local.backend import LocalBackend
 
     async def go() -> dict[str, Any]:
         be = LocalBackend()

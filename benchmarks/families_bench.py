@@ -20,7 +20,7 @@ from sparring.judge.pytest_judge import PytestJudge
 from sparring.policy.scripted import OraclePolicy, RandomPolicy
 from sparring.rollout.scheduler import RolloutScheduler
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local.backend import LocalBackend
 from sparring.sandbox.pool import SandboxPool
 from sparring.tasks.families import generate
 from sparring.tasks.loader import Task

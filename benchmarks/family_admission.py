@@ -6,7 +6,7 @@ within a worker limit, and report admitted, rejected by rule and wall seconds pe
 projection for all N when only K were checked.
 
 python benchmarks/family_admission.py [--families function-impl,sql] [--n 200] [--seed 0] [--admit K]
-    [--concurrency 3] [--judge-concurrency 2*cpus] [--repeats REFERENCE_RUNS]
+    [--concurrency 3] [--judge-concurrency 2*cpus] [--repeats REFERENCE_RUNS] [--per-seed M]
 """
 
 from __future__ import annotations
@@ -34,10 +34,14 @@ if __name__ == "__main__":
     ap.add_argument("--judge-concurrency", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=None, help="Reference runs (default: the flake target's)")
     ap.add_argument("--backend", default="local", help="Sandbox backend: local or oci")
+    ap.add_argument(
+        "--per-seed", type=int, default=None, help="At most M tasks per seed; N spans consecutive seeds"
+    )
     a = ap.parse_args()
     backend = make_backend(backend_config(a.backend))
     for fam in a.families.split(","):
         res = run_family_admission(
-            backend, fam, a.n, a.seed, a.admit, a.concurrency, a.judge_concurrency, a.repeats
-        )
+            backend, fam, a.n, a.seed, a.admit, a.concurrency, a.judge_concurrency, a.repeats,
+            per_seed=a.per_seed,
+        )  # fmt: skip
         print(json.dumps(asyncio.run(res)), flush=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from sparring.rollout.branching import capture_extras, restore_extras
 from sparring.sandbox.base import SandboxSpec
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local.backend import LocalBackend
 
 
 def _q(xs: list[float], q: float) -> float:

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from sparring.judge.bench import bench_tasks, run_bench
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local.backend import LocalBackend
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

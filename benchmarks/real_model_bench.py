@@ -34,11 +34,11 @@ from typing import Any
 from sparring.env.prompts import SYSTEM_PROMPT
 from sparring.env.tools import tool_schemas
 from sparring.judge.pytest_judge import PytestJudge
-from sparring.policy.base import ActRequest
+from sparring.policy.base import ActRequest, PolicyTask
 from sparring.policy.gguf import smollm2_dir
 from sparring.policy.hf import HFPolicy
 from sparring.rollout.scheduler import RolloutScheduler
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local.backend import LocalBackend
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.families import generate
@@ -48,7 +48,9 @@ def _tokens_per_s(pol: HFPolicy, task: Any, batch: int, tokens: int) -> dict[str
     msgs = [{"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": f"{task.spec.instruction}\n\nSuccess criteria: {task.spec.success_criteria}"}]  # fmt: skip
     tools = tool_schemas(list(task.spec.tools), task.spec.custom_tools)
-    reqs = [ActRequest(messages=msgs, tools=tools, task=task, sample_index=i) for i in range(batch)]
+    reqs = [
+        ActRequest(messages=msgs, tools=tools, task=PolicyTask.of(task), sample_index=i) for i in range(batch)
+    ]
     pol.generate_turns(reqs[:1], max_new_tokens=2)  # warm-up
     out: dict[str, float] = {"prompt_tokens": float(len(pol.encode_prompt(msgs, tools).ids))}
     for label, group in (("unbatched", reqs[:1]), ("batched", reqs)):

@@ -47,7 +47,7 @@ from sparring.judge.base import JudgeResult
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.policy.scripted import OraclePolicy
 from sparring.rollout.scheduler import RolloutScheduler
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local.backend import LocalBackend
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.families import generate

@@ -22,7 +22,7 @@ os.environ.setdefault("SPARRING_ALLOW_UNADMITTED", "1")
 def backend():
     if shutil.which("bwrap") is None:
         pytest.fail("bubblewrap is not installed: run `make setup` (tests need real sandboxes)")
-    from sparring.sandbox.local import LocalBackend
+    from sparring.sandbox.local.backend import LocalBackend
 
     return LocalBackend()
 

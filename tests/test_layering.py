@@ -28,8 +28,9 @@ PACKAGE = "sparring"
 # Modules directly under sparring/ that are shared records or helpers, each its own "room":
 # errors (the exception tree), trajectory (the record rollout builds, store keeps, train reads),
 # chat_format (the text format policies render and the Environment parses), textsafe (candidate
-# text made inert for a reader: the terminal and the HTML pages), pyast (the one thread-safe ast.parse).
-ROOT_ROOMS = ("errors", "trajectory", "chat_format", "textsafe", "pyast")
+# text made inert for a reader: the terminal and the HTML pages), pyast (the one thread-safe ast.parse),
+# pids (whether an owner process is alive: the image store and the sandbox reaper).
+ROOT_ROOMS = ("errors", "trajectory", "chat_format", "textsafe", "pyast", "pids")
 
 # room -> the rooms (or single modules, "judge.records") it may import. A room may always import
 # itself. Read bottom-up: errors; images; sandbox; tasks; judge; admission; policy; env; rollout; store; ...; cli.
@@ -41,8 +42,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "chat_format": frozenset(),
     "textsafe": frozenset(),
     "pyast": frozenset(),
-    "images": frozenset({"errors"}),  # the image store: below the sandbox, whose roots it makes
-    "sandbox": frozenset({"errors", "images"}),
+    "pids": frozenset(),
+    "images": frozenset({"errors", "pids"}),  # the image store: below the sandbox, whose roots it makes
+    "sandbox": frozenset({"errors", "images", "pids"}),
     "tasks": frozenset({"errors", "sandbox", "pyast", "images"}),  # protocols only: see CONCRETE_BACKENDS
     "judge": frozenset({"errors", "sandbox", "tasks", "pyast"}),  # never rollout, policy, train, env, store
     # runs the judge on a task to decide whether it enters the library (check, regress, bench)
@@ -63,7 +65,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "": frozenset(),  # sparring/__init__.py
 }
 
-CONCRETE_BACKENDS = ("sandbox.local", "sandbox.oci", "sandbox.oci_image", "sandbox.oci_support")
+# The backends and their sandboxes: the local one's classes and all of sandbox/oci/. The doctor may still build
+# the local exec server (sandbox.local.rootfs) as a backend does; the shared parts are sandbox.isolation and
+# sandbox.storage, the protocols sandbox.base.
+CONCRETE_BACKENDS = ("sandbox.local.backend", "sandbox.local.sandbox", "sandbox.oci")
 MAY_BUILD_BACKENDS = frozenset({"sandbox", "cli"})
 
 # (importer module, imported module) -> why it is still here. Shrink only; empty since issue 15.
@@ -192,8 +197,8 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
         # policy importing judge through a relative import
         ({"policy/x.py": "from ..judge import base\n", "judge/base.py": ""}, ("policy.x", "judge.base")),
         # tasks importing a concrete backend, `import` form
-        ({"tasks/x.py": "import sparring.sandbox.local\n", "sandbox/local.py": ""},
-         ("tasks.x", "sandbox.local")),
+        ({"tasks/x.py": "import sparring.sandbox.local.backend\n", "sandbox/local/backend.py": ""},
+         ("tasks.x", "sandbox.local.backend")),
         # env importing policy under TYPE_CHECKING
         ({"env/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from sparring.policy.base import P\n",
           "policy/base.py": ""}, ("env.x", "policy.base")),
@@ -217,3 +222,68 @@ def test_allowed_imports_are_not_reported(tmp_path: Path) -> None:
         "sandbox/base.py": "",
     }
     assert violations(_tree(tmp_path, files)) == {}
+
+
+# ---------- inside the sandbox room: its parts, bottom-up (issue 34) ----------
+# part -> the parts it may import (lazy and TYPE_CHECKING imports count, as above). A part is a sub-package
+# (storage, isolation, local, oci) or a top-level module; "" is sandbox/__init__.py. Feature detection and
+# every other shared piece is in isolation or storage, which never import a backend; only config (which
+# builds backends from a config) and bench import the backends.
+_RECORDS = frozenset({"base", "environment", "crashpoint"})
+SANDBOX_PARTS: dict[str, frozenset[str]] = {
+    "": frozenset({"base"}),
+    "base": frozenset(),
+    "environment": frozenset(),
+    "crashpoint": frozenset(),
+    "storage": frozenset({"base"}),
+    "isolation": _RECORDS | {"storage"},
+    "local": _RECORDS | {"isolation", "storage"},
+    "oci": _RECORDS | {"isolation", "storage"},
+    "pool": frozenset({"base"}),
+    "config": frozenset({"base", "local", "oci"}),
+    "bench": _RECORDS | {"isolation", "storage", "local", "oci", "pool"},
+}
+
+
+def sandbox_part(module: str) -> str:
+    """``sandbox.isolation.cgroups`` -> ``isolation``; ``sandbox.base`` -> ``base``; ``sandbox`` -> ``""``."""
+    return module.split(".")[1] if "." in module else ""
+
+
+def sandbox_part_violations(src: Path) -> dict[tuple[str, str], str]:
+    found = {}
+    for imp in collect(src):
+        if room(imp.importer) != "sandbox" or room(imp.imported) != "sandbox":
+            continue
+        have, want = sandbox_part(imp.importer), sandbox_part(imp.imported)
+        if have == want:
+            continue
+        allowed = SANDBOX_PARTS.get(have)
+        if allowed is None:
+            found[(imp.importer, imp.imported)] = (
+                f"sandbox part {have!r} has no row in SANDBOX_PARTS; add one"
+            )
+        elif want not in allowed:
+            found[(imp.importer, imp.imported)] = (
+                f"{imp.importer} imports {imp.imported} (line {imp.line}): sandbox part {have!r} may not import {want!r}"
+            )
+    return found
+
+
+def test_sandbox_parts_import_only_downwards() -> None:
+    found = sandbox_part_violations(SRC)
+    assert not found, "imports against the sandbox's parts:\n" + "\n".join(sorted(found.values()))
+
+
+def test_a_shared_part_importing_a_backend_is_reported(tmp_path: Path) -> None:
+    files = {  # feature detection asking the OCI backend, inside a function (the cycle issue 34 removed)
+        "sandbox/isolation/features.py": "def f():\n    from sparring.sandbox.oci.image import podman_argv\n",
+        "sandbox/oci/image.py": "from sparring.sandbox.isolation import features\n",
+        "sandbox/storage/layers.py": "from sparring.sandbox.base import Spec\n",
+        "sandbox/base.py": "",
+    }
+    found = sandbox_part_violations(_tree(tmp_path, files))
+    assert ("sandbox.isolation.features", "sandbox.oci.image") in found, found
+    assert {importer for importer, _ in found} == {"sandbox.isolation.features"}, (
+        found
+    )  # image -> features is fine

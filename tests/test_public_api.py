@@ -29,7 +29,7 @@ def test_an_unknown_name_is_an_attribute_error():
 def test_import_sparring_loads_neither_torch_nor_the_sandbox():
     code = (
         "import sys, sparring; "
-        "print(sorted(m for m in ('torch', 'sparring.sandbox.local', 'sparring.env') if m in sys.modules))"
+        "print(sorted(m for m in ('torch', 'sparring.sandbox.local.backend', 'sparring.env') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"

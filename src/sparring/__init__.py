@@ -34,7 +34,7 @@ _HOME = {
     "load_task": "sparring.tasks.loader",
     "check_task": "sparring.admission.check",
     "make_backend": "sparring.sandbox.config",
-    "LocalBackend": "sparring.sandbox.local",
+    "LocalBackend": "sparring.sandbox.local.backend",
     "SandboxSpec": "sparring.sandbox.base",
     "SandboxPool": "sparring.sandbox.pool",
     "PytestJudge": "sparring.judge.pytest_judge",

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sparring.judge.records import PROCESS_PREFIX, TestCounts
 
 Status = Literal["ok", "truncated", "timeout", "policy_error", "infra_error", "judge_error"]
-STATUSES: tuple[str, ...] = ("ok", "truncated", "timeout", "policy_error", "infra_error", "judge_error")
+"""How an episode ended: the one list of statuses (docs/rollouts.md); every other spelling derives from it."""
+STATUSES: tuple[str, ...] = get_args(Status)
 # Statuses whose reward is a fact about the policy; the others must never enter a gradient.
 TRAINABLE_STATUSES: frozenset[str] = frozenset({"ok", "truncated", "timeout"})
+ERROR_STATUSES: frozenset[str] = frozenset(STATUSES) - TRAINABLE_STATUSES
+"""Statuses where something failed (the policy, the infrastructure, the judge): the workspace is not the policy's work."""
 
 
 def is_process_key(name: str) -> bool:

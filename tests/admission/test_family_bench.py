@@ -83,3 +83,10 @@ def test_cli_admission_shows_progress_on_stderr_and_json_on_stdout() -> None:
 def test_a_sample_is_spread_over_the_tasks_without_repeats() -> None:
     assert spread_sample(list(range(200)), 5) == [0, 40, 80, 120, 160]
     assert spread_sample([1, 2], 5) == [1, 2] and spread_sample([1], 0) == [] and spread_sample([], 3) == []
+
+
+def test_n_past_one_seed_spans_consecutive_seeds(backend) -> None:  # type: ignore[no-untyped-def]
+    row = asyncio.run(run_family_admission(backend, "shell-ops", n=5, seed=3, admit=0, per_seed=2))
+    assert row["generated"] == 5 and row["seeds"] == 3 and row["checked"] == 0
+    one = asyncio.run(run_family_admission(backend, "shell-ops", n=2, seed=4, admit=0))
+    assert one["seeds"] == 1 and one["generated"] == 2

@@ -15,7 +15,7 @@ from sparring.curriculum.difficulty import DIFFICULTY_FILE, load_difficulty, tie
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.policy.scripted import OraclePolicy, RandomPolicy
 from sparring.rollout.scheduler import RolloutScheduler
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local.backend import LocalBackend
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.loader import Task, load_task, write_task

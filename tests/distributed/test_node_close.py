@@ -8,9 +8,9 @@ from pathlib import Path
 
 from sparring.distributed.node import NodeConfig, NodeWorker
 from sparring.rollout.run_records import SchedulerConfig
-from sparring.sandbox import mounts
 from sparring.sandbox.base import SandboxSpec
 from sparring.sandbox.config import LocalBackendConfig
+from sparring.sandbox.isolation import mounts
 from tests_support import ROOT_ONLY
 
 pytestmark = ROOT_ONLY

@@ -23,8 +23,8 @@ from ray.cluster_utils import Cluster
 from sparring.distributed import RayOptions, make_executor
 from sparring.distributed.ray_runner import NODE_RESOURCE
 from sparring.rollout.scheduler import RolloutScheduler
-from sparring.sandbox import mounts
-from sparring.sandbox.reaper import sandbox_home
+from sparring.sandbox.isolation import mounts
+from sparring.sandbox.isolation.reaper import sandbox_home
 from sparring.store.base import TrajQuery
 from sparring.store.sqlite import SQLiteStore
 from sparring.trajectory import Trajectory
@@ -264,7 +264,7 @@ def test_a_removed_node_loses_no_sample_and_leaves_nothing(cluster, clamp_task, 
     # What the lost node left is reaped when that machine next runs a node (its backend reaps its root at
     # start). The watchdog alone does not always get there: removing the node can kill it mid-reap (an
     # open issue-17 bug), so this test brings the machine back instead of waiting on it.
-    from sparring.sandbox.local import LocalBackend
+    from sparring.sandbox.local.backend import LocalBackend
 
     for root in roots:
         LocalBackend(root=root / "sandboxes")

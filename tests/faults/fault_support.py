@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from sparring.policy.base import ActRequest
+from sparring.policy.base import ActRequest, PolicyTask
 from sparring.policy.scripted import OraclePolicy
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.loader import Task
@@ -162,8 +162,10 @@ class FaultyPolicyServer:
                 if mode == "garbage":
                     self._send(200, b"<html>502 upstream sad</html>", "text/html")
                     return
-                req = ActRequest(messages=body["messages"], tools=body.get("tools") or [], task=owner.task)
-                msg = asyncio.run(OraclePolicy().act(req)).message
+                req = ActRequest(
+                    messages=body["messages"], tools=body.get("tools") or [], task=PolicyTask.of(owner.task)
+                )
+                msg = asyncio.run(OraclePolicy().for_task(owner.task).act(req)).message
                 out = {"id": "x", "object": "chat.completion", "model": owner.model,
                        "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls"}]}  # fmt: skip
                 self._send(200, json.dumps(out).encode())

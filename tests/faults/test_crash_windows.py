@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from sparring.sandbox import mounts, reaper
 from sparring.sandbox.crashpoint import ENV
+from sparring.sandbox.isolation import mounts, reaper
 from tests_support import ROOT_ONLY, wait_until
 
 pytestmark = ROOT_ONLY
@@ -30,7 +30,7 @@ CREATOR = textwrap.dedent(
     import asyncio, sys
     from pathlib import Path
     from sparring.sandbox.base import SandboxSpec
-    from sparring.sandbox.local import LocalBackend
+    from sparring.sandbox.local.backend import LocalBackend
 
     b = LocalBackend(root=Path(sys.argv[1]))
     print("ready", flush=True)
@@ -136,7 +136,7 @@ def test_a_reaper_killed_mid_reap_leaves_what_the_next_reap_removes(tmp_path):
         d = _crash_creating(root, "sandbox-cgroups", stop_watchdog=True)
         sid = d.name.removeprefix("sb-")
         reaping = subprocess.run(
-            [sys.executable, "-c", "import sys; from pathlib import Path; from sparring.sandbox import reaper; "
+            [sys.executable, "-c", "import sys; from pathlib import Path; from sparring.sandbox.isolation import reaper; "
              "reaper.reap(Path(sys.argv[1]))", str(root)],
             env={**os.environ, ENV: "reap-unmounted", "PYTHONPATH": os.pathsep.join(sys.path)},
             timeout=120,

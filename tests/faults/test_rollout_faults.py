@@ -141,19 +141,15 @@ def test_spares_complete_a_group_whose_member_keeps_failing(backend, clamp_task,
     store.close()
 
 
-class _SlowPolicy:
+class _SlowPolicy(OraclePolicy):
     """Stalls on its second turn for far longer than the turn limit (a model server that hangs)."""
 
     name = "slow"
-    version = 0
 
     async def act(self, request):
         if sum(m["role"] == "assistant" for m in request.messages) >= 1:
             await asyncio.sleep(600)
-        return await OraclePolicy().act(request)
-
-    async def close(self):
-        return None
+        return await super().act(request)
 
 
 class _SlowJudge:

@@ -102,7 +102,7 @@ OWNER = textwrap.dedent(
     import asyncio, sys
     from pathlib import Path
     from sparring.sandbox.base import SandboxSpec
-    from sparring.sandbox.local import LocalBackend
+    from sparring.sandbox.local.backend import LocalBackend
 
     async def main():
         b = LocalBackend(root=Path(sys.argv[1]))

@@ -27,6 +27,9 @@ DEBIAN_RECIPE = {
     "include": ["python3-minimal", "python3-pytest"],  # pytest: the judge runs in it (test_judge_in_image)
     "mirror": "http://deb.debian.org/debian",
 }
+APT_RECIPE = {**DEBIAN_RECIPE, "variant": "minbase", "include": ["python3", "python3-pip", "git"]}
+"""A bigger Debian image with apt, pip and git (~300 MB; the same recipe as benchmarks/image_bench.py --big, so
+one cache): the base of a Dockerfile whose RUN steps install packages (test_import_harbor_apt_pip)."""
 IMAGE_ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "IMAGE_MARK=from-the-image"]
 
 

@@ -69,3 +69,17 @@ def test_build_without_buildah_says_what_to_install(tmp_path):
     assert r.stderr.strip().splitlines() == [
         "error: image build needs buildah: install buildah (apt-get install buildah)"
     ]
+
+
+def test_the_bases_a_dockerfile_pulls_and_which_go_over_plain_http():
+    from sparring.images.builder import from_bases, loopback_only
+
+    df = (
+        "# syntax=docker/dockerfile:1\nFROM --platform=linux/amd64 127.0.0.1:5000/base/debian:trixie AS build\n"
+        "RUN make\nFROM build AS test\nfrom scratch\nFROM localhost:5001/x/y@sha256:" + "a" * 64 + "\n"
+    )
+    assert from_bases(df) == ["127.0.0.1:5000/base/debian:trixie", "localhost:5001/x/y@sha256:" + "a" * 64]
+    assert loopback_only(from_bases(df))
+    for remote in ("python:3.11-slim", "ubuntu", "ghcr.io/org/img:1", "10.0.0.5:5000/x:1"):
+        assert not loopback_only([*from_bases(df), remote]), remote  # one remote base: TLS for all
+    assert not loopback_only([])  # FROM scratch only: nothing to pull, nothing insecure

@@ -16,7 +16,7 @@ from sparring.errors import SandboxError
 from sparring.images.archive import import_archive
 from sparring.images.store import ImageStore
 from sparring.sandbox.base import SandboxSpec
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local.backend import LocalBackend
 
 BUSYBOX = shutil.which("busybox")
 APPLETS = ("sh", "cat", "ls", "echo", "id", "true", "touch", "rm", "sleep", "env", "pwd", "stat", "mkdir")

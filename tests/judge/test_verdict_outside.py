@@ -177,7 +177,7 @@ def test_a_diff_that_fills_the_agents_disk_is_judged_not_a_judge_error(judge, tm
     """Red team: a diff as large as the task's disk quota (what an agent that filled its disk leaves) filled
     the judge's sandbox as well; the launcher died writing its probes before ``start`` and the candidate's
     full disk was reported as the judge's fault (judge_error, retried, never penalised)."""
-    from sparring.sandbox.workspace import diff_caps
+    from sparring.sandbox.storage.workspace import diff_caps
     from sparring.tasks.loader import write_task
     from sparring.tasks.spec import JudgeSpec, Limits, TaskSpec
     from tests_support import BUGGY, FIXED, HIDDEN, HIDDEN_IDS, VISIBLE

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 
 from sparring.chat_format import render_chat  # noqa: E402
 from sparring.errors import PolicyError  # noqa: E402
-from sparring.policy.base import ActRequest  # noqa: E402
+from sparring.policy.base import ActRequest, PolicyTask  # noqa: E402
 from sparring.policy.hf import HFPolicy  # noqa: E402
 from sparring.train.grpo import _Seq, completion_logprobs  # noqa: E402
 from sparring.train.model import _CORPUS_TOOLS  # noqa: E402
@@ -36,7 +36,7 @@ def hub_policy(hub_model_dir):
 
 
 def _req(task, messages=MESSAGES, **kw) -> ActRequest:
-    return ActRequest(messages=list(messages), tools=TOOLS, task=task, **kw)
+    return ActRequest(messages=list(messages), tools=TOOLS, task=PolicyTask.of(task), **kw)
 
 
 def _recomputed(policy: HFPolicy, trace) -> list[float]:

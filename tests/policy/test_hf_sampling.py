@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from sparring.errors import PolicyError  # noqa: E402
-from sparring.policy.base import ActRequest  # noqa: E402
+from sparring.policy.base import ActRequest, PolicyTask  # noqa: E402
 from sparring.policy.hf import HFPolicy, droppable_turns  # noqa: E402
 from sparring.train.model import _CORPUS_TOOLS  # noqa: E402
 
@@ -29,7 +29,7 @@ def policy(tiny_model_dir):
 
 
 def _req(task, **kw) -> ActRequest:
-    return ActRequest(messages=list(MESSAGES), tools=TOOLS, task=task, **kw)
+    return ActRequest(messages=list(MESSAGES), tools=TOOLS, task=PolicyTask.of(task), **kw)
 
 
 def test_a_request_samples_the_same_tokens_alone_or_in_any_batch(policy, clamp_task):
@@ -44,7 +44,7 @@ def test_a_request_samples_the_same_tokens_alone_or_in_any_batch(policy, clamp_t
 def test_prompts_of_different_lengths_sample_the_same_alone_or_left_padded_together(policy, clamp_task):
     reqs = [
         ActRequest(messages=[*MESSAGES[:1], {"role": "user", "content": INSTRUCTION + " Quickly." * k}],
-                   tools=TOOLS, task=clamp_task, seed=2)
+                   tools=TOOLS, task=PolicyTask.of(clamp_task), seed=2)
         for k in (0, 3, 11)
     ]  # fmt: skip
     assert len({len(policy.encode_prompt(r.messages, r.tools).ids) for r in reqs}) == 3

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from sparring.errors import PolicyError
-from sparring.policy.base import Action, ActRequest, Policy, TokenTrace
+from sparring.policy.base import Action, ActRequest, Policy, PolicyTask, TokenTrace
 from sparring.policy.openai_http import OpenAIPolicy
 from sparring.tasks.loader import Task
 from sparring.tasks.spec import TaskSpec
@@ -148,7 +148,9 @@ def task(tmp_path_factory: pytest.TempPathFactory) -> Task:
 
 def act(policy: OpenAIPolicy, task: Task, messages: list[dict[str, Any]] | None = None) -> Action:
     req = ActRequest(
-        messages=messages or [{"role": "user", "content": "fix the bug"}], tools=TOOLS, task=task
+        messages=messages or [{"role": "user", "content": "fix the bug"}],
+        tools=TOOLS,
+        task=PolicyTask.of(task),
     )
 
     async def go() -> Action:
@@ -337,7 +339,7 @@ def test_one_policy_serves_concurrent_turns_over_a_pool(serve, task: Task) -> No
         lambda n: Reply(body=completion({"role": "assistant", "content": f"r{n}"}), hold_until_in_flight=16)
     )
     policy = OpenAIPolicy(server.base_url, "m")
-    req = ActRequest(messages=[{"role": "user", "content": "x"}], tools=TOOLS, task=task)
+    req = ActRequest(messages=[{"role": "user", "content": "x"}], tools=TOOLS, task=PolicyTask.of(task))
 
     async def go() -> list[Action]:
         try:

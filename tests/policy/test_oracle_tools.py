@@ -8,17 +8,19 @@ import asyncio
 import pytest
 
 from sparring.env import Environment
-from sparring.policy.base import ActRequest
+from sparring.policy.base import ActRequest, PolicyTask
 from sparring.policy.scripted import OraclePolicy
 from sparring.tasks.families import generate
 
 
 async def _oracle_episode(task):  # type: ignore[no-untyped-def]
-    pol = OraclePolicy()
+    pol = OraclePolicy().for_task(task)
     async with Environment(task) as env:
         obs = await env.areset(seed=0)
         for turn in range(task.spec.limits.max_steps):
-            req = ActRequest(messages=list(env.messages), tools=obs.tools, task=task, step=turn)
+            req = ActRequest(
+                messages=list(env.messages), tools=obs.tools, task=PolicyTask.of(task), step=turn
+            )
             res = await env.astep((await pol.act(req)).message)
             if res.done:
                 return res, env

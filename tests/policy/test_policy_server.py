@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from sparring.judge.pytest_judge import PytestJudge
-from sparring.policy.base import ActRequest
+from sparring.policy.base import ActRequest, PolicyTask
 from sparring.policy.hf import HFPolicy
 from sparring.policy.openai_http import OpenAIPolicy
 from sparring.policy.server import PolicyServer
@@ -59,7 +59,9 @@ def test_act_over_http_matches_in_process(server, policy, clamp_task):
     async def go():
         client = _client(server, extra_body={"seed": 7})
         try:
-            req = ActRequest(messages=list(MESSAGES), tools=_CORPUS_TOOLS, task=clamp_task, seed=7)
+            req = ActRequest(
+                messages=list(MESSAGES), tools=_CORPUS_TOOLS, task=PolicyTask.of(clamp_task), seed=7
+            )
             t0 = time.perf_counter()
             remote = await client.act(req)
             t_http = time.perf_counter() - t0

@@ -23,7 +23,7 @@ pytest.importorskip("torch")
 pytest.importorskip("gguf")
 
 from sparring.chat_format import parse_tool_calls  # noqa: E402
-from sparring.policy.base import ActRequest  # noqa: E402
+from sparring.policy.base import ActRequest, PolicyTask  # noqa: E402
 from sparring.policy.openai_http import OpenAIPolicy  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -87,7 +87,7 @@ def test_recorded_turns_parse_the_same_under_hf_and_openai(codec, clamp_task):
     try:
         for t in RECORDED:
             hf = codec.parse(t["completion_ids"], t["tools"])  # what the hf: policy reads from the ids
-            req = ActRequest(messages=t["messages"], tools=t["tools"], task=clamp_task)
+            req = ActRequest(messages=t["messages"], tools=t["tools"], task=PolicyTask.of(clamp_task))
             oa = asyncio.run(pol.act(req)).message
             assert _calls(hf.to_message()) == _calls(oa), t["text"]
             assert hf.errors == oa.get("parse_errors", []), t["text"]
@@ -122,7 +122,7 @@ def test_hf_gguf_spec_loads_the_cached_conversion_and_samples(smollm2_dir, clamp
     assert pol.path == smollm2_dir and pol.tool_format == "hermes"  # no second conversion
     t = RECORDED[-1]
     reqs = [
-        ActRequest(messages=t["messages"], tools=t["tools"], task=clamp_task, sample_index=i)
+        ActRequest(messages=t["messages"], tools=t["tools"], task=PolicyTask.of(clamp_task), sample_index=i)
         for i in range(2)
     ]
     together = [a.trace.completion_ids for a in pol.generate_turns(reqs)]
@@ -138,7 +138,9 @@ def test_a_live_turn_is_the_same_call_in_process_and_behind_serve_policy(smollm2
     with pytest.warns(UserWarning, match="cannot show tools"):
         pol = HFPolicy(smollm2_dir, max_new_tokens=24, temperature=0.8, top_p=0.95, seed=0)
     few_shot = next(t for t in RECORDED if any(m.get("tool_calls") for m in t["messages"]))
-    req = ActRequest(messages=few_shot["messages"], tools=few_shot["tools"], task=clamp_task, seed=11)
+    req = ActRequest(
+        messages=few_shot["messages"], tools=few_shot["tools"], task=PolicyTask.of(clamp_task), seed=11
+    )
     with PolicyServer(pol, name="smollm2") as srv:
         client = OpenAIPolicy(srv.url, "smollm2", timeout_s=600, max_retries=0, temperature=0.8, max_tokens=24,
                               extra_body={"seed": 11, "top_p": 0.95})  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import subprocess
@@ -10,20 +11,28 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from sparring.env.environment import Mark
 from sparring.errors import ConfigError
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.monitor.trajpages import write_site
+from sparring.policy.base import TokenTrace
 from sparring.policy.scripted import ScriptPolicy
 from sparring.rollout.branching import (
     BranchPlan,
+    BranchPoint,
     branch_id,
     branch_seed,
     parse_branch_plan,
     process_state_reason,
+    select_points,
+    turn_surprisal,
 )
 from sparring.rollout.scheduler import RolloutScheduler
 from sparring.sandbox.pool import SandboxPool
+from sparring.store.base import TrajQuery
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.loader import write_task
 from sparring.tasks.spec import Limits, TaskSpec
@@ -127,8 +136,19 @@ def test_branch_plans_parse_and_bad_ones_are_one_line_errors():
     assert parse_branch_plan("1,2", 3) == BranchPlan(3, turns=frozenset({1, 2}))
     assert parse_branch_plan("first:2", 1) == BranchPlan(1, first=2)
     assert parse_branch_plan("all", 2).forks_at(7)  # type: ignore[union-attr]
+    assert parse_branch_plan("entropy:2", 3) == BranchPlan(3, entropy=2)
+    assert parse_branch_plan("entropy:2", 3).forks_at(9)  # type: ignore[union-attr]  # every turn a candidate
+    assert BranchPlan(3, entropy=2).to_json() == {"branch_at": "entropy:2", "branches": 3}
     assert parse_branch_plan(None, 0) is None
-    for at, k in (("0", 2), ("x", 2), ("first:0", 1), ("1", 0), (None, 2)):
+    for at, k in (
+        ("0", 2),
+        ("x", 2),
+        ("first:0", 1),
+        ("entropy:0", 1),
+        ("entropy:x", 1),
+        ("1", 0),
+        (None, 2),
+    ):
         with pytest.raises(ConfigError):
             parse_branch_plan(at, k)
 
@@ -149,3 +169,69 @@ def test_tasks_whose_state_lives_in_a_process_are_refused(clamp_task, tmp_path):
         r.returncode != 0 and len(lines) == 1 and lines[0].startswith("error:") and "cannot fork" in lines[0]
     )
     assert not (tmp_path / "s.db").exists()
+
+
+def _point(turn: int, before: int) -> BranchPoint:
+    return BranchPoint(turn, Mark("snap", turn, 0, 0, 0), b"", before)
+
+
+@given(
+    st.lists(st.one_of(st.none(), st.lists(st.floats(-20, 0), max_size=5)), max_size=8),
+    st.integers(1, 4),
+)
+def test_entropy_keeps_the_n_points_whose_next_turn_was_least_sure(logprobs, n):
+    traces = [{"logprobs": lp} for lp in logprobs]
+    points = [_point(t, t) for t in range(1, len(traces) + 2)]  # after turn t, the next turn is traces[t]
+    chosen = select_points(BranchPlan(2, entropy=n), points, traces)
+    score = {p.turn: turn_surprisal(traces[p.traces_before]) if p.traces_before < len(traces) else None
+             for p in points}  # fmt: skip
+    scored = [t for t, v in score.items() if v is not None]
+    assert [p.turn for p in chosen] == sorted(p.turn for p in chosen)
+    assert len(chosen) == min(n, len(scored)) and all(score[p.turn] is not None for p in chosen)
+    worst_kept = min((score[p.turn] for p in chosen), default=None)
+    dropped = [score[t] for t in scored if t not in {p.turn for p in chosen}]
+    assert worst_kept is None or all(d <= worst_kept for d in dropped)  # type: ignore[operator]
+    assert select_points(BranchPlan(2, turns=frozenset({1})), points, traces) == points  # other plans: all
+
+
+class SureExceptAtTheFix:
+    """The fork tests' scripts, each turn's action given token logprobs (the real thing is an ``hf:``
+    policy; these say exactly where the policy was unsure: the fix, turn 4)."""
+
+    version = 0
+
+    def __init__(self) -> None:
+        self.inner = ScriptPolicy(SCRIPTS)
+        self.name = "script+logprobs"
+
+    async def act(self, request):  # type: ignore[no-untyped-def]
+        action = await self.inner.act(request)
+        turn = sum(1 for m in request.messages if m.get("role") == "assistant") + 1
+        lp = [-4.0, -3.0] if turn == 4 else [-0.1, -0.2]
+        return dataclasses.replace(action, trace=TokenTrace([1, 2], [3, 4], lp))
+
+    async def close(self) -> None:
+        return None
+
+
+@pytest.mark.slow
+def test_entropy_branch_points_fork_where_the_policy_was_least_sure(backend, clamp_task, tmp_path):
+    store = SQLiteStore(tmp_path / "s.db")
+
+    async def go():
+        pool = SandboxPool(backend, max_idle=2)
+        try:
+            sched = RolloutScheduler(
+                pool, PytestJudge(backend), store, concurrency=2, branch=BranchPlan(2, entropy=1)
+            )
+            return await sched.run([clamp_task], SureExceptAtTheFix(), 1, run_id="entropy")
+        finally:
+            await pool.close()
+
+    asyncio.run(go())
+    total, page = store.search(TrajQuery(limit=10))
+    roots = [t for t in page if t.parent_id is None]
+    kids = [t for t in page if t.parent_id is not None]
+    assert total == 3 and len(roots) == 1 and len(kids) == 2
+    assert {t.branch_turn for t in kids} == {3}  # after turn 3: the next turn (the fix) was the unsure one
+    store.close()

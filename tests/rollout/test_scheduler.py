@@ -15,11 +15,17 @@ from tests_support import make_clamp_task
 
 
 class CountingOracle(OraclePolicy):
+    """Counts turns across episodes: each episode plays a copy bound to its task, so the count is shared."""
+
     def __init__(self):
-        self.turns = 0
+        self.played: list[int] = []
+
+    @property
+    def turns(self):
+        return len(self.played)
 
     async def act(self, request):
-        self.turns += 1
+        self.played.append(request.step)
         return await super().act(request)
 
 

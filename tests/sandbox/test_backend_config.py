@@ -28,8 +28,8 @@ from sparring.sandbox.config import (
     backend_config,
     make_backend,
 )
-from sparring.sandbox.local import LocalBackend
-from sparring.sandbox.oci import OCIBackend
+from sparring.sandbox.local.backend import LocalBackend
+from sparring.sandbox.oci.backend import OCIBackend
 from sparring.tasks.environment import layer_for
 from sparring.tasks.loader import Task, load_task
 from sparring.tasks.sandbox_spec import spec_for_task
@@ -132,7 +132,7 @@ def _with_image(task: Task, dest: Path, image: str) -> Task:
 
 
 def test_a_task_naming_an_image_needs_the_oci_backend(task: Task, tmp_path: Path) -> None:
-    from sparring.sandbox.oci_image import ensure_image
+    from sparring.sandbox.oci.image import ensure_image
 
     image = ensure_image()
     t = _with_image(task, tmp_path / "imaged", image)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from sparring.sandbox.cgroups import CgroupSet, cgroup_procs, empty_and_remove
+from sparring.sandbox.isolation.cgroups import CgroupSet, cgroup_procs, empty_and_remove
 from tests_support import ROOT_ONLY
 
 pytestmark = ROOT_ONLY

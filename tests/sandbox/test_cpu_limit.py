@@ -16,7 +16,7 @@ import time
 import pytest
 
 from sparring.sandbox.base import SandboxSpec
-from sparring.sandbox.cgroups import CgroupSet
+from sparring.sandbox.isolation.cgroups import CgroupSet
 from sparring.tasks.loader import load_task, write_task
 from sparring.tasks.sandbox_spec import spec_for_task
 from sparring.tasks.spec import DEFAULT_CPUS, Limits, TaskSpec

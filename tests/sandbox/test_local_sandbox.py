@@ -178,7 +178,7 @@ def test_close_leaves_nothing_behind(backend, workspace):
 
 
 def test_reaper_cleans_sandboxes_of_dead_owners(backend, workspace):
-    from sparring.sandbox.local import LocalBackend
+    from sparring.sandbox.local.backend import LocalBackend
 
     async def body():
         sb = await backend.create(SandboxSpec(workspace=workspace))
@@ -193,7 +193,7 @@ def test_reaper_cleans_sandboxes_of_dead_owners(backend, workspace):
 
 def test_reaper_spares_a_sandbox_dir_still_being_created(tmp_path):
     """Another process's reap must not remove a sandbox dir whose owner file is not written yet."""
-    from sparring.sandbox import reaper
+    from sparring.sandbox.isolation import reaper
 
     root = tmp_path / "sbroot"
     root.mkdir()
@@ -226,7 +226,7 @@ def test_environment_under_tmp_is_visible(tmp_path):
     import sys
 
     from sparring.sandbox.environment import SandboxEnvironment
-    from sparring.sandbox.local import LocalBackend
+    from sparring.sandbox.local.backend import LocalBackend
 
     env_dir = tmp_path / "env" / "bin"
     env_dir.mkdir(parents=True)
@@ -243,7 +243,7 @@ def test_environment_under_tmp_is_visible(tmp_path):
 
 
 def test_reaper_drops_snapshot_layers_of_dead_backends(backend, workspace):
-    from sparring.sandbox.local import LocalBackend
+    from sparring.sandbox.local.backend import LocalBackend
 
     async def body():
         sb = await backend.create(SandboxSpec(workspace=workspace))

@@ -10,7 +10,7 @@ import pytest
 
 from sparring.errors import SandboxError
 from sparring.sandbox.base import SandboxSpec
-from sparring.sandbox.layers import tree_digest
+from sparring.sandbox.storage.layers import tree_digest
 from tests_support import ROOT_ONLY, await_until, procs_with
 
 
@@ -21,7 +21,7 @@ def run(coro):
 @pytest.fixture(scope="module", params=["c", "python"])
 def backend(request):
     """Both exec servers (the compiled one and the interpreter fallback) must behave the same."""
-    from sparring.sandbox.local import LocalBackend
+    from sparring.sandbox.local.backend import LocalBackend
 
     b = LocalBackend(server=request.param)
     assert b.server_kind == request.param

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from sparring.sandbox.netns import NetnsPool
+from sparring.sandbox.isolation.netns import NetnsPool
 from tests_support import HANG_S
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces are made by root")
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces ar
 
 def _lo_up_in(fd: int) -> bool:
     """Whether ``lo`` is up in the namespace ``fd`` (read from a thread that enters it, then dies)."""
-    from sparring.sandbox import netns
+    from sparring.sandbox.isolation import netns
 
     out: list[bool] = []
 

@@ -17,8 +17,9 @@ import pytest
 
 from sparring.errors import SandboxError
 from sparring.sandbox.base import SandboxSpec, WorkspaceDiff
-from sparring.sandbox.oci import CG_PREFIX, CGROUP_ROOT, OCIBackend, OCISandbox, podman_cycle_ms
-from sparring.sandbox.oci_image import podman_argv
+from sparring.sandbox.isolation.features import podman_argv
+from sparring.sandbox.oci.backend import CG_PREFIX, CGROUP_ROOT, OCIBackend, OCISandbox
+from sparring.sandbox.oci.cycle import podman_cycle_ms
 from tests_support import HANG_S, await_until
 
 
@@ -292,7 +293,7 @@ CRASH = """
 import asyncio, os, signal, sys
 from pathlib import Path
 from sparring.sandbox.base import SandboxSpec
-from sparring.sandbox.oci import OCIBackend
+from sparring.sandbox.oci.backend import OCIBackend
 
 async def main():
     sb = await OCIBackend(image=sys.argv[2], root=Path(sys.argv[1])).create(SandboxSpec(pids=32))

@@ -1,4 +1,4 @@
-"""The reaper's liveness check: a SIGKILLed owner whose parent has not waited for it yet is dead."""
+"""sparring.pids.pid_alive and the reaper's orphan test: a SIGKILLed owner whose parent has not waited for it yet is dead."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import os
 import signal
 import time
 
-from sparring.sandbox.reaper import orphaned, pid_alive
+from sparring.pids import pid_alive
+from sparring.sandbox.isolation.reaper import orphaned
 from tests_support import wait_until
 
 

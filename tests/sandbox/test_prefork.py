@@ -1,4 +1,4 @@
-"""Pre-started sandboxes (sandbox/prefork.py): as a cold one in every respect, never another shape's,
+"""Pre-started sandboxes (sandbox/local/prefork.py): as a cold one in every respect, never another shape's,
 reset, snapshot and restore as usual, and reaped with their owner."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from sparring.errors import ConfigError, SandboxError
-from sparring.sandbox import mounts
 from sparring.sandbox.base import SandboxSpec
 from sparring.sandbox.config import LocalBackendConfig, make_backend
-from sparring.sandbox.layers import tree_digest
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.isolation import mounts
+from sparring.sandbox.local.backend import LocalBackend
+from sparring.sandbox.storage.layers import tree_digest
 from tests_support import ROOT_ONLY, wait_until
 
 pytestmark = ROOT_ONLY
@@ -192,7 +192,7 @@ OWNER = textwrap.dedent(
     import asyncio, sys
     from pathlib import Path
     from sparring.sandbox.base import SandboxSpec
-    from sparring.sandbox.local import LocalBackend
+    from sparring.sandbox.local.backend import LocalBackend
 
     async def main():
         b = LocalBackend(root=Path(sys.argv[1]), prefork=2)

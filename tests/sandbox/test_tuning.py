@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from sparring.sandbox import mounts, tuning
+from sparring.sandbox.isolation import mounts, tuning
 
 SYSTEMD = (
     "30 24 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 "

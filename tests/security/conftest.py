@@ -22,7 +22,7 @@ from sec_support import CANARY_TEXT
 def backend(tmp_path_factory):
     if shutil.which("bwrap") is None:
         pytest.fail("bubblewrap is not installed: run `make setup` (security tests need real sandboxes)")
-    from sparring.sandbox.local import LocalBackend
+    from sparring.sandbox.local.backend import LocalBackend
 
     return LocalBackend(root=tmp_path_factory.mktemp("sandboxes"))
 

@@ -27,7 +27,7 @@ from sec_support import CANARY_TEXT, run
 
 from sparring.errors import WorkspaceFault
 from sparring.sandbox.base import SandboxSpec, WorkspaceDiff
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local.backend import LocalBackend
 from tests_support import HANG_S
 
 SPARSE = 1536 << 20  # 1.5 GiB apparent, no block written

@@ -22,11 +22,11 @@ import pytest
 from sec_support import in_sandbox, run
 
 from sparring.errors import SandboxError
-from sparring.sandbox import seccomp, sweep
 from sparring.sandbox.base import SandboxSpec
 from sparring.sandbox.environment import host_usr_binds
-from sparring.sandbox.init_state import InitState
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.isolation import seccomp, sweep
+from sparring.sandbox.isolation.init_state import InitState
+from sparring.sandbox.local.backend import LocalBackend
 from sparring.sandbox.pool import SandboxPool
 from tests_support import HANG_S, await_until, wait_until
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparring.sandbox import seccomp as sc
+from sparring.sandbox.isolation import seccomp as sc
 
 EPERM = sc.errno_ret(errno.EPERM)
 ENOSYS = sc.errno_ret(errno.ENOSYS)

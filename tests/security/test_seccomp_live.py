@@ -9,9 +9,9 @@ import textwrap
 
 from sec_support import in_sandbox
 
-from sparring.sandbox import seccomp
 from sparring.sandbox.base import SandboxSpec
 from sparring.sandbox.environment import host_usr_binds
+from sparring.sandbox.isolation import seccomp
 
 # Calls each denied syscall with arguments that are harmless even unfiltered (bad fds, NULL
 # pointers, no-op requests) and prints the errno name (or "ok") per syscall.

@@ -128,6 +128,14 @@ def test_no_reader_returns_the_secret(hostile, secret, tmp_path):
             assert data is None or m not in data
 
 
+def test_readers_refuse_absolute_and_nul_names(tmp_path):
+    (tmp_path / "a").write_text("x")
+    assert taskfs.read_file(tmp_path, "a") == b"x" and taskfs.is_file(tmp_path, "a")  # positive control
+    for rel in ("a\x00b", str(tmp_path / "a")):
+        assert taskfs.read_file(tmp_path, rel) is None
+        assert not taskfs.is_file(tmp_path, rel)  # no ValueError from os.open, no absolute path followed
+
+
 def test_the_digest_hashes_links_not_their_targets(hostile, secret):
     f, _ = secret
     before = hostile.digest

@@ -22,7 +22,7 @@ import tomli_w
 
 from sparring.env import Environment
 from sparring.sandbox.base import SandboxSpec
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local.backend import LocalBackend
 from sparring.store.base import TrajQuery
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.environment import layer_for

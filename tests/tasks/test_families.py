@@ -12,7 +12,7 @@ from sparring.admission.check import check_tasks
 from sparring.errors import ConfigError
 from sparring.judge.base import Judge
 from sparring.judge.pytest_judge import PytestJudge
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local.backend import LocalBackend
 from sparring.tasks.families import FAMILIES, generate
 from sparring.tasks.families.data_analysis import TEMPLATES, draft
 from sparring.tasks.hacks import alternatives, hacks

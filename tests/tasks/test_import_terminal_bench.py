@@ -196,7 +196,9 @@ def test_what_cannot_map_is_one_line_naming_it_and_nothing_is_written(backend, t
     assert "g-copy-out: Dockerfile line 3: COPY to /etc/, outside the work directory /app" in p[5]
     assert "6 of 7 task directories rejected, nothing written" in str(e.value)
     assert not out.exists()
-    r = subprocess.run([str(SPARRING), "tasks", "import", "--format", "harbor", str(src), "--out", str(out)],
+    # --no-build: the mapper's refusals (the default builds with buildah where it is installed; these
+    # bases, from Docker Hub and ghcr.io, need not be reachable)
+    r = subprocess.run([str(SPARRING), "tasks", "import", "--format", "harbor", "--no-build", str(src), "--out", str(out)],
                        capture_output=True, text=True, timeout=300, env=os.environ.copy())  # fmt: skip
     assert r.returncode != 0 and "ENV is not supported" in r.stderr and not out.exists()
 
@@ -206,3 +208,24 @@ def test_the_oracle_policy_scores_one_in_a_rollout(imported, tmp_path) -> None:
     """The oracle as training runs it: through the task's tools in the agent's sandbox, then the judge."""
     data = oracle_rollout(next(iter(imported.values())).path.parent, tmp_path / "s.db")
     assert data["statuses"] == {"ok": len(imported)} and data["reward_mean"] == 1.0, data
+
+
+def test_without_buildah_the_import_maps_and_says_so_in_one_line(tmp_path) -> None:
+    """The default builds where buildah is installed; on a PATH without it the mapper runs, with a note."""
+    bin_dir = tmp_path / "bin"  # the host's PATH, every program but buildah
+    bin_dir.mkdir()
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        if not d or not Path(d).is_dir():
+            continue
+        for exe in Path(d).iterdir():
+            if exe.name != "buildah" and not (bin_dir / exe.name).exists():
+                (bin_dir / exe.name).symlink_to(exe)
+    src = hb_task(tmp_path / "harbor")
+    out = tmp_path / "out"
+    r = subprocess.run([str(SPARRING), "tasks", "import", "--format", "harbor", str(src), "--out", str(out), "--json"],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "PATH": str(bin_dir)})  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    notes = [line for line in r.stderr.splitlines() if "buildah" in line]
+    assert len(notes) == 1 and "buildah is not installed" in notes[0] and "mapped" in notes[0], r.stderr
+    (t,) = json.loads(r.stdout)["tasks"]
+    assert "image" not in (Path(t["path"]) / "task.toml").read_text()  # the mapper: a Python layer, no image

@@ -15,7 +15,7 @@ from sparring.admission.check import admission_record, check_tasks, store_admiss
 from sparring.admission.regress import regress
 from sparring.errors import TaskError
 from sparring.judge.pytest_judge import PytestJudge
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local.backend import LocalBackend
 from sparring.tasks.environment import build_layer
 from sparring.tasks.loader import find_tasks, load_admission, load_task, write_task
 from sparring.tasks.registry import Registry

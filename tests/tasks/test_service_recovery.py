@@ -17,7 +17,7 @@ from sparring.admission.check import check_tasks
 from sparring.judge.base import JudgeResult
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.sandbox.base import SandboxSpec, WorkspaceDiff
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local.backend import LocalBackend
 from sparring.tasks.families import generate
 from sparring.tasks.families.service_recovery import generator as gen
 from sparring.tasks.families.service_recovery.faults import FAULTS

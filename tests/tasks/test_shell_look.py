@@ -18,7 +18,7 @@ from sparring.judge.pytest_judge import PytestJudge
 from sparring.monitor.skill import look_skill
 from sparring.policy.look_demonstrator import LookDemonstrator
 from sparring.rollout.scheduler import RolloutScheduler, RolloutSummary
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local.backend import LocalBackend
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.families import INSPECTIONS, generate

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparring.errors import ConfigError
-from sparring.policy.base import ActRequest
+from sparring.policy.base import ActRequest, PolicyTask
 from sparring.policy.demonstrator import NoisyDemonstrator
 from sparring.tasks.families import generate
 from sparring.tasks.families.shell_ops import OPS, apply_op, op_order, shell_ops_task
@@ -49,8 +49,8 @@ def test_same_seed_same_bytes_other_seed_other_tasks(tmp_path):
 
 
 def _first_command(policy: NoisyDemonstrator, task, sample: int) -> str:
-    req = ActRequest(task=task, messages=[], tools=[], step=0, sample_index=sample, seed=0)
-    msg = asyncio.run(policy.act(req)).message
+    req = ActRequest(task=PolicyTask.of(task), messages=[], tools=[], step=0, sample_index=sample, seed=0)
+    msg = asyncio.run(policy.for_task(task).act(req)).message
     return json.loads(msg["tool_calls"][0]["function"]["arguments"])["command"]
 
 

@@ -20,7 +20,7 @@ from sparring.errors import ConfigError
 from sparring.judge.base import JudgeResult
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local.backend import LocalBackend
 from sparring.tasks.families import generate
 from sparring.tasks.families.spreadsheet import generator as gen
 from sparring.tasks.families.spreadsheet import xlsx

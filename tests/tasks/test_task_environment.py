@@ -19,7 +19,7 @@ from sparring.policy.base import Action, ActRequest
 from sparring.policy.scripted import OraclePolicy, tool_call_message
 from sparring.rollout.scheduler import RolloutScheduler
 from sparring.sandbox.base import SandboxSpec
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local.backend import LocalBackend
 from sparring.sandbox.pool import SandboxPool
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.environment import build_layer

@@ -92,3 +92,28 @@ def test_grouped_equals_per_group(pairs, normalize):
     for g in set(gids):
         idx = [i for i, x in enumerate(gids) if x == g]
         assert [out[i] for i in idx] == group_advantages([rewards[i] for i in idx], normalize_std=normalize)
+
+
+@pytest.mark.parametrize(
+    "rewards",
+    [[], [0.7], [0.1, 0.1, 0.1], [0.0, 1.0], [0.5, 0.5 + 1e-13], [1e6, 1e6 + 1e-7], [3.0, 3.0, 3.0 + 1e-3]],
+)
+def test_one_zero_variance_rule_for_advantages_tree_credit_metrics_and_resampling(rewards):
+    """advantages, tree credit's scale, the zero-std metric and the recipe's dynamic sampling all
+    decide "no signal" with :func:`no_signal` (issue 36): before, the recipe kept [1e6, 1e6 + 1e-7],
+    a group whose advantages were all zero."""
+    from sparring.train.advantages import no_signal
+    from sparring.train.recipe import zero_variance_groups
+    from sparring.train.tree_credit import _scale
+    from sparring.trajectory import Trajectory
+
+    dead = no_signal(rewards)
+    assert dead == (not any(group_advantages(rewards)))
+    if rewards:
+        assert dead == (_scale(rewards, True, 1e-6) is None)
+        assert zero_std_groups(["g"] * len(rewards), rewards) == (int(dead), 1)
+    trajs = [
+        Trajectory(task_id="t", task_digest="d", policy="p", status="ok", group_id="g", reward=r)
+        for r in rewards
+    ]
+    assert bool(zero_variance_groups(trajs)) == (dead and bool(rewards))

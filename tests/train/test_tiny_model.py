@@ -13,7 +13,7 @@ import transformers  # noqa: E402, F401
 
 from sparring.chat_format import render_assistant, render_prompt  # noqa: E402
 from sparring.errors import PolicyError  # noqa: E402
-from sparring.policy.base import ActRequest, Policy  # noqa: E402
+from sparring.policy.base import ActRequest, Policy, PolicyTask  # noqa: E402
 from sparring.policy.hf import HFPolicy  # noqa: E402
 from sparring.train.grpo import GRPOConfig, GRPOTrainer, SFTTrainer, _Seq, completion_logprobs, sft_examples  # noqa: E402
 from sparring.train.losses import LOSSES, dapo, dr_grpo, get_loss, grpo  # noqa: E402
@@ -38,7 +38,7 @@ def policy(model_dir):
 
 
 def _request(task, **kw) -> ActRequest:
-    return ActRequest(messages=list(MESSAGES), tools=TOOLS, task=task, **kw)
+    return ActRequest(messages=list(MESSAGES), tools=TOOLS, task=PolicyTask.of(task), **kw)
 
 
 def _traj(status: str, reward: float, traces: list[dict], group: str = "g", **kw) -> Trajectory:
@@ -129,7 +129,7 @@ def test_same_seed_same_output_different_sample_different(policy, clamp_task):
 def test_long_prompt_is_left_truncated_keeping_system(model_dir, clamp_task):
     pol = HFPolicy(model_dir, max_new_tokens=4, max_prompt_tokens=256)
     long = [MESSAGES[0]] + [{"role": "user", "content": f"note {i}: " + "word " * 60} for i in range(10)]
-    action = asyncio.run(pol.act(ActRequest(messages=long, tools=[], task=clamp_task)))
+    action = asyncio.run(pol.act(ActRequest(messages=long, tools=[], task=PolicyTask.of(clamp_task))))
     assert len(action.trace.prompt_ids) <= 256
     assert action.usage["messages_dropped"] > 0
     text = pol.tokenizer.decode(action.trace.prompt_ids, skip_special_tokens=False)

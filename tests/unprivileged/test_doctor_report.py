@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from sparring.doctor import SCHEMA, checks
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local.backend import LocalBackend
 
 EXE = Path(sys.executable).parent / "sparring"
 FIELDS = {"name", "group", "status", "detail", "fallback", "cost", "install", "required"}

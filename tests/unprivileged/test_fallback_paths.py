@@ -17,7 +17,7 @@ import pytest
 
 from sparring.doctor import checks
 from sparring.sandbox.base import SandboxSpec
-from sparring.sandbox.local import LocalBackend
+from sparring.sandbox.local.backend import LocalBackend
 
 ESCAPES = (  # each line prints OK only if the sandbox let it through
     "echo x > /etc/sparring-escape && echo WROTE_ETC",

@@ -74,6 +74,7 @@ from sparring.admission.problem import Problem
 from sparring.errors import JudgeError, TaskError
 from sparring.judge.base import Judge, JudgeResult
 from sparring.sandbox.base import WorkspaceDiff
+from sparring.sandbox.hostenv import current_host_environment, remember_snapshot
 from sparring.tasks import hacks, hidden_suite, initial_outcomes, taskfs
 from sparring.tasks.environment import alayer_for, layer_for
 from sparring.tasks.hacks import Variant
@@ -570,12 +571,17 @@ def unloadable(name: str, error: Exception) -> CheckReport:
 
 def record_result(task: Task, rep: CheckReport, repeats: int, judge_version: str = "") -> Path:
     """Store ``rep`` as the task's admission.json, naming the environment layer it was judged in (none
-    when no rule ran the judge) and the admission judge's version; with that version, the verdict also
-    goes to the gate's cache (:mod:`sparring.admission.gate`)."""
+    when no rule ran the judge), the host system under a host-path task (``host``:
+    :mod:`sparring.sandbox.hostenv`) and the admission judge's version; with that version, the verdict
+    also goes to the gate's cache (:mod:`sparring.admission.gate`)."""
     from sparring.admission.gate import remember
 
     env = layer_for(task.spec.environment).digest if rep.outcomes else ""
     record = admission_record(rep, repeats, env, judge_version)
+    if task.spec.environment.image is None and rep.outcomes:  # judged on the host's own system
+        host = current_host_environment()
+        remember_snapshot(host)
+        record["host"] = host.brief()
     remember(record)
     return store_admission(task, record)
 

@@ -6,6 +6,9 @@ the admission judge's version: beside the task (``admission.json``, written by `
 ``~/.cache/sparring/admission``, one small file per digest and judge version), which makes the gate
 cheap the second time, also for a copy of the task elsewhere. A changed byte, or a changed judge,
 means no verdict: the task is checked again (:func:`admit`) or refused (:func:`refuse_unadmitted`).
+So does, for a task without its own image, a verdict made on another host system (another OS
+release, interpreter build or set of installed packages: :mod:`sparring.sandbox.hostenv`), so a host
+upgrade re-checks what it may have moved instead of trusting it silently.
 
 Who does what:
 
@@ -30,6 +33,7 @@ from typing import Any
 
 from sparring.errors import TaskError
 from sparring.judge.base import Judge
+from sparring.sandbox.hostenv import current_host_environment
 from sparring.tasks.loader import Task, load_admission
 
 ALLOW_FLAG = "--allow-unadmitted"
@@ -85,17 +89,36 @@ def _judge_fault(record: dict[str, Any]) -> bool:
     return any(p.get("rule") == JUDGE_FAULT for p in record.get("problems") or [])
 
 
+def host_moved(task: Task, record: dict[str, Any]) -> str:
+    """Why a verdict on a host-path task no longer holds on this host (``""`` when it does, or when the
+    task runs in its own image): it was made on another host system (:mod:`sparring.sandbox.hostenv`)."""
+    if task.spec.environment.image is not None or not record.get("outcomes"):
+        return ""
+    host = record.get("host")
+    then: dict[str, Any] = host if isinstance(host, dict) else {}
+    now = current_host_environment()
+    if then.get("id") == now.id:
+        return ""
+    if not then:
+        return f"checked without recording its host system (now {now.summary()})"
+    was = f"{then.get('os')}, python {then.get('python')}, {then.get('packages')} packages"
+    return f"checked on another host system ({was}; now {now.summary()})"
+
+
 def lookup(task: Task, judge_version: str) -> dict[str, Any] | None:
-    """The stored verdict on these exact bytes by this judge version: beside the task, else cached."""
+    """The stored verdict on these exact bytes by this judge version, on this host system for a
+    host-path task: beside the task, else cached."""
     rec = load_admission(task)
-    if rec is not None and rec.get("judge_version") == judge_version and not _judge_fault(rec):
+    fresh = rec is not None and rec.get("judge_version") == judge_version and not _judge_fault(rec)
+    if rec is not None and fresh and not host_moved(task, rec):
         return rec
     try:
         cached = json.loads(_cache_path(task.digest, judge_version).read_text())
     except (OSError, ValueError):
         return None
     ok = isinstance(cached, dict) and cached.get("digest") == task.digest
-    return cached if ok and cached.get("judge_version") == judge_version else None
+    ok = ok and cached.get("judge_version") == judge_version
+    return cached if ok and not host_moved(task, cached) else None
 
 
 @dataclass(frozen=True)
@@ -112,10 +135,12 @@ class Verdict:
         return f"task {self.task.id} is not admitted ({self.reason})"
 
 
-def verdict_of(task: Task, record: dict[str, Any] | None) -> Verdict:
+def verdict_of(task: Task, record: dict[str, Any] | None, judge_version: str | None = None) -> Verdict:
     if record is None:
-        old = load_admission(task)  # same bytes, another judge: say so, it is not "never"
+        old = load_admission(task)  # same bytes, another judge or host system: say so, it is not "never"
         if old is not None and old.get("judge_version"):
+            if old["judge_version"] == (judge_version or admission_judge_version()) and host_moved(task, old):
+                return Verdict(task, None, host_moved(task, old))
             return Verdict(task, None, f"checked by judge {old['judge_version']}, not by the current one")
         return Verdict(task, None, "never admitted")
     if record.get("ok"):
@@ -129,7 +154,7 @@ def verdict_of(task: Task, record: dict[str, Any] | None) -> Verdict:
 
 def verdicts(tasks: list[Task], judge_version: str | None = None) -> list[Verdict]:
     jv = judge_version or admission_judge_version()
-    return [verdict_of(t, lookup(t, jv)) for t in tasks]
+    return [verdict_of(t, lookup(t, jv), jv) for t in tasks]
 
 
 def refuse_unadmitted(tasks: list[Task], flag: str = ALLOW_FLAG) -> None:

@@ -5,8 +5,10 @@ it was admitted, the initial state and the reference solution are scored once
 more with the *current* judge in the *current* build of the task's pinned
 environment. A task is reported when anything differs from what admission
 recorded: the per-test outcomes or reward of either run, or the environment
-layer's digest (a different interpreter or distribution versions), or when the
-environment can no longer be built at all.
+layer's digest (a different interpreter or distribution versions), the host system
+under a task without its own image (another OS release, interpreter build or
+installed package: named by package), or when the environment can no longer be
+built at all.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from sparring.errors import TaskError
 from sparring.judge.base import Judge
 from sparring.sandbox.base import WorkspaceDiff
+from sparring.sandbox.hostenv import current_host_environment, describe_change, load_snapshot
 from sparring.tasks.environment import alayer_for
 from sparring.tasks.loader import Task, load_admission, solution_diff
 
@@ -44,6 +47,20 @@ def _diff_outcomes(what: str, old: dict[str, Any], new_reward: float, new_tests:
     return out
 
 
+def host_changes(then: Any, host_path: bool) -> list[str]:
+    """What moved in the host system under a host-path task since its admission recorded ``then``."""
+    if not host_path or not isinstance(then, dict) or not then.get("id"):
+        return []
+    now = current_host_environment()
+    if then["id"] == now.id:
+        return []
+    old = load_snapshot(str(then["id"]))
+    if old is None:
+        return [f"host system {then.get('os')}, python {then.get('python')}, {then.get('packages')} packages "
+                f"-> {now.summary()} (the old package list is not in this machine's cache)"]  # fmt: skip
+    return ["host system: " + line for line in describe_change(old, now)]
+
+
 async def regress_task(task: Task, judge: Judge, record: dict[str, Any]) -> Drift:
     """Judge the task's initial state and reference again (in its pinned layer) and say what moved."""
     drift = Drift(task.id, task.spec.version, task.digest)
@@ -54,6 +71,7 @@ async def regress_task(task: Task, judge: Judge, record: dict[str, Any]) -> Drif
         return drift
     if record.get("environment") and record["environment"] != layer.digest:
         drift.changes.append(f"environment {record['environment'][:19]} -> {layer.digest[:19]}")
+    drift.changes += host_changes(record.get("host"), task.spec.environment.image is None)
     outcomes = record.get("outcomes", {})
     initial = await judge.score(task, WorkspaceDiff())
     reference = await judge.score(task, solution_diff(task))

@@ -39,6 +39,9 @@ def family_bench(
         0, "--judge-concurrency", min=0, help="Judge runs in flight at once (0: two per CPU)."
     ),
     repeats: int = typer.Option(0, "--repeats", min=0, help="Reference runs (0: as `tasks check`)."),
+    per_seed: int = typer.Option(
+        0, "--per-seed", min=0, help="At most M tasks per seed: the N span consecutive seeds (0: one seed)."
+    ),
     backend: str = BACKEND_OPT,
     json_out: bool = typer.Option(
         False, "--json", help="One JSON object per family on stdout (a line each)."
@@ -55,7 +58,7 @@ def family_bench(
     be = make_cli_backend(backend)
     rows = []
     for f in fams:
-        row = _bench_family(be, f, n, seed, admit, concurrency, judge_concurrency, repeats)
+        row = _bench_family(be, f, n, seed, admit, concurrency, judge_concurrency, repeats, per_seed)
         rows.append(row)
         if json_out:
             emit_json(row)
@@ -77,7 +80,7 @@ def _table(rows: list[dict[str, Any]]) -> Any:
 
 def _bench_family(
     be: SandboxBackend, family: str, n: int, seed: int, admit: int, concurrency: int, judge_concurrency: int,
-    repeats: int,
+    repeats: int, per_seed: int = 0,
 ) -> dict[str, Any]:  # fmt: skip
     """One family's record, with a bar over the tasks checked and a log line per rejected task."""
     from sparring.admission.check import CheckReport
@@ -102,7 +105,7 @@ def _bench_family(
         res = run_async(
             run_family_admission(
                 be, family, n, seed, sample, concurrency, judge_concurrency or None,
-                repeats or None, on_done=progress,
+                repeats or None, on_done=progress, per_seed=per_seed or None,
             )
         )  # fmt: skip
         if checking:

@@ -200,7 +200,7 @@ def regress(
 def _regress(golden: Path | None, update: bool, rebuild: bool, concurrency: int, labelled: Path | None,
              tasks_dir: Path | None, only_labelled: bool, json_out: bool) -> None:  # fmt: skip
     from sparring.judge.regress import RegressOptions, run_regress
-    from sparring.sandbox.local import LocalBackend
+    from sparring.sandbox.local.backend import LocalBackend
 
     opts = RegressOptions(golden, update, rebuild, labelled, tasks_dir, only_labelled, concurrency)
     n = [0]
@@ -238,7 +238,7 @@ def bench(
 
         from sparring.errors import ConfigError
         from sparring.judge.bench import bench_tasks, run_bench
-        from sparring.sandbox.local import LocalBackend
+        from sparring.sandbox.local.backend import LocalBackend
 
         if min(tasks, repeats, batch, concurrency) < 1:
             raise ConfigError("--tasks, --repeats, --batch and --concurrency must be at least 1")

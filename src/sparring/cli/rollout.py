@@ -81,7 +81,9 @@ def rollout(
         None, "--ray-address", help="Ray cluster to use (default: start one on this machine)."
     ),
     branch_at: str | None = typer.Option(
-        None, "--branch-at", help="Fork each episode after these turns: 1,2 | first:N | all (see --branches)."
+        None,
+        "--branch-at",
+        help="Fork each episode after these turns: 1,2 | first:N | entropy:N (the N least sure) | all (see --branches).",
     ),
     branches: int = typer.Option(0, "--branches", help="Branches forked at each --branch-at turn (K)."),
     json_out: bool = JSON_OPT,

@@ -70,7 +70,7 @@ def exec_cmd(
 ) -> None:
     """Run CMD in a fresh sandbox whose /workspace is a copy-on-write view of --workspace (and whose /
     is --image's root, in its WorkingDir when no --workspace is given)."""
-    from sparring.sandbox.local import LocalBackend
+    from sparring.sandbox.local.backend import LocalBackend
 
     if network not in ("none", "loopback", "allowlist"):
         raise ConfigError(f"--network must be 'none', 'loopback' or 'allowlist', not {network!r}")
@@ -129,7 +129,7 @@ def tune(
     """Show (or --apply) the host setting that keeps sandbox create fast on a quiet host."""
     import os
 
-    from sparring.sandbox import tuning
+    from sparring.sandbox.isolation import tuning
 
     if apply:
         if os.geteuid() != 0:

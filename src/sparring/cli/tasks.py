@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,7 +85,7 @@ def _admit_generated(tasks: list[Task], backend: str) -> dict[str, bool | None]:
     from sparring.cli.progress import Bars
 
     jv = admission_judge_version()
-    out = {t.digest: verdict_of(t, lookup(t, jv)).ok for t in tasks}
+    out = {t.digest: verdict_of(t, lookup(t, jv), jv).ok for t in tasks}
     todo = [t for t in tasks if out[t.digest] is None]
     by_digest = {t.digest: t for t in todo}
     judge = _judge(backend)
@@ -378,11 +379,24 @@ def import_cmd(
         help="swe-bench: a git repository (or .tar.gz of one) for every instance, or a directory holding "
         "<owner>__<name> or <name> per repo. Nothing is downloaded.",
     ),
-    build: bool = typer.Option(
-        False,
-        "--build",
+    image_template: str | None = typer.Option(
+        None,
+        "--image-template",
+        help="swe-bench: each instance's image instead of --repos, with {instance_id} in it (lower case, '__' as "
+        "'_1776_', as SWE-bench names them), e.g. 'REG/sweb.eval.x86_64.{instance_id}:latest'. Pulled into the "
+        "image store and pinned by digest; a loopback registry over plain HTTP.",
+    ),
+    image_workspace: str = typer.Option(
+        "/testbed",
+        "--image-workspace",
+        help="swe-bench with --image-template: the repository's place in the image.",
+    ),
+    build: bool | None = typer.Option(
+        None,
+        "--build/--no-build",
         help="terminal-bench / harbor: build each Dockerfile with buildah (its RUN steps run) into the image "
-        "store and pin the task to the image's digest, instead of mapping it onto a Python layer.",
+        "store and pin the task to the image's digest (the default where buildah is installed); "
+        "--no-build maps it onto a Python layer instead.",
     ),
     backend: str = BACKEND_OPT,
     json_out: bool = JSON_OPT,
@@ -393,8 +407,14 @@ def import_cmd(
     from sparring.tasks.importers import NEEDS_BACKEND, import_tasks
     from sparring.tasks.importers.batch import RecordErrors
 
+    if build is None:
+        build = fmt in NEEDS_BACKEND and shutil.which("buildah") is not None
+        if fmt in NEEDS_BACKEND and not build:
+            err_console.print("note: buildah is not installed, so each Dockerfile is mapped onto a Python "
+                              "layer, not built (apt-get install buildah to build it)")  # fmt: skip
     try:
-        tasks = import_tasks(fmt, file, out, limit=limit, repos=repos, build=build,
+        tasks = import_tasks(fmt, file, out, limit=limit, repos=repos, build=build, image_template=image_template,
+                             image_workspace=image_workspace,
                              backend=make_cli_backend(backend) if fmt in NEEDS_BACKEND else None)  # fmt: skip
     except RecordErrors as e:
         for line in e.problems:

@@ -1,7 +1,7 @@
 """The host checks of ``sparring doctor``: each says ok, degraded (what falls back, what that costs)
 or missing (the command that installs it).
 
-The sandbox checks call the sandbox's own detection (:mod:`sparring.sandbox.features`, the functions
+The sandbox checks call the sandbox's own detection (:mod:`sparring.sandbox.isolation.features`, the functions
 the backends decide with), so the report cannot disagree with what a sandbox does. The rest look at
 what other parts need: Ray, torch and its CUDA devices, the programs task families and reports run.
 
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sparring.errors import SparringError
-from sparring.sandbox import features, seccomp
+from sparring.sandbox.isolation import cgroups, features, seccomp
 
 Status = Literal["ok", "degraded", "missing"]
 SCHEMA = "sparring.doctor/1"
@@ -126,7 +126,7 @@ def check_cgroups() -> Check:
         log.setLevel(level)
     ctrls = ", ".join(probe.controllers) or "none"
     detail = f"cgroup {probe.version}, writable controllers: {ctrls}"
-    if features.cgroups_forced_off():
+    if cgroups.cgroups_forced_off():
         detail += " (SPARRING_CGROUPS=off)"
     if not probe.degraded:
         return Check("cgroups", "sandbox", "ok", detail)
@@ -160,7 +160,7 @@ def check_seccomp() -> Check:
 
 
 def check_exec_server() -> Check:
-    from sparring.sandbox.rootfs import install_server
+    from sparring.sandbox.local.rootfs import install_server
 
     choice = features.exec_server_choice()
     cc = features.c_compiler()

@@ -38,7 +38,7 @@ import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from sparring.env.budgets import Budgets
 from sparring.env.judging import Judgement, judge_diff, process_input
@@ -55,7 +55,7 @@ from sparring.trajectory import Status, ToolStep
 
 T = TypeVar("T")
 Action = dict[str, Any] | SampledTurn
-EndStatus = Literal["ok", "truncated", "timeout", "policy_error", "infra_error", "judge_error"]
+EndStatus = Status
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from sparring.images.flatten import flatten
 from sparring.images.reference import is_digest, parse
 from sparring.images.runtime import ImageConfig, prepare
 from sparring.images.unpack import Limits, remove_at, unpack_layer
+from sparring.pids import pid_alive
 
 ROOT_ENV = "SPARRING_IMAGE_ROOT"
 ROOT_FORMAT = "2"  # bump when prepare() changes what a root holds: old roots are then made anew
@@ -103,16 +104,6 @@ def _locked(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class ImageStore:
@@ -442,7 +433,7 @@ class ImageStore:
                 out[kind] += 1
         for p in (self.root / "tmp").iterdir():
             pid = p.name.split("-", 1)[0]
-            if pid.isdigit() and not _pid_alive(int(pid)):
+            if pid.isdigit() and not pid_alive(int(pid)):
                 self._remove(p)
                 out["tmp"] += 1
         return out

@@ -25,7 +25,7 @@ from sparring.judge.canary import hack_rate, is_canary, mix_canaries
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.judge.review import ReviewQueue
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.sandbox.workspace import tree_diff
+from sparring.sandbox.storage.workspace import tree_diff
 from sparring.tasks.hacks import HACKS
 from sparring.tasks.loader import Task, solution_diff
 

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from sparring.judge.base import Judge, JudgeResult
-from sparring.sandbox.workspace import tree_diff
+from sparring.sandbox.storage.workspace import tree_diff
 from sparring.tasks.loader import Task
 
 

@@ -10,7 +10,7 @@ at start-up. None of these can be read by the static checks, so none of them
 may reach the judge's sandbox from the agent's diff.
 
 The sandbox's diff collector never carries bytecode caches
-(:mod:`sparring.sandbox.workspace`), so an honest diff has none of these; a diff
+(:mod:`sparring.sandbox.storage.workspace`), so an honest diff has none of these; a diff
 that has them was made to. Files are recognised by name *and* by content
 (ELF / Mach-O / PE headers, the bytecode magic, a zip's end record), so
 renaming a shared object does not get it through. The task's initial workspace

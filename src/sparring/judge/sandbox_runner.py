@@ -17,8 +17,8 @@ outputs, and where the judge has no trace of the reference yet, the probes run o
 which sites each test observes, and how often); (2) in a fresh sandbox, or the same one after a
 ``reset()`` when nothing of the candidate has run in it yet, the agent's diff is applied; (3) the
 launcher runs the probes; (4) the driver runs the candidate on the same inputs. Every wall time is
-measured here, outside the sandbox. A sandbox's reset is the host's and is verified (sandbox/sweep.py,
-sandbox/init_state.py), but the reference's outputs are what the candidate is held to: they never
+measured here, outside the sandbox. A sandbox's reset is the host's and is verified (sandbox/isolation/sweep.py,
+sandbox/isolation/init_state.py), but the reference's outputs are what the candidate is held to: they never
 come from a sandbox a candidate could have prepared.
 
 Whose fault a broken sandbox is: one that fails before the candidate's run starts (its diff applied,
@@ -57,7 +57,7 @@ from sparring.judge.base import JudgeRunError
 from sparring.judge.hacks import is_test_path
 from sparring.sandbox.base import ExecResult, Sandbox, SandboxBackend, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.pool import resets_completely
-from sparring.sandbox.workspace import MAX_DIFF_BYTES
+from sparring.sandbox.storage.workspace import MAX_DIFF_BYTES
 from sparring.tasks import taskfs
 from sparring.tasks.loader import Task
 from sparring.tasks.sandbox_spec import spec_for_task

@@ -12,12 +12,12 @@ import zlib
 
 from sparring.errors import ConfigError
 from sparring.policy.base import Action, ActRequest
-from sparring.policy.scripted import tool_call_message
+from sparring.policy.scripted import ReadsReference, tool_call_message
 from sparring.tasks.families.shell_ops import OPS, task_op
 from sparring.tasks.loader import Task
 
 
-class NoisyDemonstrator:
+class NoisyDemonstrator(ReadsReference):
     """A scripted shell-ops agent with systematic mistakes: ``bash(command)`` then ``submit()``.
 
     With probability ``epsilon`` it runs the command of the operation's
@@ -50,7 +50,7 @@ class NoisyDemonstrator:
     async def act(self, request: ActRequest) -> Action:
         turn = sum(1 for m in request.messages if m.get("role") == "assistant")
         if turn == 0:
-            cmd = self.command(request.task, request.sample_index, request.seed)
+            cmd = self.command(self.reference(request), request.sample_index, request.seed)
             return Action(tool_call_message("bash", {"command": cmd}, f"call_{turn}"))
         return Action(tool_call_message("submit", {}, f"call_{turn}"))
 

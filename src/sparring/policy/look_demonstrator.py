@@ -15,12 +15,12 @@ import zlib
 
 from sparring.errors import ConfigError
 from sparring.policy.base import Action, ActRequest
-from sparring.policy.scripted import tool_call_message
+from sparring.policy.scripted import ReadsReference, tool_call_message
 from sparring.tasks.families.shell_look import INSPECT, NAMES, task_file, task_op
 from sparring.tasks.loader import Task
 
 
-class LookDemonstrator:
+class LookDemonstrator(ReadsReference):
     """A scripted shell-look agent: ``bash("ls")``, ``bash(op on the file)``, ``submit()``.
 
     With probability ``guess`` (per task and sample, deterministically; it does
@@ -49,7 +49,7 @@ class LookDemonstrator:
 
     async def act(self, request: ActRequest) -> Action:
         turn = sum(1 for m in request.messages if m.get("role") == "assistant")
-        plan = self.plan(request.task, request.sample_index, request.seed)
+        plan = self.plan(self.reference(request), request.sample_index, request.seed)
         if turn < len(plan):
             return Action(tool_call_message("bash", {"command": plan[turn]}, f"call_{turn}"))
         return Action(tool_call_message("submit", {}, f"call_{turn}"))

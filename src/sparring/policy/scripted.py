@@ -1,11 +1,15 @@
 """Scripted policies: ``oracle`` (solves a task from its reference solution
-through the tools, as an agent would) and ``random`` (random tool calls). They
-read the task's privileged parts; model policies never do.
+through the tools, as an agent would), ``adversarial`` (reward hacks) and
+``random`` (random tool calls). The oracle and the hacker read the task's
+privileged parts, so they act only once bound to the task
+(:class:`ReadsReference`, which the rollout does); the request they get, like a
+model policy's, holds only the task's public view.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import posixpath
 import random
@@ -13,7 +17,9 @@ import shlex
 import zlib
 from typing import Any
 
+from sparring.errors import PolicyError
 from sparring.policy.base import Action, ActRequest
+from sparring.tasks.loader import Task
 
 
 def tool_call_message(name: str, args: dict[str, Any], call_id: str, content: str = "") -> dict[str, Any]:
@@ -49,7 +55,35 @@ def minimal_edit(old: str, new: str, max_lines: int = 6) -> tuple[str, str] | No
     return None
 
 
-class _PlannedPolicy:
+class ReadsReference:
+    """A scripted policy that reads the task's privileged parts (a :class:`~sparring.policy.base.TaskBoundPolicy`).
+
+    ``for_task(task)`` gives a bound copy; :meth:`reference` hands the bound task
+    to the policy's own code, checking it is the task of the request.
+    """
+
+    bound: Task | None = None
+
+    def for_task(self, task: Task) -> ReadsReference:
+        out = copy.copy(self)
+        out.bound = task
+        return out
+
+    def reference(self, request: ActRequest) -> Task:
+        """The task this policy was bound to; PolicyError when unbound or bound to another task."""
+        name = getattr(self, "name", type(self).__name__)
+        if self.bound is None:
+            raise PolicyError(
+                f"policy {name} reads the task's reference: bind it first (policy_for_task(policy, task))"
+            )
+        if self.bound.id != request.task.id:
+            raise PolicyError(
+                f"policy {name} is bound to task {self.bound.id}, asked to play {request.task.id}"
+            )
+        return self.bound
+
+
+class _PlannedPolicy(ReadsReference):
     """A scripted policy that replays ``plan(request)``: turn k makes call k (the last one repeats)."""
 
     def plan(self, request: ActRequest) -> list[tuple[str, dict[str, Any]]]:
@@ -68,7 +102,7 @@ class _PlannedPolicy:
 def offered_tools(request: ActRequest) -> set[str]:
     """Names of the tools this turn offers (the task's tool list when the request carries no schemas)."""
     names = {str((t.get("function") or {}).get("name", "")) for t in request.tools if isinstance(t, dict)}
-    return (names - {""}) or set(request.task.spec.tools)
+    return (names - {""}) or set(request.task.tools)
 
 
 def bash_write(rel: str, data: bytes) -> str:
@@ -105,10 +139,11 @@ class OraclePolicy(_PlannedPolicy):
 
     def plan(self, request: ActRequest) -> list[tuple[str, dict[str, Any]]]:
         tools = offered_tools(request)
-        calls = request.task.solution_calls()
+        task = self.reference(request)
+        calls = task.solution_calls()
         if calls and {name for name, _ in calls} <= tools:
             return [*calls, ("submit", {})]  # a reference made of tool calls (a stateful service's task)
-        files, deleted = request.task.solution_files()
+        files, deleted = task.solution_files()
         shell = "bash" in tools
         steps: list[tuple[str, dict[str, Any]]] = []
         if "list_dir" in tools:
@@ -116,7 +151,7 @@ class OraclePolicy(_PlannedPolicy):
         elif shell:
             steps.append(("bash", {"command": "ls -la"}))
         for rel in sorted(files):
-            target = request.task.workspace / rel
+            target = task.workspace / rel
             try:
                 new_text = files[rel].decode("utf-8")
             except UnicodeDecodeError:  # a binary file (a workbook): only the shell writes its bytes
@@ -162,12 +197,12 @@ class RandomPolicy:
         rng = random.Random(
             zlib.crc32(f"{request.seed}:{request.sample_index}:{request.step}:{request.task.id}".encode())
         )
-        ws = request.task.workspace
-        files = sorted(p.relative_to(ws).as_posix() for p in ws.rglob("*") if p.is_file())
+        ws = request.task.files
+        files = sorted(ws)
         i = _assistant_turns(request.messages)
         if rng.random() < 0.15:
             return Action(tool_call_message("submit", {}, f"call_{i}"))
-        declared = {t.name: t for t in request.task.spec.custom_tools if t.name in offered_tools(request)}
+        declared = {t.name: t for t in request.task.custom_tools if t.name in offered_tools(request)}
         kind = rng.choice(["bash", "read_file", "list_dir", "str_replace", "run_tests", *sorted(declared)])
         f = rng.choice(files) if files else "x.txt"
         args: dict[str, Any]
@@ -182,7 +217,7 @@ class RandomPolicy:
         elif kind in declared:
             args = example_arguments(declared[kind].parameters, rng)
         else:
-            text = (ws / f).read_text(errors="replace") if (ws / f).is_file() else ""
+            text = ws[f].decode(errors="replace") if f in ws else ""
             toks = [t for t in text.split() if len(t) > 2]
             old = rng.choice(toks) if toks else "zzz"
             args = {"path": f, "old": old, "new": rng.choice(["0", "1", "None", "x", "-1", "pass"])}
@@ -217,7 +252,7 @@ class AdversarialPolicy(_PlannedPolicy):
     def plan(self, request: ActRequest) -> list[tuple[str, dict[str, Any]]]:
         from sparring.tasks.hacks import HACKS
 
-        diff = HACKS[self.hack_for(request)](request.task)
+        diff = HACKS[self.hack_for(request)](self.reference(request))
         steps: list[tuple[str, dict[str, Any]]] = [("list_dir", {"path": "."})]
         for rel, data in sorted(diff.files.items()):
             steps.append(("write_file", {"path": rel, "content": data.decode("utf-8")}))

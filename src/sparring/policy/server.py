@@ -50,9 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring.errors import PolicyError
-from sparring.policy.base import Action, ActRequest, Policy
-from sparring.tasks.loader import Task
-from sparring.tasks.spec import TaskSpec
+from sparring.policy.base import Action, ActRequest, Policy, PolicyTask
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 MAX_N = 64  # samples per request
@@ -68,15 +66,11 @@ class _HTTPError(Exception):
         self.type = type_
 
 
-def _placeholder_task() -> Task:
-    """ActRequest needs a Task; a served request has none (model policies never read it)."""
-    spec = TaskSpec(
-        id="served-request",
-        family="served",
-        instruction="(a request served over HTTP: no task)",
-        success_criteria="(none)",
+def _placeholder_task() -> PolicyTask:
+    """ActRequest needs a task view; a served request has none (model policies never read it)."""
+    return PolicyTask(
+        id="served-request", family="served", instruction="(a request served over HTTP: no task)", tools=()
     )
-    return Task(spec=spec, path=Path("/nonexistent/served-request"), digest="")
 
 
 def _default_name(policy: Policy) -> str:

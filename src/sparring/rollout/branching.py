@@ -17,8 +17,13 @@ task with loopback networking: something listens there) are refused: a branch
 of them would start from a state the root never had. See
 ``docs/process-and-forks.md``.
 
-Branch points are given as turns (``1,2``), the first N turns (``first:N``) or
-every turn (``all``). A branch's trajectory id is a function of its root's id,
+Branch points are given as turns (``1,2``), the first N turns (``first:N``),
+every turn (``all``), or the N turns the policy was least sure of (``entropy:N``):
+the root then keeps a branch point after every turn and, once played, forks only
+at the N states whose next turn had the highest mean surprisal, ``-mean(logprob)``
+over its sampled tokens (an unbiased estimate of the per-token entropy of the
+policy there; :func:`select_points`). That needs a policy that reports token
+logprobs (``hf:``, ``serve-policy``); with none, no branch is forked. A branch's trajectory id is a function of its root's id,
 its turn and its index, so a resumed run rewrites (never duplicates) the
 branches of a root it replays, and skips those of a stored root.
 """
@@ -30,7 +35,7 @@ import copy
 import hashlib
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sparring.env.environment import Mark
 from sparring.errors import ConfigError, SandboxError, WorkspaceFault
@@ -58,44 +63,54 @@ EXTRAS_CAP = 64 << 20
 
 @dataclass(frozen=True)
 class BranchPlan:
-    """Where to fork (``turns``, the ``first`` N turns, or ``every`` turn) and how many branches each."""
+    """Where to fork (``turns``, the ``first`` N turns, ``every`` turn, or the ``entropy`` N most uncertain
+    turns) and how many branches each."""
 
     branches: int
     turns: frozenset[int] = frozenset()
     first: int = 0
     every: bool = False
+    entropy: int = 0
 
     def forks_at(self, turn: int) -> bool:
-        return self.every or turn in self.turns or 1 <= turn <= self.first
+        """Whether the root takes a branch point after ``turn`` (with ``entropy``: every turn, a candidate)."""
+        return self.every or bool(self.entropy) or turn in self.turns or 1 <= turn <= self.first
 
     def to_json(self) -> dict[str, object]:
-        at = (
-            "all"
-            if self.every
-            else (f"first:{self.first}" if self.first else ",".join(map(str, sorted(self.turns))))
-        )
+        if self.every:
+            at = "all"
+        elif self.entropy:
+            at = f"entropy:{self.entropy}"
+        else:
+            at = f"first:{self.first}" if self.first else ",".join(map(str, sorted(self.turns)))
         return {"branch_at": at, "branches": self.branches}
 
 
 def parse_branch_plan(at: str | None, branches: int) -> BranchPlan | None:
-    """``--branch-at`` (``1,2`` / ``first:N`` / ``all``) and ``--branches K``; None when neither is given."""
+    """``--branch-at`` (``1,2`` / ``first:N`` / ``entropy:N`` / ``all``) and ``--branches K``; None when
+    neither is given."""
     if at is None or not at.strip():
         if branches:
-            raise ConfigError("--branches needs --branch-at (turns like 1,2, first:N or all)")
+            raise ConfigError("--branches needs --branch-at (turns like 1,2, first:N, entropy:N or all)")
         return None
     if branches < 1:
         raise ConfigError(f"--branches must be at least 1 with --branch-at (got {branches})")
     spec = at.strip()
     if spec == "all":
         return BranchPlan(branches, every=True)
-    if spec.startswith("first:"):
-        n = spec[len("first:") :]
-        if not n.isdigit() or int(n) < 1:
-            raise ConfigError(f"--branch-at {at!r}: write first:N with N >= 1")
-        return BranchPlan(branches, first=int(n))
+    for prefix in ("first:", "entropy:"):
+        if spec.startswith(prefix):
+            n = spec[len(prefix) :]
+            if not n.isdigit() or int(n) < 1:
+                raise ConfigError(f"--branch-at {at!r}: write {prefix}N with N >= 1")
+            if prefix == "first:":
+                return BranchPlan(branches, first=int(n))
+            return BranchPlan(branches, entropy=int(n))
     parts = [p.strip() for p in spec.split(",")]
     if not all(p.isdigit() and int(p) >= 1 for p in parts):
-        raise ConfigError(f"--branch-at {at!r}: write turns >= 1 separated by commas (1,2), first:N or all")
+        raise ConfigError(
+            f"--branch-at {at!r}: write turns >= 1 separated by commas (1,2), first:N, entropy:N or all"
+        )
     return BranchPlan(branches, turns=frozenset(int(p) for p in parts))
 
 
@@ -126,6 +141,35 @@ class BranchPoint:
     turn: int
     mark: Mark
     extras: bytes
+    traces_before: int = -1
+    """How many token traces the root had at this point: the next turn's is ``traces[traces_before]``."""
+
+
+def turn_surprisal(trace: dict[str, Any] | None) -> float | None:
+    """``-mean(logprob)`` of a turn's sampled tokens (its per-token entropy, estimated); None without them."""
+    lps = (trace or {}).get("logprobs")
+    if not lps:
+        return None
+    return -sum(float(x) for x in lps) / len(lps)
+
+
+def select_points(
+    plan: BranchPlan, points: list[BranchPoint], traces: list[dict[str, Any]]
+) -> list[BranchPoint]:
+    """The branch points ``plan`` forks at among those the root took: all of them, except under
+    ``entropy:N``, where only the N whose next turn had the highest surprisal (earlier first on a tie;
+    points with no next turn, or whose next turn has no logprobs, are never chosen). Pure."""
+    if not plan.entropy:
+        return list(points)
+    scored = []
+    for p in points:
+        nxt = traces[p.traces_before] if 0 <= p.traces_before < len(traces) else None
+        score = turn_surprisal(nxt)
+        if score is not None:
+            scored.append((-score, p.turn, p))
+    return sorted(
+        (p for _, _, p in sorted(scored, key=lambda x: x[:2])[: plan.entropy]), key=lambda p: p.turn
+    )
 
 
 async def capture_extras(sandbox: Sandbox, timeout: float = 60.0) -> bytes:

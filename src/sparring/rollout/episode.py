@@ -34,7 +34,7 @@ from sparring.env.judging import judge_diff, process_input
 from sparring.env.prompts import NO_TOOL_CALL, SYSTEM_PROMPT, initial_messages
 from sparring.errors import PolicyError, WorkspaceFault
 from sparring.judge.base import Judge, Usage
-from sparring.policy.base import Action, ActRequest, Policy
+from sparring.policy.base import Action, ActRequest, Policy, PolicyTask, policy_for_task
 from sparring.rollout.branching import BranchPlan, BranchPoint, capture_extras, fork_episode
 from sparring.sandbox.base import Sandbox, WorkspaceDiff
 from sparring.tasks.loader import Task
@@ -111,6 +111,10 @@ class Episode:
     """Where to take branch points (forked rollouts, :mod:`sparring.rollout.branching`); None: nowhere."""
     branch_points: list[BranchPoint] = field(default_factory=list)
     env: Environment = field(init=False)
+    actor: Policy = field(init=False)
+    """The policy bound to this episode's task (:func:`~sparring.policy.base.policy_for_task`)."""
+    view: PolicyTask = field(init=False)
+    """What the policy sees of the task: its requests carry this, never the task."""
     _policy_ms_at_mark: float = 0.0
 
     def __post_init__(self) -> None:
@@ -119,6 +123,8 @@ class Episode:
         self.env.seed = self.seed
         self.max_steps, self.wall_s = budgets.max_steps, budgets.wall_s
         self.policy_version = self.policy.version
+        self.actor = policy_for_task(self.policy, self.task)
+        self.view = PolicyTask.of(self.task)
 
     # the record's fields, read from the Environment
     @property
@@ -186,9 +192,9 @@ class Episode:
         # asyncio.timeout, not wait_for: no extra task per turn on the hot path
         if self.model_sem is None:
             async with asyncio.timeout(limit):
-                return await self.policy.act(req)
+                return await self.actor.act(req)
         async with self.model_sem, asyncio.timeout(limit):
-            return await self.policy.act(req)
+            return await self.actor.act(req)
 
     async def play(self, sandbox: Sandbox) -> None:
         """Run the agent loop on ``sandbox`` until a final status; SandboxError on an infra fault."""
@@ -204,7 +210,7 @@ class Episode:
         """One policy turn, applied to the Environment."""
         env = self.env
         req = ActRequest(
-            messages=list(env.messages), tools=env.tools, task=self.task,
+            messages=list(env.messages), tools=env.tools, task=self.view,
             sample_index=self.sample_index, seed=self.seed, step=env.step_count, traces=list(env.traces),
         )  # fmt: skip
         tp = time.perf_counter()
@@ -244,7 +250,7 @@ class Episode:
         except WorkspaceFault:
             return  # the agent's own making (too large...): no branch point here
         self._policy_ms_at_mark = self.policy_ms
-        self.branch_points.append(BranchPoint(env.step_count, mark, extras))
+        self.branch_points.append(BranchPoint(env.step_count, mark, extras, len(env.traces)))
 
     def trajectory(
         self, judge: Judge, *, group_id: str = "", run_id: str = "", traj_id: str | None = None

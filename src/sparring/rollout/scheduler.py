@@ -63,7 +63,7 @@ from typing import Any
 from sparring.errors import ConfigError, SandboxError
 from sparring.judge.base import Judge
 from sparring.policy.base import Policy
-from sparring.rollout.branching import BranchPoint, branch_id, check_branchable, restore_extras
+from sparring.rollout.branching import BranchPoint, branch_id, check_branchable, restore_extras, select_points
 from sparring.rollout.buffer import ExperienceQueue
 from sparring.rollout.episode import Episode, score_trajectory
 from sparring.rollout.run_records import RolloutSummary, SchedulerConfig, SchedulerStats
@@ -411,9 +411,10 @@ class RolloutScheduler:
         """Play, judge and store every branch of ``root`` (K per branch point), each in its own sandbox."""
         c = self.config
         assert root.episode is not None and c.branch is not None
+        points = select_points(c.branch, root.episode.branch_points, root.episode.traces)
         kids = [
             _Sample(root.group, root.index, branch_id(root.traj_id, bp.turn, k), parent=root, point=bp, k=k)
-            for bp in root.episode.branch_points for k in range(c.branch.branches)
+            for bp in points for k in range(c.branch.branches)
         ]  # fmt: skip
         r.branches = [b for b in r.branches if b.parent is not root] + kids  # a replayed root: its new ones
         for kid in kids:

@@ -51,7 +51,7 @@ class SandboxSpec(BaseModel):
     workspace_digest: str | None = Field(
         None,
         pattern=r"^(sha256:)?[0-9a-f]{64}$",
-        description="Pinned digest of the workspace (sparring.sandbox.layers.tree_digest): verified once, then "
+        description="Pinned digest of the workspace (sparring.sandbox.storage.layers.tree_digest): verified once, then "
         "every sandbox mounts the verified copy.",
     )
     extra_ro: dict[str, Path] = Field(

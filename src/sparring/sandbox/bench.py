@@ -34,10 +34,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from sparring.sandbox import tuning
 from sparring.sandbox.base import SandboxSpec
-from sparring.sandbox.local import LocalBackend
-from sparring.sandbox.local_sandbox import LocalSandbox
+from sparring.sandbox.isolation import tuning
+from sparring.sandbox.local.backend import LocalBackend
+from sparring.sandbox.local.sandbox import LocalSandbox
 from sparring.sandbox.pool import SandboxPool
 
 OPS = ("acquire", "create", "exec", "reset", "snapshot", "restore", "close", "cycle")
@@ -225,7 +225,7 @@ async def run_bench(
     root (from the image store), and ``--podman`` runs the same image."""
     cold = LocalBackend(prefork=0)
     ws = make_workspace(files)
-    from sparring.sandbox.layers import tree_digest
+    from sparring.sandbox.storage.layers import tree_digest
 
     # Pinned, as the pool pins every task: the workspace is verified and imported once, outside the timings.
     digest = tree_digest(ws)
@@ -298,7 +298,7 @@ async def _podman_side_by_side(n: int, local_cycle_ms: float, image: str | None 
     lifecycle, so the ratio against it is conservative) and the OCI backend's
     own create + exec + close. Podman missing or broken is reported, not fatal.
     """
-    from sparring.sandbox.oci import podman_cycle_ms
+    from sparring.sandbox.oci.cycle import podman_cycle_ms
 
     n = max(1, min(n, 10))  # a podman cycle takes about a second here
     out: dict[str, Any] = {}

@@ -65,9 +65,9 @@ def make_backend(config: LocalBackendConfig | OCIBackendConfig | None = None) ->
     """The backend ``config`` describes (default: the local one)."""
     cfg = config if config is not None else LocalBackendConfig()
     if isinstance(cfg, OCIBackendConfig):
-        from sparring.sandbox.oci import OCIBackend
+        from sparring.sandbox.oci.backend import OCIBackend
 
         return OCIBackend(image=cfg.image, root=cfg.root)
-    from sparring.sandbox.local import LocalBackend
+    from sparring.sandbox.local.backend import LocalBackend
 
     return LocalBackend(root=cfg.root, mode=cfg.mode, prefork=cfg.prefork)

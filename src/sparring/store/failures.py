@@ -37,7 +37,7 @@ from sparring.sandbox.base import WorkspaceDiff
 from sparring.store.base import TrajectoryStore, TrajQuery
 from sparring.tasks import taskfs
 from sparring.tasks.loader import Task, write_task
-from sparring.trajectory import Trajectory
+from sparring.trajectory import ERROR_STATUSES, Trajectory
 
 _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"https?://\S+"), "<url>"),
@@ -142,7 +142,7 @@ def _read_dir(d: Path) -> dict[str, str | bytes]:
 def promote_tasks(trajs: list[Trajectory], tasks: dict[tuple[str, str], Task], out: Path, cid: str,
                   limit: int) -> list[dict[str, Any]]:  # fmt: skip
     """New tasks starting from each failed attempt's final workspace (one per task, newest first)."""
-    if trajs and trajs[0].status in ("infra_error", "policy_error", "judge_error"):
+    if trajs and trajs[0].status in ERROR_STATUSES:
         raise ConfigError(f"cluster {cid} holds {trajs[0].status} samples: their workspace is not the policy's "
                           "work; promote it --as regression instead")  # fmt: skip
     flagged = sorted({f for t in trajs for f in t.outcome_flags})

@@ -85,7 +85,7 @@ def solution_diff(task: Task) -> WorkspaceDiff:
 
 def workspace_digest(workspace: Path) -> str:
     """The initial state's digest, as the sandbox layer store computes it when it imports a workspace."""
-    from sparring.sandbox.layers import tree_digest as layer_digest
+    from sparring.sandbox.storage.layers import tree_digest as layer_digest
 
     return "sha256:" + layer_digest(workspace)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from sparring.sandbox.base import SandboxSpec
-from sparring.sandbox.layers import tree_digest
+from sparring.sandbox.storage.layers import tree_digest
 from sparring.tasks.environment import alayer_for, layer_for
 from sparring.tasks.loader import Task
 

@@ -103,6 +103,20 @@ class Environment(_Strict):
         "tag). The local backend runs it from the image store (its own Python judges); the OCI backend "
         "mounts the Python layer into it.",
     )
+    workspace: str | None = Field(
+        None,
+        description="Where the image keeps the task's repository (e.g. /testbed in a SWE-bench image): the task's "
+        "workspace was read from there when it was imported. Agent and judge still see it at /workspace.",
+    )
+
+    @field_validator("workspace")
+    @classmethod
+    def _workspace_path(cls, v: str | None) -> str | None:
+        if v is not None and (not v.startswith("/") or ".." in v.split("/") or v.rstrip("/") == ""):
+            raise ValueError(
+                f"environment workspace {v!r} must be an absolute path in the image, without '..'"
+            )
+        return v
 
 
 class CustomTool(_Strict):
@@ -198,7 +212,7 @@ class TaskSpec(_Strict):
     workspace_digest: str | None = Field(
         None,
         pattern=r"^sha256:[0-9a-f]{64}$",
-        description="Pinned digest of workspace/ (sparring.sandbox.layers.tree_digest), written by write_task; "
+        description="Pinned digest of workspace/ (sparring.sandbox.storage.layers.tree_digest), written by write_task; "
         "admission rebuilds the initial state and rejects the task if it differs (a tampered workspace).",
     )
 
@@ -237,6 +251,7 @@ LATE_DEFAULTS: tuple[tuple[str, str], ...] = (
     ("limits", "cpus"),
     ("judge", "allow_binary_modules"),
     ("environment", "image"),
+    ("environment", "workspace"),
 )
 """(section, field) added to task.toml after schema 1: omitted from the canonical form at their default."""
 

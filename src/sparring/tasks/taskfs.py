@@ -227,17 +227,22 @@ def _resolve(root_fd: int, rel: str, follow_links: bool) -> int | None:
             os.close(fd)
 
 
-def read_file(root: Path, rel: str, follow_links: bool = False) -> bytes | None:
-    """The bytes of the regular file ``rel`` below ``root``; None if there is none (see :func:`_resolve`)."""
+def _open_file(root: Path, rel: str, follow_links: bool) -> int | None:
+    """An fd of the regular file ``rel`` below ``root`` (the caller closes it); None if there is none."""
     if "\x00" in rel or rel.startswith("/"):
         return None
     rfd = open_root(root)
     if rfd is None:
         return None
     try:
-        fd = _resolve(rfd, rel, follow_links)
+        return _resolve(rfd, rel, follow_links)
     finally:
         os.close(rfd)
+
+
+def read_file(root: Path, rel: str, follow_links: bool = False) -> bytes | None:
+    """The bytes of the regular file ``rel`` below ``root``; None if there is none (see :func:`_resolve`)."""
+    fd = _open_file(root, rel, follow_links)
     if fd is None:
         return None
     try:
@@ -248,17 +253,10 @@ def read_file(root: Path, rel: str, follow_links: bool = False) -> bytes | None:
 
 def is_file(root: Path, rel: str, follow_links: bool = False) -> bool:
     """Whether ``rel`` names a regular file below ``root`` (as :func:`read_file` would read it)."""
-    rfd = open_root(root)
-    if rfd is None:
-        return False
-    try:
-        fd = _resolve(rfd, rel, follow_links)
-    finally:
-        os.close(rfd)
-    if fd is None:
-        return False
-    os.close(fd)
-    return True
+    fd = _open_file(root, rel, follow_links)
+    if fd is not None:
+        os.close(fd)
+    return fd is not None
 
 
 def is_dir(root: Path, rel: str) -> bool:

@@ -22,6 +22,26 @@ import math
 from collections.abc import Hashable, Sequence
 
 
+def mean_std(rewards: Sequence[float]) -> tuple[float, float]:
+    """The mean and population standard deviation (ddof=0) of a non-empty group's rewards."""
+    r = [float(x) for x in rewards]
+    mean = math.fsum(r) / len(r)
+    return mean, math.sqrt(math.fsum((x - mean) * (x - mean) for x in r) / len(r))
+
+
+def no_signal(rewards: Sequence[float]) -> bool:
+    """The one zero-variance rule: True when a group carries no learning signal.
+
+    That is fewer than two rewards, or a spread below float noise of the mean
+    (e.g. ``[0.1, 0.1, 0.1]`` after rounding). Advantages, tree credit, the
+    zero-std metric and the recipe's dynamic sampling all ask this function.
+    """
+    if len(rewards) < 2:
+        return True
+    mean, std = mean_std(rewards)
+    return std <= 1e-12 * max(1.0, abs(mean))
+
+
 def group_advantages(
     rewards: Sequence[float], *, normalize_std: bool = True, eps: float = 1e-6
 ) -> list[float]:
@@ -30,16 +50,10 @@ def group_advantages(
     Zero-variance groups (including a group of one) get all-zero advantages.
     """
     n = len(rewards)
-    if n == 0:
-        return []
-    r = [float(x) for x in rewards]
-    mean = math.fsum(r) / n
-    centered = [x - mean for x in r]
-    var = math.fsum(c * c for c in centered) / n
-    std = math.sqrt(var)
-    # a spread below float noise of the mean is zero variance (e.g. [0.1, 0.1, 0.1] after rounding)
-    if std <= 1e-12 * max(1.0, abs(mean)):
+    if no_signal(rewards):
         return [0.0] * n
+    mean, std = mean_std(rewards)
+    centered = [float(x) - mean for x in rewards]
     if not normalize_std:
         return centered
     return [c / (std + eps) for c in centered]
@@ -74,5 +88,5 @@ def zero_std_groups(group_ids: Sequence[Hashable], rewards: Sequence[float]) -> 
     members: dict[Hashable, list[float]] = {}
     for g, r in zip(group_ids, rewards, strict=True):
         members.setdefault(g, []).append(float(r))
-    zero = sum(1 for rs in members.values() if not any(group_advantages(rs, normalize_std=False)))
+    zero = sum(1 for rs in members.values() if no_signal(rs))
     return zero, len(members)

@@ -214,7 +214,8 @@ class RLConfig(BaseModel):
         "rollouts forked at branch_at; sparring.train.tree_credit). Sets grpo.credit.",
     )
     branch_at: str | None = Field(
-        None, description="credit=tree: fork each training rollout after these turns: 1,2 | first:N | all."
+        None,
+        description="credit=tree: fork each training rollout after these turns: 1,2 | first:N | entropy:N | all.",
     )
     branches: int = Field(0, ge=0, description="credit=tree: branches forked at each branch_at turn (K).")
 
@@ -240,7 +241,9 @@ class RLConfig(BaseModel):
         """Impossible combinations fail here, before any task, model or sandbox is made."""
         if self.credit == "tree":
             if not self.branch_at or self.branches < 1:
-                raise ValueError("credit=tree needs branch_at (1,2 | first:N | all) and branches >= 1")
+                raise ValueError(
+                    "credit=tree needs branch_at (1,2 | first:N | entropy:N | all) and branches >= 1"
+                )
             from sparring.rollout.branching import parse_branch_plan
 
             try:

@@ -13,6 +13,7 @@ from typing import Any
 from sparring.curriculum.sampler import BetaCurriculum
 from sparring.monitor.progress import Progress
 from sparring.rollout.scheduler import RolloutScheduler
+from sparring.train.advantages import no_signal
 from sparring.train.config import RLConfig
 from sparring.train.evaluation import evaluate
 from sparring.trajectory import Trajectory
@@ -31,7 +32,7 @@ def zero_variance_groups(trajs: list[Trajectory]) -> list[str]:
     out = []
     for members in groups.values():
         rewards = [t.reward for t in members if t.trainable and t.reward is not None]
-        if len(rewards) < 2 or max(rewards) - min(rewards) <= 1e-12:
+        if no_signal(rewards):  # the one zero-variance rule (fewer than two rewards included)
             out.append(members[0].task_id)
     return out
 

@@ -40,7 +40,7 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-from sparring.train.advantages import grouped_advantages
+from sparring.train.advantages import grouped_advantages, mean_std, no_signal
 
 
 @dataclass(frozen=True)
@@ -61,14 +61,9 @@ TurnAdvantages = dict[str, list[float | None]]
 
 def _scale(rewards: Sequence[float], normalize_std: bool, eps: float) -> float | None:
     """GRPO's divisor over ``rewards`` (None: zero variance, no signal), computed as group_advantages does."""
-    n = len(rewards)
-    r = [float(x) for x in rewards]
-    mean = math.fsum(r) / n
-    var = math.fsum((x - mean) * (x - mean) for x in r) / n
-    std = math.sqrt(var)
-    if std <= 1e-12 * max(1.0, abs(mean)):
+    if no_signal(rewards):
         return None
-    return std + eps if normalize_std else 1.0
+    return mean_std(rewards)[1] + eps if normalize_std else 1.0
 
 
 def branch_values(nodes: Sequence[Node]) -> dict[tuple[str, int], float]:

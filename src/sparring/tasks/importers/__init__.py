@@ -3,7 +3,7 @@
 One module per format:
 
 ``function-jsonl``   HumanEval/MBPP-style records (:mod:`.function_jsonl`)
-``swe-bench``        SWE-bench instances over local repositories (:mod:`.swe_bench`)
+``swe-bench``        SWE-bench instances over local repositories or their images (:mod:`.swe_bench`)
 ``terminal-bench``   Terminal-bench / Harbor task directories (:mod:`.terminal_bench`; alias ``harbor``)
 
 Every importer validates all its input before it writes anything, and writes
@@ -48,6 +48,10 @@ class ImportOptions:
     backend: SandboxBackend | None = None
     build: bool = False
     """terminal-bench: build each Dockerfile with buildah and pin the task to the image."""
+    image_template: str | None = None
+    """swe-bench: each instance's image, ``{instance_id}`` in it (instead of ``repos``)."""
+    image_workspace: str = "/testbed"
+    """swe-bench with ``image_template``: where each image keeps its repository."""
 
 
 def _function_jsonl(path: Path, out: Path, opts: ImportOptions) -> list[Task]:
@@ -57,9 +61,12 @@ def _function_jsonl(path: Path, out: Path, opts: ImportOptions) -> list[Task]:
 def _swe_bench(path: Path, out: Path, opts: ImportOptions) -> list[Task]:
     from sparring.tasks.importers.swe_bench import import_swe_bench
 
-    if opts.repos is None:
-        raise ConfigError("--format swe-bench needs --repos (a git repository, or a directory of them)")
-    return import_swe_bench(path, out, repos=opts.repos, limit=opts.limit)
+    if opts.repos is None and opts.image_template is None:
+        raise ConfigError(
+            "--format swe-bench needs --repos (a git repository, or a directory of them) or --image-template"
+        )
+    return import_swe_bench(path, out, repos=opts.repos, limit=opts.limit, image_template=opts.image_template,
+                            image_workspace=opts.image_workspace)  # fmt: skip
 
 
 def _terminal_bench(path: Path, out: Path, opts: ImportOptions) -> list[Task]:
@@ -89,6 +96,8 @@ def import_tasks(
     repos: Path | None = None,
     backend: SandboxBackend | None = None,
     build: bool = False,
+    image_template: str | None = None,
+    image_workspace: str = "/testbed",
 ) -> list[Task]:
     """Import with a named format; ConfigError naming the known formats otherwise."""
     try:
@@ -100,8 +109,11 @@ def import_tasks(
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"--limit must be a positive integer, got {limit!r}")
     return importer(
-        Path(path), Path(out), ImportOptions(limit=limit, repos=repos, backend=backend, build=build)
-    )
+        Path(path),
+        Path(out),
+        ImportOptions(limit=limit, repos=repos, backend=backend, build=build, image_template=image_template,
+                      image_workspace=image_workspace),
+    )  # fmt: skip
 
 
 __all__ = [

@@ -40,13 +40,14 @@ import subprocess
 import tarfile
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from sparring import pyast
-from sparring.errors import TaskError
+from sparring.errors import ConfigError, TaskError
+from sparring.tasks import taskfs
 from sparring.tasks.environment import pinned_requirements
 from sparring.tasks.importers.batch import Draft, Files, RecordErrors, write_drafts
 from sparring.tasks.importers.rows import record_lines
@@ -317,6 +318,25 @@ def instance_task(inst: Instance, repo: Path, source: str) -> Draft:
     with tempfile.TemporaryDirectory(prefix="sparring-swe-") as tmp:
         base_dir = Path(tmp) / "base"
         export_tree(repo, inst.base_commit, base_dir)
+        return base_task(inst, base_dir, source, Environment(requirements=pinned_requirements()))
+
+
+def image_task(inst: Instance, images: InstanceImages, source: str) -> Draft:
+    """The task of an instance whose repository is in its own image (``images``): the workspace is
+    the image's tree at ``images.workspace`` (no .git), the task pinned to the image's digest."""
+    image, tree = images.pull(inst)
+    with tempfile.TemporaryDirectory(prefix="sparring-swe-") as tmp:
+        base_dir = Path(tmp) / "base"
+        for rel, data in tree.items():
+            (base_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+            (base_dir / rel).write_bytes(data)
+        base_dir.mkdir(exist_ok=True)
+        return base_task(inst, base_dir, source, Environment(image=image, workspace=images.workspace))
+
+
+def base_task(inst: Instance, base_dir: Path, source: str, env: Environment) -> Draft:
+    """The task of an instance over ``base_dir`` (the repository at its base commit, files only)."""
+    with tempfile.TemporaryDirectory(prefix="sparring-swe-") as tmp:
         base = read_tree(base_dir)
         gold_dir, test_dir = Path(tmp) / "gold", Path(tmp) / "test"
         shutil.copytree(base_dir, gold_dir, symlinks=True)
@@ -359,7 +379,7 @@ def instance_task(inst: Instance, repo: Path, source: str) -> Draft:
         "tags": [FAMILY, "imported", inst.repo, *([f"version:{inst.version}"] if inst.version else []),
                  *([f"env-commit:{inst.environment_setup_commit[:12]}"] if inst.environment_setup_commit else [])],
         "provenance": Provenance(generator=IMPORTER, source=f"{source}:{inst.instance_id}@{inst.base_commit}"),
-        "environment": Environment(requirements=pinned_requirements()),
+        "environment": env,
     })  # fmt: skip
     return Draft(spec, dict(base), hidden, dict(solution), deleted)
 
@@ -390,6 +410,52 @@ def read_instances(path: Path) -> list[tuple[str, Instance | str]]:
     return out
 
 
+# --------------------------------------------------------------------------- instance images
+
+
+def image_name(template: str, instance_id: str) -> str:
+    """``template`` with ``{instance_id}`` replaced the way SWE-bench names its instance images: lower
+    case, ``__`` written ``_1776_`` (``django__django-11099`` -> ``django_1776_django-11099``)."""
+    if "{instance_id}" not in template:
+        raise ConfigError(
+            f"--image-template {template!r} has no {{instance_id}} (e.g. 'REG/sweb.eval.x86_64.{{instance_id}}:latest')"
+        )
+    return template.replace("{instance_id}", instance_id.lower().replace("__", "_1776_"))
+
+
+class InstanceImages:
+    """One image per instance, named by a template, pulled through the image store and pinned by
+    digest. A loopback registry is spoken to over plain HTTP (as ``image pull --insecure``)."""
+
+    def __init__(self, template: str, workspace: str) -> None:
+        from sparring.images.store import ImageStore
+
+        image_name(template, "x")
+        if not workspace.startswith("/") or ".." in workspace.split("/") or workspace.strip("/") == "":
+            raise ConfigError(f"--image-workspace {workspace!r} must be an absolute directory in the image")
+        self.template, self.workspace = template, "/" + workspace.strip("/")
+        self.store = ImageStore()
+
+    def pull(self, inst: Instance) -> tuple[str, dict[str, bytes]]:
+        """(the image pinned as REF@sha256:..., the files of its workspace: no .git, no bytecode)."""
+        from sparring.errors import SparringError
+        from sparring.images.reference import is_loopback_host, parse
+        from sparring.images.registry import pull
+
+        name = image_name(self.template, inst.instance_id)
+        try:
+            res = pull(self.store, name, insecure=is_loopback_host(parse(name).registry))
+        except SparringError as e:
+            raise TaskError(f"image {name}: {e}") from None
+        root = self.store.rootfs(res.record) / self.workspace.strip("/")
+        if not root.is_dir() or root.is_symlink():
+            raise TaskError(f"image {name} has no directory {self.workspace} (pass --image-workspace)")
+        tree = {k: v for k, v in taskfs.files(root).items()
+                if not k.startswith(".git/") and "__pycache__/" not in k and not k.endswith(".pyc")}  # fmt: skip
+        pinned = name if parse(name).digest else f"{name}@{res.digest}"
+        return pinned, tree
+
+
 @contextmanager
 def _repos(root: Path) -> Iterator[Repos]:
     r = Repos(root)
@@ -399,20 +465,30 @@ def _repos(root: Path) -> Iterator[Repos]:
         r.close()
 
 
-def import_swe_bench(path: Path, out: Path, *, repos: Path, limit: int | None = None) -> list[Task]:
-    """Import SWE-bench instances into out/<task id>/: all, or (naming every bad instance) none."""
+def import_swe_bench(path: Path, out: Path, *, repos: Path | None = None, limit: int | None = None,
+                     image_template: str | None = None, image_workspace: str = "/testbed") -> list[Task]:  # fmt: skip
+    """Import SWE-bench instances into out/<task id>/: all, or (naming every bad instance) none.
+    Each repository comes from ``repos``, or with ``image_template`` from the instance's own image
+    (its tree at ``image_workspace``; the task pinned to that image)."""
+    images = InstanceImages(image_template, image_workspace) if image_template else None
+    if images is None and repos is None:
+        raise ConfigError("--format swe-bench needs --repos (git repositories) or --image-template (images)")
     rows = read_instances(path)
     if limit is not None:
         rows = rows[:limit]
     problems: list[str] = []
     drafts: list[Draft] = []
-    with _repos(repos) as found:
+    with _repos(repos) if images is None and repos is not None else nullcontext() as found:
         for where, inst in rows:
             if isinstance(inst, str):
                 problems.append(f"{where}: {inst}")
                 continue
             try:
-                drafts.append(instance_task(inst, found.locate(inst.repo), Path(path).name))
+                if images is not None:
+                    drafts.append(image_task(inst, images, Path(path).name))
+                else:
+                    assert found is not None
+                    drafts.append(instance_task(inst, found.locate(inst.repo), Path(path).name))
             except TaskError as e:
                 problems.append(f"{where}: {e}")
     if problems:

@@ -37,8 +37,8 @@ from sparring.errors import SandboxError
 from sparring.sandbox.base import SandboxSpec
 
 if TYPE_CHECKING:
-    from sparring.sandbox.local import LocalBackend
-    from sparring.sandbox.local_sandbox import LocalSandbox
+    from sparring.sandbox.local.backend import LocalBackend
+    from sparring.sandbox.local.sandbox import LocalSandbox
 
 log = logging.getLogger("sparring.sandbox")
 

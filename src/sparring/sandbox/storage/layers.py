@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparring.errors import SandboxError, WorkspaceFault
-from sparring.sandbox import hosttree
+from sparring.sandbox.storage import hosttree
 
 log = logging.getLogger("sparring.sandbox")
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparring.errors import SandboxError
-from sparring.sandbox import execserver as proto
+from sparring.sandbox.local import execserver as proto
 
 OutputCallback = Callable[[str, bytes], None]
 

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sparring.errors import SandboxError, WorkspaceFault
-from sparring.sandbox import hosttree
 from sparring.sandbox.base import WorkspaceDiff
+from sparring.sandbox.storage import hosttree
 
 IGNORED_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
 IGNORED_SUFFIXES = (".pyc", ".pyo")

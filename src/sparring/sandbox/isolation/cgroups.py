@@ -19,12 +19,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparring.errors import SandboxUnavailableError
-from sparring.sandbox.features import cgroups_forced_off
 
 log = logging.getLogger("sparring.sandbox")
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARENT = "sparring"
+
+
+def cgroups_forced_off() -> bool:
+    """``SPARRING_CGROUPS=off``: limits fall back to rlimits even where cgroups are writable."""
+    return os.environ.get("SPARRING_CGROUPS", "").lower() in ("off", "0", "no", "rlimits")
+
+
+def cgroup_version(root: Path = CGROUP_ROOT) -> str:
+    """``v2`` (unified), ``v1`` (one hierarchy per controller) or ``none`` (nothing mounted)."""
+    if (root / "cgroup.controllers").is_file():
+        return "v2"
+    if any((root / c).is_dir() for c in ("memory", "pids", "cpu")):
+        return "v1"
+    return "none"
+
+
+def pids_root() -> Path | None:
+    """The pids controller's hierarchy (v1 ``pids/`` or the v2 root), if this process may write it."""
+    for p in (CGROUP_ROOT / "pids", CGROUP_ROOT):
+        if (p / "cgroup.procs").is_file() and (p.name == "pids" or (p / "cgroup.controllers").is_file()):
+            return p if os.access(p, os.W_OK) else None
+    return None
 
 
 def _is_v2(root: Path) -> bool:

@@ -1,7 +1,7 @@
-"""Local sandbox backend: makes :class:`~sparring.sandbox.local_sandbox.LocalSandbox` es (one long-lived
+"""Local sandbox backend: makes :class:`~sparring.sandbox.local.sandbox.LocalSandbox` es (one long-lived
 bubblewrap each, an exec server inside, overlayfs layers) and owns what they share: the layer store,
 the network-namespace pool, the pre-started sandboxes (prefork.py) and the reaping of what a dead
-owner left (reaper.py). What one sandbox is, and its layout on disk, is in local_sandbox.py.
+owner left (reaper.py). What one sandbox is, and its layout on disk, is in local/sandbox.py.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparring.errors import SandboxError
-from sparring.sandbox import features, reaper, seccomp
 from sparring.sandbox.base import WORKSPACE, SandboxSpec
 from sparring.sandbox.environment import AGENT_HOST_UID, AGENT_UID, SandboxEnvironment
-from sparring.sandbox.layers import LayerStore, Snapshot
-from sparring.sandbox.local_sandbox import LocalSandbox
-from sparring.sandbox.netns import NetnsPool, make_user_namespace
-from sparring.sandbox.prefork import PreforkPool, default_prefork
-from sparring.sandbox.rootfs import HOME, STATIC_SUFFIX, WRITABLE, RootPlan, install_server
+from sparring.sandbox.isolation import features, reaper, seccomp
+from sparring.sandbox.isolation.netns import NetnsPool, make_user_namespace
+from sparring.sandbox.local.prefork import PreforkPool, default_prefork
+from sparring.sandbox.local.rootfs import HOME, STATIC_SUFFIX, WRITABLE, RootPlan, install_server
+from sparring.sandbox.local.sandbox import LocalSandbox
+from sparring.sandbox.storage.layers import LayerStore, Snapshot
 
 if TYPE_CHECKING:
     from sparring.images.store import ImageStore

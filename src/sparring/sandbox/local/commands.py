@@ -1,6 +1,6 @@
 """Running commands in a local sandbox: the host side of ``exec`` and ``prestart`` over its exec server.
 
-A mixin of :class:`~sparring.sandbox.local_sandbox.LocalSandbox` (which owns the channel, the cgroups and
+A mixin of :class:`~sparring.sandbox.local.sandbox.LocalSandbox` (which owns the channel, the cgroups and
 the spec): one command is started on the channel with the sandbox's environment and rlimits, then
 waited for with its timeout, its kill on timeout and its out-of-memory report. A prestarted command
 is started now with its stdin held open and told what to do later (:class:`Prestarted`).
@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 from sparring.errors import SandboxError
 from sparring.sandbox.base import OUTPUT_CAP, TRUNC_MARKER, WORKSPACE, ExecResult, SandboxSpec
-from sparring.sandbox.channel import ExecChannel, Job, OutputCallback
-from sparring.sandbox.proxy import PROXY_PORT, AllowlistProxy
+from sparring.sandbox.local.channel import ExecChannel, Job, OutputCallback
+from sparring.sandbox.local.proxy import PROXY_PORT, AllowlistProxy
 
 if TYPE_CHECKING:
-    from sparring.sandbox.cgroups import CgroupSet
     from sparring.sandbox.environment import SandboxEnvironment
+    from sparring.sandbox.isolation.cgroups import CgroupSet
 
 
 def _decode(data: bytes | bytearray, dropped: int) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from sparring.errors import ConfigError
 from sparring.sandbox.environment import GROUP, HOST_ETC, HOSTNAME, PASSWD, TOP_LEVEL, SandboxEnvironment
-from sparring.sandbox.features import c_compiler
+from sparring.sandbox.isolation.features import c_compiler
 
 HOME = "/home/agent"
 SERVER = "/.sparring/execserver"

@@ -28,7 +28,7 @@ import signal
 import time
 from dataclasses import dataclass
 
-from sparring.sandbox.cgroups import CgroupSet
+from sparring.sandbox.isolation.cgroups import CgroupSet
 
 KILL_ROUNDS = 200
 SETTLE_S = 5.0  # how long killed processes may take to leave (a loaded host, a big address space)

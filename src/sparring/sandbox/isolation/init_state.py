@@ -5,7 +5,7 @@ process of the sandbox change its limits, priority, scheduling, I/O priority or 
 uids only). The seccomp filter denies every such call aimed at another process (seccomp.py), and the
 server sets each command's state from scratch (execserver.c); this module is the host's check that both
 held: :class:`InitState` is read once when the sandbox starts and again after every ``reset`` and
-``restore``, and any difference retires the sandbox (local_sandbox.py).
+``restore``, and any difference retires the sandbox (local/sandbox.py).
 
 Every item is read by the host, through its own /proc and syscalls that take a host pid (none needs
 the server's cooperation, nor access to its memory):
@@ -32,7 +32,7 @@ import os
 from dataclasses import dataclass, fields
 
 from sparring.errors import SandboxError
-from sparring.sandbox.seccomp import host_arch
+from sparring.sandbox.isolation.seccomp import host_arch
 
 IOPRIO_WHO_PROCESS = 1
 STATUS_KEYS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparring.errors import SandboxError
-from sparring.sandbox import mounts
+from sparring.sandbox.isolation import mounts
 
 OPTION = "favordynmods"
 # mount(2) flags of a mount (not of its superblock): a remount must pass the current ones again.

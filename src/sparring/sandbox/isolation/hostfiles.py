@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparring.errors import SandboxError
-from sparring.sandbox import mounts
 from sparring.sandbox.base import WORKSPACE, ExecResult
+from sparring.sandbox.isolation import mounts
 
 READ_CAP = 16 << 20  # the most one read_file carries into host memory
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sparring.sandbox.base import TRUNC_MARKER
-from sparring.sandbox.cgroups import cgroup_procs, empty_and_remove, kill_members
+from sparring.sandbox.isolation.cgroups import cgroup_procs, empty_and_remove, kill_members
 
 HOSTNAME = "sandbox"
 NOBODY = 65534
@@ -47,14 +47,6 @@ done
 """
 
 
-def pids_root() -> Path | None:
-    """The pids controller's hierarchy (v1 ``pids/`` or the v2 root), if this process may write it."""
-    for p in (CGROUP_ROOT / "pids", CGROUP_ROOT):
-        if (p / "cgroup.procs").is_file() and (p.name == "pids" or (p / "cgroup.controllers").is_file()):
-            return p if os.access(p, os.W_OK) else None
-    return None
-
-
 def cg_dirs(name: str) -> list[Path]:
     """Every directory called ``name`` directly under a cgroup hierarchy root (v1 and v2)."""
     out = [CGROUP_ROOT / name] if (CGROUP_ROOT / "cgroup.controllers").is_file() else []
@@ -80,7 +72,7 @@ def tree_empty(d: Path) -> bool:
 
 def remove_cgroups(sid: str, wait_s: float = 30.0) -> None:
     """Kill what is left in the sandbox's cgroups (conmon may still be exiting) and remove them, retrying
-    while killed members finish exiting (:func:`sparring.sandbox.cgroups.empty_and_remove`)."""
+    while killed members finish exiting (:func:`sparring.sandbox.isolation.cgroups.empty_and_remove`)."""
     empty_and_remove(cg_dirs(CG_PREFIX + sid), wait_s=wait_s)
 
 

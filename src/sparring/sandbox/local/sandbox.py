@@ -52,23 +52,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparring.errors import SandboxError, WorkspaceFault
-from sparring.sandbox import execserver, hosttree, ipcns, mounts, reaper, seccomp, sweep
 from sparring.sandbox.base import WORKSPACE, SandboxSpec, WorkspaceDiff
-from sparring.sandbox.cgroups import CgroupSet
-from sparring.sandbox.channel import ExecChannel
-from sparring.sandbox.commands import Commands
 from sparring.sandbox.crashpoint import crash_point
 from sparring.sandbox.environment import AGENT_GID, AGENT_UID, HOSTNAME
-from sparring.sandbox.hostfiles import HostFiles
-from sparring.sandbox.init_state import InitState
-from sparring.sandbox.layers import copy_tree, discard
-from sparring.sandbox.netns import set_loopback
-from sparring.sandbox.proxy import PROXY_PORT, AllowlistProxy, Attempt, parse_allow
-from sparring.sandbox.rootfs import HOME, SERVER
-from sparring.sandbox.workspace import diff_caps, tree_diff
+from sparring.sandbox.isolation import ipcns, mounts, reaper, seccomp, sweep
+from sparring.sandbox.isolation.cgroups import CgroupSet
+from sparring.sandbox.isolation.hostfiles import HostFiles
+from sparring.sandbox.isolation.init_state import InitState
+from sparring.sandbox.isolation.netns import set_loopback
+from sparring.sandbox.local import execserver
+from sparring.sandbox.local.channel import ExecChannel
+from sparring.sandbox.local.commands import Commands
+from sparring.sandbox.local.proxy import PROXY_PORT, AllowlistProxy, Attempt, parse_allow
+from sparring.sandbox.local.rootfs import HOME, SERVER
+from sparring.sandbox.storage import hosttree
+from sparring.sandbox.storage.layers import copy_tree, discard
+from sparring.sandbox.storage.workspace import diff_caps, tree_diff
 
 if TYPE_CHECKING:
-    from sparring.sandbox.local import LocalBackend
+    from sparring.sandbox.local.backend import LocalBackend
 
 UNFROZEN_SNAPSHOT_TRIES = 8  # without a freezer a snapshot copies a running tree: retries on a vanished entry
 KILL_GRACE_S = 5.0  # how long a killed command may take to be reported before the sandbox counts as broken

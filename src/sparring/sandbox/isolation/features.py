@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparring.errors import SandboxUnavailableError
+from sparring.sandbox.isolation.cgroups import CGROUP_ROOT, CgroupSet, cgroup_version, pids_root
 
-CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROBE_TIMEOUT_S = 10.0
 
 
@@ -153,20 +153,6 @@ def seccomp_in_kernel() -> bool:
 
 
 # ---------- cgroups ----------
-def cgroups_forced_off() -> bool:
-    """``SPARRING_CGROUPS=off``: limits fall back to rlimits even where cgroups are writable."""
-    return os.environ.get("SPARRING_CGROUPS", "").lower() in ("off", "0", "no", "rlimits")
-
-
-def cgroup_version(root: Path = CGROUP_ROOT) -> str:
-    """``v2`` (unified), ``v1`` (one hierarchy per controller) or ``none`` (nothing mounted)."""
-    if (root / "cgroup.controllers").is_file():
-        return "v2"
-    if any((root / c).is_dir() for c in ("memory", "pids", "cpu")):
-        return "v1"
-    return "none"
-
-
 @dataclass(frozen=True)
 class CgroupProbe:
     """What a sandbox's cgroup set gets on this host: the version, the controllers it could create
@@ -180,8 +166,6 @@ class CgroupProbe:
 def probe_cgroups(root: Path = CGROUP_ROOT) -> CgroupProbe:
     """Create (and remove) a real sandbox cgroup set with every limit and the freezer, exactly as a
     sandbox does: the controllers it got are the writable / delegated ones."""
-    from sparring.sandbox.cgroups import CgroupSet
-
     cg = CgroupSet.create(f"doctor-{os.getpid()}", 64, 64, 0.5, root=root, freezer=True)
     try:
         ctrls = tuple(sorted(cg.dirs)) if not cg.v2 else _v2_controllers(cg.dirs["unified"])
@@ -212,11 +196,21 @@ def exec_server_choice() -> str:
 
 
 # ---------- the OCI backend ----------
+INSTALL_HINT = "run `make setup` as root (apt-get install podman runc catatonit busybox-static)"
+
+
+def podman_argv() -> list[str]:
+    """``podman`` with the global flags this backend always uses (runc: crun fails on cgroup v1 here)."""
+    podman = shutil.which("podman")
+    if podman is None:
+        raise SandboxUnavailableError(f"podman is not installed: {INSTALL_HINT}")
+    if shutil.which("runc") is None:
+        raise SandboxUnavailableError(f"runc is not installed: {INSTALL_HINT}")
+    return [podman, "--runtime", "runc", "--cgroup-manager", "cgroupfs", "--events-backend", "none"]
+
+
 def oci_problem() -> str | None:
     """Why the OCI backend cannot run here (one line saying what to do), or None when it can."""
-    from sparring.sandbox.oci_image import podman_argv
-    from sparring.sandbox.oci_support import pids_root
-
     try:
         podman_argv()
     except SandboxUnavailableError as e:

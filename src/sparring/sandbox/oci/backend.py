@@ -45,7 +45,6 @@ import uuid
 from pathlib import Path
 
 from sparring.errors import SandboxError, SandboxUnavailableError
-from sparring.sandbox import features, mounts
 from sparring.sandbox.base import (
     OUTPUT_CAP,
     WORKSPACE,
@@ -54,12 +53,14 @@ from sparring.sandbox.base import (
     SandboxSpec,
     WorkspaceDiff,
 )
-from sparring.sandbox.cgroups import rmdir_tree
 from sparring.sandbox.environment import SandboxEnvironment
-from sparring.sandbox.hostfiles import HostFiles
-from sparring.sandbox.layers import copy_tree, discard
-from sparring.sandbox.oci_image import ensure_image, first_line, podman_argv, podman_cycle_ms, ulimit_flags
-from sparring.sandbox.oci_support import (
+from sparring.sandbox.isolation import features, mounts
+from sparring.sandbox.isolation.cgroups import pids_root, rmdir_tree
+from sparring.sandbox.isolation.features import podman_argv
+from sparring.sandbox.isolation.hostfiles import HostFiles
+from sparring.sandbox.isolation.reaper import orphaned
+from sparring.sandbox.oci.image import ensure_image, first_line, ulimit_flags
+from sparring.sandbox.oci.support import (
     BASE_ENV,
     CG_PREFIX,
     CGROUP_ROOT,
@@ -69,14 +70,13 @@ from sparring.sandbox.oci_support import (
     Sink,
     cgroup_procs,
     kill_tree,
-    pids_root,
     remove_cgroups,
     tree_empty,
 )
-from sparring.sandbox.reaper import orphaned
-from sparring.sandbox.workspace import diff_caps, tree_diff
+from sparring.sandbox.storage.layers import copy_tree, discard
+from sparring.sandbox.storage.workspace import diff_caps, tree_diff
 
-__all__ = ["CG_PREFIX", "CGROUP_ROOT", "OCIBackend", "OCISandbox", "podman_cycle_ms"]
+__all__ = ["CG_PREFIX", "CGROUP_ROOT", "OCIBackend", "OCISandbox"]
 
 LABEL = "sparring.oci.owner"
 MS_BIND, MS_PRIVATE, MS_SHARED = 4096, 1 << 18, 1 << 20

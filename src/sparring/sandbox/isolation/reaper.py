@@ -13,7 +13,7 @@ no record needs.
 
 A restarted backend calls ``reap`` at start. So that nothing is left even
 when no backend starts again, every owning process also gets a *watchdog*: a
-small detached process (``python -m sparring.sandbox.reaper``) that waits on
+small detached process (``python -m sparring.sandbox.isolation.reaper``) that waits on
 a pidfd for the owner to die, then reaps. One watchdog serves every backend
 of one owner on one root.
 """
@@ -33,27 +33,11 @@ import uuid
 from pathlib import Path
 
 from sparring.errors import SandboxError
-from sparring.sandbox import mounts
-from sparring.sandbox.cgroups import CGROUP_ROOT, PARENT, empty_and_remove
+from sparring.pids import pid_alive
 from sparring.sandbox.crashpoint import crash_point
-from sparring.sandbox.layers import LayerStore, discard
-
-
-def pid_alive(pid: int) -> bool:
-    """``pid`` runs. A zombie does not: an owner SIGKILLed whose parent has not waited for it yet (a Ray
-    worker under a busy raylet) still answers ``kill(pid, 0)``, and its sandboxes would never be reaped."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return True  # no /proc: kill(pid, 0) is all there is
-    state = stat.rpartition(b")")[2].split()[:1]
-    return state not in ([b"Z"], [b"X"])
+from sparring.sandbox.isolation import mounts
+from sparring.sandbox.isolation.cgroups import CGROUP_ROOT, PARENT, empty_and_remove
+from sparring.sandbox.storage.layers import LayerStore, discard
 
 
 def orphaned(owner: int) -> bool:
@@ -209,7 +193,7 @@ def ensure_watchdog(root: Path) -> None:
         if pid_alive(int(mark.read_text())):
             return
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sparring.sandbox.reaper", "--root", str(root), "--owner", str(me)],
+        [sys.executable, "-m", "sparring.sandbox.isolation.reaper", "--root", str(root), "--owner", str(me)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
