@@ -11,7 +11,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from sparring.judge.bench import bench_tasks, run_bench
+from sparring.judge.quality.bench import bench_tasks, run_bench
 from sparring.sandbox.local.backend import LocalBackend
 
 if __name__ == "__main__":

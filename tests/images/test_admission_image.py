@@ -18,7 +18,7 @@ from image_support import DEBIAN_RECIPE, debian_layout, entry, layered_layout, t
 from sparring.admission.image import PYTEST_RANGE, PYTHON_RANGE, check_image_pinned, interpreter_problems
 from sparring.images.archive import import_archive
 from sparring.images.store import ImageStore
-from sparring.judge.sandbox_runner import IN_SANDBOX
+from sparring.judge.inside import module_files
 from sparring.tasks.loader import load_task
 from sparring.tasks.pin import image_pinned_text, pin_task
 from tests_support import make_clamp_task
@@ -26,7 +26,7 @@ from tests_support import make_clamp_task
 SPARRING = [str(Path(sys.executable).parent / "sparring")]
 DIGEST_A = "sha256:" + "a" * 64
 DIGEST_B = "sha256:" + "b" * 64
-JUDGE_DIR = Path(__file__).resolve().parents[2] / "src" / "sparring" / "judge"
+JUDGE_DIR = Path(__file__).resolve().parents[2] / "src" / "sparring" / "judge" / "inside"
 
 
 def _with_image(task_dir: Path, image: str) -> None:
@@ -93,7 +93,7 @@ def test_the_interpreter_verdict(stdout, exit_code, ok):
         assert "the judge supports Python 3.8-3.13 with pytest 7-9" in p.detail
 
 
-@pytest.mark.parametrize("name", IN_SANDBOX)
+@pytest.mark.parametrize("name", module_files())
 def test_in_sandbox_modules_keep_to_python_3_8(name):
     """What runs on the image's interpreter parses as Python 3.8 and calls nothing newer that a
     3.8 parser would let through (str.removeprefix, zip(strict=), ...)."""

@@ -22,7 +22,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_INDEXES = [p for p in (Path("/opt/pypi/simple"), Path("/opt/pypi-more/simple")) if p.is_dir()]
-PACKAGE_DATA = ("sparring/sandbox/local/execserver.c", "sparring/judge/golden.json", "sparring/py.typed")
+PACKAGE_DATA = (
+    "sparring/sandbox/local/execserver.c",
+    "sparring/judge/quality/golden.json",
+    "sparring/py.typed",
+)
 
 pytestmark = pytest.mark.slow
 

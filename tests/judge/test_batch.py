@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from sparring.errors import ConfigError
-from sparring.judge.batch import BatchSource, batch_summary, review_key
-from sparring.judge.canary import make_canary
+from sparring.judge.quality.canary import make_canary
+from sparring.judge.runner.batch import BatchSource, batch_summary, review_key
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.hacks import HACKS
 from sparring.tasks.loader import solution_diff

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sparring.tasks.dynamic_format import to_input
 
-DRIVER = Path(str(resources.files("sparring.judge").joinpath("sandbox_driver.py")))
+DRIVER = Path(str(resources.files("sparring.judge.inside").joinpath("judge_driver.py")))
 MODULE = """\
 def f(n, xs):
     while n < 0:  # spins on negative n: CPU time the per-call limit counts

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparring.judge.dynamic import DynamicSpec, compare, make_inputs
+from sparring.judge.dynamic.inputs import DynamicSpec, compare, make_inputs
+from sparring.judge.inside.judge_driver import Unserialisable, encode
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
-from sparring.judge.sandbox_driver import Unserialisable, encode
 from sparring.sandbox.base import WorkspaceDiff
 
 SPEC = DynamicSpec(

@@ -10,9 +10,9 @@ import pytest
 
 from sparring.admission.check import check_task
 from sparring.judge.base import JudgeRunError
-from sparring.judge.dynamic import load_dynamic, make_inputs
+from sparring.judge.dynamic.inputs import load_dynamic, make_inputs
+from sparring.judge.inside.judge_driver import decode_args, encode
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
-from sparring.judge.sandbox_driver import decode_args, encode
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.dynamic_format import DYNAMIC_FILE
 from sparring.tasks.families import generate

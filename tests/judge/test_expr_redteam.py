@@ -14,8 +14,8 @@ import textwrap
 
 import pytest
 
-from sparring.judge import sandbox_observe as so
-from sparring.judge.probe import build_plan
+from sparring.judge.dynamic.probe import build_plan
+from sparring.judge.inside import judge_observe as so
 from sparring.judge.report import _observations
 from sparring.judge.withheld import RefTrace, Undecodable, claim_holds, decode, matches
 
@@ -25,7 +25,7 @@ def _run_probe(source: str, env: dict) -> list[list[object]]:
     so.RECORDER.start("t")
     ns = dict(env)
     code = compile(
-        source.replace("from sandbox_observe", "from sparring.judge.sandbox_observe"), "<p>", "exec"
+        source.replace("from judge_observe", "from sparring.judge.inside.judge_observe"), "<p>", "exec"
     )
     exec(code, ns)  # noqa: S102
     ns["test_it"]()
@@ -54,7 +54,7 @@ def test_a_huge_range_cannot_make_the_host_iterate():
     code = textwrap.dedent(
         """
         import json, sys
-        from sparring.judge.probe import build_plan
+        from sparring.judge.dynamic.probe import build_plan
         from sparring.judge.withheld import matches
         src = b'''def test_it():
             assert all(f())

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparring.judge import sandbox_observe as so
-from sparring.judge.probe import build_plan
+from sparring.judge.dynamic.probe import build_plan
+from sparring.judge.inside import judge_observe as so
 from sparring.judge.report import MARK, _observations
 from sparring.judge.withheld import RefTrace, claim_holds, matches, reference_trace
 
@@ -39,7 +39,9 @@ def _run_probe(source: str, env: dict, test: str = "test_it") -> list[list[Any]]
     so.RECORDER.start("t")
     ns = dict(env)
     exec(
-        compile(source.replace("from sandbox_observe", "from sparring.judge.sandbox_observe"), "<p>", "exec"),
+        compile(
+            source.replace("from judge_observe", "from sparring.judge.inside.judge_observe"), "<p>", "exec"
+        ),
         ns,
     )  # noqa: S102
     with contextlib.suppress(AssertionError):

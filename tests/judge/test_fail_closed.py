@@ -14,8 +14,8 @@ import asyncio
 import pytest
 from native_payloads import build_extension, cache_tag, extension_suffix, unchecked_pyc
 
-from sparring.judge.hacks import features
 from sparring.judge.pytest_judge import PytestJudge
+from sparring.judge.static.hacks import features
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.sandbox_spec import spec_for_task
 from tests_support import FIXED_CLAMP

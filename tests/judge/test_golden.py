@@ -10,7 +10,7 @@ import json
 import pytest
 
 from sparring.errors import ConfigError
-from sparring.judge.golden import (
+from sparring.judge.quality.golden import (
     expected_reward,
     frozen_cases,
     golden_data,
@@ -60,8 +60,8 @@ def test_generators_cannot_move_the_golden_set(monkeypatch, tmp_path, golden):
         raise AssertionError("a generator ran during a golden replay")
 
     monkeypatch.setattr("sparring.tasks.families.generate", boom)
-    monkeypatch.setattr("sparring.judge.golden.build_tasks", boom)
-    monkeypatch.setattr("sparring.judge.golden.HACKS", {})
+    monkeypatch.setattr("sparring.judge.quality.golden.build_tasks", boom)
+    monkeypatch.setattr("sparring.judge.quality.golden.HACKS", {})
     cases = frozen_cases(golden, tmp_path)
     assert len(cases) == len(golden["cases"])
     assert {c.task.id: c.task.digest for c in cases} == {k: v["digest"] for k, v in golden["tasks"].items()}

@@ -94,10 +94,10 @@ def test_the_tests_own_import_of_a_workspace_package_still_runs_it(backend, tmp_
 GATE_SCRIPT = """\
 import os, sys
 sys.path.insert(0, {cfg!r})
-import sandbox_imports
+import judge_imports
 
 refused = []
-sandbox_imports.gate({ws!r}, [{trusted!r}], lambda name, why: refused.append(name))
+judge_imports.gate({ws!r}, [{trusted!r}], lambda name, why: refused.append(name))
 sys.path.insert(0, {ws!r})  # even first on the path, the workspace's colorsys is not the stdlib's
 sys.path.append({deps!r})
 import colorsys
@@ -121,7 +121,7 @@ def test_the_gate_decides_by_the_importing_code(tmp_path):
     import sys
     from pathlib import Path
 
-    import sparring.judge
+    import sparring.judge.inside
 
     ws, deps, trusted = tmp_path / "ws", tmp_path / "deps", tmp_path / "tests"
     for d in (ws, deps, trusted):
@@ -133,7 +133,7 @@ def test_the_gate_decides_by_the_importing_code(tmp_path):
     (trusted / "own.py").write_text(
         'import importlib\n\nimport wsmod as mod\n\nmod2 = importlib.import_module("wsmod2")\n'
     )
-    cfg = str(Path(sparring.judge.__file__).parent)
+    cfg = str(Path(sparring.judge.inside.__file__).parent)
     script = GATE_SCRIPT.format(cfg=cfg, ws=str(ws), deps=str(deps), trusted=str(trusted))
     r = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr + r.stdout

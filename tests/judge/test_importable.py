@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from native_payloads import build_extension, cache_tag, extension_suffix, unchecked_pyc
 
-from sparring.judge.hacks import static_flags
-from sparring.judge.importable import classify, split_importable
 from sparring.judge.reward import ZEROING_FLAGS
+from sparring.judge.static.hacks import static_flags
+from sparring.judge.static.importable import classify, split_importable
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.spec import JudgeSpec, TaskSpec, canonical_dump
 

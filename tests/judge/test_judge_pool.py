@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
-from sparring.judge.sandbox_runner import JudgePool
+from sparring.judge.runner.sandbox import JudgePool
 from sparring.sandbox.base import SandboxSpec, WorkspaceDiff
 from sparring.tasks.hacks import HACKS
 from sparring.tasks.loader import solution_diff

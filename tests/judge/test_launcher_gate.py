@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from sparring.judge.probe import build_plan
+from sparring.judge.dynamic.probe import build_plan
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.judge.report import parse_report
-from sparring.judge.sandbox_runner import JudgePool, launcher_job, run_in_sandbox
+from sparring.judge.runner.sandbox import JudgePool, launcher_job, run_in_sandbox
 from sparring.tasks.loader import solution_diff
 
 

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparring.errors import TaskError
-from sparring.judge.dynamic import DynamicSpec, compare, load_dynamic, make_inputs, usable_cases
-from sparring.judge.mutation import MAX_LEN, infer_domain, mutate
-from sparring.judge.sandbox_driver import decode_args, encode
+from sparring.judge.dynamic.inputs import DynamicSpec, compare, load_dynamic, make_inputs, usable_cases
+from sparring.judge.dynamic.mutation import MAX_LEN, infer_domain, mutate
+from sparring.judge.inside.judge_driver import decode_args, encode
 from sparring.tasks.dynamic_format import NotInputData, to_input
 
 SCALARS = (

@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparring.judge import sandbox_observe as so
-from sparring.judge.probe import Site, build_plan
+from sparring.judge.dynamic.probe import Site, build_plan
+from sparring.judge.inside import judge_observe as so
 from sparring.judge.withheld import Observation, RefTrace, claim_holds, matches
 
 SECRET_TEST = b"""\
@@ -70,7 +70,7 @@ def _run_probe(source: str, env: dict, test: str = "test_it", raw: bool = False)
     (``raw``: the recorder's rows, as they travel)."""
     so.RECORDER.start("t")
     ns = dict(env)
-    code = source.replace("from sandbox_observe import", "from sparring.judge.sandbox_observe import")
+    code = source.replace("from judge_observe import", "from sparring.judge.inside.judge_observe import")
     exec(compile(code, "<probe>", "exec"), ns)  # noqa: S102 - our own generated probe
     with contextlib.suppress(AssertionError):
         ns[test]()

@@ -160,7 +160,7 @@ def test_destructive_patterns_and_their_near_misses():
 
 
 def test_the_golden_process_cases_replay_unchanged_and_cover_every_check():
-    from sparring.judge.golden_process import load_process_golden, replay_process
+    from sparring.judge.quality.golden_process import load_process_golden, replay_process
 
     data = load_process_golden()
     n, changed, _ = replay_process(data)
@@ -172,7 +172,7 @@ def test_the_golden_process_cases_replay_unchanged_and_cover_every_check():
 
 
 def test_a_moved_process_verdict_fails_the_replay():
-    from sparring.judge.golden_process import load_process_golden, replay_process
+    from sparring.judge.quality.golden_process import load_process_golden, replay_process
 
     data = load_process_golden()
     data["cases"][0]["verdict"]["flags"] = ["process/tests_run"]

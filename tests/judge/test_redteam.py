@@ -11,7 +11,7 @@ import asyncio
 import pytest
 
 from sparring.judge.pytest_judge import PytestJudge
-from sparring.judge.redteam import EXPECTED_FLAGS
+from sparring.judge.quality.redteam import EXPECTED_FLAGS
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.hacks import HACKS
 from sparring.tasks.loader import solution_diff

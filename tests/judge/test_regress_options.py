@@ -9,8 +9,8 @@ import pytest
 
 from sparring.errors import ConfigError
 from sparring.judge.directory import symlinks_in
-from sparring.judge.golden import golden_path
-from sparring.judge.regress import RegressOptions, load_golden
+from sparring.judge.quality.golden import golden_path
+from sparring.judge.quality.regress import RegressOptions, load_golden
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,9 @@ import json
 import threading
 
 from sparring.judge import report as report_mod
+from sparring.judge.inside.judge_observe import MAX_DISTINCT
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.judge.report import MARK, MAX_LINE_CHARS, parse_report
-from sparring.judge.sandbox_observe import MAX_DISTINCT
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.loader import solution_diff
 

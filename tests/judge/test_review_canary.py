@@ -7,9 +7,9 @@ import asyncio
 import pytest
 
 from sparring.errors import ConfigError
-from sparring.judge.canary import CANARY_TEST, hack_rate, is_canary, make_canary, mix_canaries
 from sparring.judge.pytest_judge import PytestJudge
-from sparring.judge.review import MIN_HISTORY, ReviewQueue, risk_reasons
+from sparring.judge.quality.canary import CANARY_TEST, hack_rate, is_canary, make_canary, mix_canaries
+from sparring.judge.quality.review import MIN_HISTORY, ReviewQueue, risk_reasons
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.hacks import HACKS
 from sparring.tasks.loader import solution_diff
@@ -84,7 +84,7 @@ def test_model_assisted_review_over_a_real_http_endpoint(tmp_path):
     import threading
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
-    from sparring.judge.review import model_label, model_review
+    from sparring.judge.quality.review import model_label, model_review
 
     seen = []
 
@@ -121,7 +121,7 @@ def test_model_assisted_review_over_a_real_http_endpoint(tmp_path):
 
 
 def test_collect_from_a_trajectory_store(tmp_path):
-    from sparring.judge.review import collect_from_store
+    from sparring.judge.quality.review import collect_from_store
     from sparring.trajectory import Trajectory
 
     trajs = [

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
-from sparring.judge.sandbox_runner import JudgePool
+from sparring.judge.runner.sandbox import JudgePool
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.sandbox_spec import spec_for_task
 from tests_support import HANG_S, procs_with, wait_until

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparring.judge.aliases import SymbolTable, canonical
-from sparring.judge.hacks import features, parse_source, static_flags
+from sparring.judge.static.aliases import SymbolTable, canonical
+from sparring.judge.static.hacks import features, parse_source, static_flags
 from sparring.sandbox.base import WorkspaceDiff
 
 EXITS = [("os", "_exit"), ("sys", "exit"), ("os", "abort"), ("os", "kill"), ("signal", "raise_signal"),

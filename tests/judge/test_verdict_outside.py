@@ -13,9 +13,9 @@ import re
 
 import pytest
 
-from sparring.judge import sandbox_runner
 from sparring.judge.pytest_judge import PytestJudge
-from sparring.judge.redteam import BOOL_POLARITY_FORGERY, COUNT_WITHOUT_VALUES, PARSER_BOMB
+from sparring.judge.quality.redteam import BOOL_POLARITY_FORGERY, COUNT_WITHOUT_VALUES, PARSER_BOMB
+from sparring.judge.runner import sandbox as sandbox_runner
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.hack_payloads import COMPILED_EXIT, OBSERVATION_FORGERY, REPORTER_REWRITE, SEGFAULT
 from sparring.tasks.hacks import target

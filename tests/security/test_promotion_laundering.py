@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from sparring.errors import ConfigError, TaskError
-from sparring.judge.hacks import static_flags
+from sparring.judge.static.hacks import static_flags
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.store.failures import promote_tasks
 from sparring.tasks.loader import load_task, write_task

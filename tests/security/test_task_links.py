@@ -20,9 +20,9 @@ import pytest
 
 from sparring.admission.check import check_task, check_task_links
 from sparring.errors import TaskError
-from sparring.judge.canary import make_canary
 from sparring.judge.pytest_judge import PytestJudge
-from sparring.judge.sandbox_runner import _stage, hidden_test_files, regression_files
+from sparring.judge.quality.canary import make_canary
+from sparring.judge.runner.sandbox import _stage, hidden_test_files, regression_files
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks import taskfs
 from sparring.tasks.digest import tree_entries

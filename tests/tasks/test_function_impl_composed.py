@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from sparring.admission.check import check_tasks
-from sparring.judge.dynamic import load_dynamic, make_inputs
+from sparring.judge.dynamic.inputs import load_dynamic, make_inputs
+from sparring.judge.inside.judge_driver import decode_args, encode
 from sparring.judge.pytest_judge import PytestJudge
-from sparring.judge.sandbox_driver import decode_args, encode
 from sparring.tasks.families import generate
 from sparring.tasks.families.function_impl import BUILTINS, builtin_fingerprints
 from sparring.tasks.families.function_impl_compose import fingerprint

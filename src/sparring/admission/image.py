@@ -18,7 +18,7 @@ from sparring.tasks.loader import Task
 
 PINNED = re.compile(r"@sha256:[0-9a-f]{64}$")
 PYTHON_RANGE = ((3, 8), (3, 13))
-"""The Pythons the judge's in-sandbox modules (judge/sandbox_*.py) support, both ends included."""
+"""The Pythons the judge's in-sandbox modules (judge/inside/) support, both ends included."""
 PYTEST_RANGE = (7, 9)
 """The pytest major versions they support, both ends included."""
 PROBE = (

@@ -134,7 +134,7 @@ def batch(
 def _batch(tasks_dir: Path, workspaces: Path | None, reference: bool, hack: str | None, concurrency: int,
            canary_rate: float, review_db: Path | None, split: str, seed: int, json_out: bool,
            backend: str = "local") -> None:  # fmt: skip
-    from sparring.judge.batch import BatchSource, run_batch
+    from sparring.judge.runner.batch import BatchSource, run_batch
     from sparring.tasks.loader import find_tasks
 
     source = BatchSource(workspaces, reference, hack)
@@ -165,7 +165,7 @@ def _batch(tasks_dir: Path, workspaces: Path | None, reference: bool, hack: str 
 @app.command("regress")
 def regress(
     golden: Path | None = typer.Option(
-        None, "--golden", help="Golden set file (default: the packaged judge/golden.json)."
+        None, "--golden", help="Golden set file (default: the packaged judge/quality/golden.json)."
     ),
     update: bool = typer.Option(
         False,
@@ -199,7 +199,7 @@ def regress(
 
 def _regress(golden: Path | None, update: bool, rebuild: bool, concurrency: int, labelled: Path | None,
              tasks_dir: Path | None, only_labelled: bool, json_out: bool) -> None:  # fmt: skip
-    from sparring.judge.regress import RegressOptions, run_regress
+    from sparring.judge.quality.regress import RegressOptions, run_regress
     from sparring.sandbox.local.backend import LocalBackend
 
     opts = RegressOptions(golden, update, rebuild, labelled, tasks_dir, only_labelled, concurrency)
@@ -237,7 +237,7 @@ def bench(
         import tempfile
 
         from sparring.errors import ConfigError
-        from sparring.judge.bench import bench_tasks, run_bench
+        from sparring.judge.quality.bench import bench_tasks, run_bench
         from sparring.sandbox.local.backend import LocalBackend
 
         if min(tasks, repeats, batch, concurrency) < 1:

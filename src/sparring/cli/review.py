@@ -13,7 +13,7 @@ from sparring.cli.common import JSON_OPT, emit_json, guarded, out_console
 from sparring.cli.summary import print_summary
 
 if TYPE_CHECKING:
-    from sparring.judge.review import ReviewQueue
+    from sparring.judge.quality.review import ReviewQueue
 
 app = typer.Typer(help="Review queue of flagged and high-risk judgements.", no_args_is_help=True)
 DB_OPT = typer.Option(Path("review.db"), "--db", help="Review queue (SQLite).")
@@ -39,7 +39,7 @@ def _with_page(d: dict[str, Any], pages: Path | None) -> dict[str, Any]:
 def _queue(db: Path) -> Iterator[ReviewQueue]:
     """The existing review queue at ``db``, closed on exit."""
     from sparring.errors import ConfigError
-    from sparring.judge.review import ReviewQueue
+    from sparring.judge.quality.review import ReviewQueue
 
     if not db.is_file():
         raise ConfigError(
@@ -142,7 +142,7 @@ def collect(
 
     def go() -> None:
         from sparring.errors import ConfigError
-        from sparring.judge.review import ReviewQueue, collect_from_store
+        from sparring.judge.quality.review import ReviewQueue, collect_from_store
         from sparring.store.base import TrajQuery
         from sparring.store.sqlite import SQLiteStore
 
@@ -175,7 +175,7 @@ def auto(
 
     def go() -> None:
         from sparring.cli.common import run_async
-        from sparring.judge.review import model_review
+        from sparring.judge.quality.review import model_review
 
         with _queue(db) as q:
             done = run_async(model_review(q, url, model, limit))
@@ -196,7 +196,7 @@ def export(
     def go() -> None:
         import json
 
-        from sparring.judge.review import export_labelled
+        from sparring.judge.quality.review import export_labelled
 
         with _queue(db) as q:
             data = export_labelled(q)

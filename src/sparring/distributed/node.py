@@ -62,7 +62,7 @@ class EpisodeWire:
 class NodeWorker:
     def __init__(self, node_id: str, cfg: NodeConfig) -> None:
         from sparring.judge.pytest_judge import PytestJudge
-        from sparring.judge.sandbox_runner import judge_pool_for
+        from sparring.judge.runner.sandbox import judge_pool_for
 
         self.node_id = node_id
         self.root = cfg.root / f"node-{node_id[:16]}"

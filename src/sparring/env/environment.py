@@ -54,7 +54,9 @@ from sparring.tasks.sandbox_spec import aspec_for_task
 from sparring.trajectory import Status, ToolStep
 
 T = TypeVar("T")
-Action = dict[str, Any] | SampledTurn
+StepInput = dict[str, Any] | SampledTurn
+"""What :meth:`Environment.step` takes: an assistant message, or a sampled turn (its tokens too).
+(Not the policy's :class:`~sparring.policy.base.Action`, which the rollout turns into one.)"""
 EndStatus = Status
 
 
@@ -272,7 +274,7 @@ class Environment:
         """End the episode from outside (a loop's policy failed or ran out of time)."""
         self.status, self.error, self.done = status, error, True
 
-    async def astep(self, action: Action, *, trace: dict[str, Any] | None = None) -> StepResult:
+    async def astep(self, action: StepInput, *, trace: dict[str, Any] | None = None) -> StepResult:
         """Apply one assistant turn: an OpenAI assistant message (``trace``: its token ids, kept for
         training) or a :class:`SampledTurn` (raw text and token ids; tool calls parsed from the text)."""
         self._require_sandbox()
@@ -307,7 +309,7 @@ class Environment:
         return await self._result(new, results, len(calls))
 
     def _message(
-        self, action: Action, trace: dict[str, Any] | None
+        self, action: StepInput, trace: dict[str, Any] | None
     ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         if isinstance(action, SampledTurn):
             from sparring.chat_format import parse_tool_calls, tool_call_count
@@ -425,7 +427,7 @@ class Environment:
         """Sync form of :meth:`areset`."""
         return self._sync(self.areset(seed), "reset")
 
-    def step(self, action: Action, *, trace: dict[str, Any] | None = None) -> StepResult:
+    def step(self, action: StepInput, *, trace: dict[str, Any] | None = None) -> StepResult:
         """Sync form of :meth:`astep`."""
         return self._sync(self.astep(action, trace=trace), "step")
 

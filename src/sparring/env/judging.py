@@ -4,9 +4,17 @@ The process checks (:mod:`sparring.judge.process`) are applied here too, over th
 episode's messages and tool calls, so every way of judging an episode (the
 Environment's own, a rollout's, a re-judge) records them the same way.
 
-A judge that raises or overruns its limit is the judge's fault, never the
-agent's: it is retried, and if it keeps failing the outcome is an error string
-(status ``judge_error``, reward None), never a zero.
+A judge that raises, overruns its limit or returns a ``judge_error`` result is
+the judge's fault, never the agent's: it is retried, and if it keeps failing
+the outcome is ``Judgement(None, error)`` (status ``judge_error``, reward
+None), never a zero. This is the one place where the judge's failure forms (a
+raised :class:`~sparring.errors.JudgeError`, a ``JudgeResult`` with status
+``judge_error``) become the episode's.
+
+A diff the host flagged (a workspace it refused to carry whole: too large,
+unrepresentable names) is never handed to the judge: the verdict is reward 0
+with the diff's flags, whatever the judge (:func:`refused_result`). Every way
+of judging an episode goes through :func:`judge_diff`, so they all agree.
 """
 
 from __future__ import annotations
@@ -33,12 +41,20 @@ class Judgement:
     error: str | None = None
 
 
+def refused_result(diff: WorkspaceDiff, judge_version: str) -> JudgeResult:
+    """The verdict on a flagged diff: 0 with its flags, never a half-judged workspace."""
+    return JudgeResult(reward=0.0, components={}, flags=sorted(set(diff.flags)), judge_version=judge_version,
+                       log=diff.detail)  # fmt: skip
+
+
 async def judge_diff(
     judge: Judge, task: Task, diff: WorkspaceDiff, usage: Usage | None, *, judge_s: float,
     retries: int = 1, sem: asyncio.Semaphore | None = None, process: ProcessInput | None = None,
 ) -> Judgement:  # fmt: skip
     """Score ``diff`` with up to ``retries`` further tries (bounded by ``sem`` when given); with
     ``process`` (the episode's conversation) the process checks are added to the result."""
+    if diff.flags:
+        return Judgement(refused_result(diff, str(getattr(judge, "version", ""))))
     last = ""
     for attempt in range(retries + 1):
         try:
@@ -54,9 +70,11 @@ async def judge_diff(
         except Exception as e:  # a crashing judge is the judge's fault, never the policy's
             last = "judge crashed: " + "".join(traceback.format_exception_only(e)).strip()
         else:
-            if process is not None:
-                res = apply_process(res, process, task.spec.judge.weights)
-            return Judgement(res)
+            if res.status == "ok":
+                if process is not None:
+                    res = apply_process(res, process, task.spec.judge.weights)
+                return Judgement(res)
+            last = f"judge_error ({res.reason}): {res.log[-2000:]}"  # a failure returned, not raised
         if attempt < retries:
             await asyncio.sleep(0.05 * 2**attempt)
     return Judgement(None, last)

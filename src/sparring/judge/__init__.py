@@ -3,10 +3,24 @@
 Public API: the :class:`Judge` protocol and its records (:class:`JudgeResult`,
 :class:`TestCounts`, the per-test report, :class:`Usage`), the typed failure
 (:class:`JudgeRunError`), and the pytest judge (:class:`PytestJudge`,
-:class:`JudgeConfig`). Hack detection, the red team's expectations, the golden set
-and the review queue are in their own modules (``judge.hacks``,
-``judge.redteam``, ``judge.golden``, ``judge.review``); the hack catalogue they
-use is :mod:`sparring.tasks.hacks`, below the judge and the policies.
+:class:`JudgeConfig`).
+
+Layout, along the trust boundary:
+
+- ``judge/`` itself (HOST): the verdict: the protocol and records (``base``, ``records``), the pytest
+  judge (``pytest_judge``), reading the launcher's report (``report``) and judging its observations
+  against the withheld expectations (``withheld``), reward composition (``reward``), the process
+  checks on the trajectory (``process``), judging a directory (``directory``) and the judge version
+  (``version``);
+- ``judge/inside/`` (INSIDE the candidate's sandbox): the launcher, the dynamic-test driver, the
+  probes' observer and wire format, the import gate; standard library and pytest only;
+- ``judge/static/`` (HOST): static checks on the diff, the hack detectors;
+- ``judge/dynamic/`` (HOST): probes, expression skeletons, generated inputs and their mutation;
+- ``judge/runner/`` (HOST): the sandbox runs, the warm judge pool, batches;
+- ``judge/quality/`` (HOST): golden set, regress, red team, canaries, review queue, benchmark.
+
+The hack catalogue the detectors and the red team use is :mod:`sparring.tasks.hacks`, below the
+judge and the policies.
 
 Names are resolved on first use: the trajectory record imports
 :mod:`sparring.judge.records` for :class:`TestCounts`, and that must not load the

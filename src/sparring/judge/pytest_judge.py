@@ -1,12 +1,12 @@
 """The pytest judge (v2): score the agent's diff on a pristine copy, trusting nothing the agent touched.
 
 1. Static hack checks and static components on the diff, on the host
-   (:mod:`~sparring.judge.hacks`, :mod:`~sparring.judge.static`).
+   (:mod:`~sparring.judge.static.hacks`, :mod:`~sparring.judge.static.components`).
 2. The judge's tests (hidden ones and pristine copies of the visible ones) are
-   rewritten on the host into probes (:mod:`~sparring.judge.probe`): every assert
+   rewritten on the host into probes (:mod:`~sparring.judge.dynamic.probe`): every assert
    only *observes* the candidate's value; the expected side stays here.
 3. A fresh sandbox over the task's *initial* workspace; the diff is applied and
-   the launcher runs the probes (:mod:`~sparring.judge.sandbox_runner`). The
+   the launcher runs the probes (:mod:`~sparring.judge.runner.sandbox`). The
    candidate controls that process, so its report is a claim: a test passes only
    if it ran to the end, every observation matches the withheld expectation and
    it observed each site as often as the reference solution did
@@ -41,15 +41,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from sparring.errors import TaskError
-from sparring.judge import dynamic as dyn
 from sparring.judge.base import JudgeResult, JudgeRunError, Usage, judge_error_result
-from sparring.judge.hacks import static_flags
-from sparring.judge.importable import split_importable
-from sparring.judge.probe import ProbePlan, build_plan
+from sparring.judge.dynamic import inputs as dyn
+from sparring.judge.dynamic.probe import ProbePlan, build_plan
 from sparring.judge.records import TestCounts
 from sparring.judge.report import RunReport, parse_report, split_ids
 from sparring.judge.reward import components_from_tests, compose_reward, efficiency, usage_efficiency
-from sparring.judge.sandbox_runner import (
+from sparring.judge.runner.sandbox import (
     JudgePool,
     RunOutput,
     hidden_test_files,
@@ -57,7 +55,9 @@ from sparring.judge.sandbox_runner import (
     regression_files,
     run_in_sandbox,
 )
-from sparring.judge.static import static_components
+from sparring.judge.static.components import static_components
+from sparring.judge.static.hacks import static_flags
+from sparring.judge.static.importable import split_importable
 from sparring.judge.version import judge_version
 from sparring.judge.withheld import SKIPPED, HostOutcomes, RefTrace, host_outcomes, reference_trace
 from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
@@ -89,7 +89,7 @@ class JudgeConfig(BaseModel):
 
 def tampering(diff: WorkspaceDiff) -> list[str]:
     """Paths of the diff that touch tests or test configuration (kept for callers of judge v1)."""
-    from sparring.judge.hacks import CONFIG_NAMES, STARTUP_NAMES, is_test_path
+    from sparring.judge.static.hacks import CONFIG_NAMES, STARTUP_NAMES, is_test_path
 
     touched = [*diff.files, *diff.deleted]
     names = CONFIG_NAMES | STARTUP_NAMES | {"pyproject.toml"}

@@ -1,6 +1,6 @@
 """Read the launcher's report lines: what the test process *says* happened.
 
-The launcher (:mod:`sparring.judge.sandbox_pytest`) writes lines
+The launcher (:mod:`sparring.judge.inside.judge_launcher`) writes lines
 ``@@SPARRING-JUDGE@@ JSON`` to a private copy of stdout. They come from the
 candidate's process, so they are claims, not facts: no key signs them (a key in
 that process would be the candidate's too). Outcomes become verdicts only on the
@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sparring.judge.sandbox_observe import MAX_DISTINCT
+from sparring.judge.inside.judge_observe import MAX_DISTINCT
 from sparring.judge.withheld import Observation
 
 V = TypeVar("V")

@@ -20,17 +20,16 @@ from importlib import resources
 from typing import Any
 
 from sparring import pyast
+from sparring.judge.inside import module_files
 
 BASE = "pytest-judge/3"
 PACKAGE = "sparring"
 SCORING_ROOTS = (
     "sparring.judge.pytest_judge",
-    "sparring.judge.sandbox_pytest",
-    "sparring.judge.sandbox_driver",
-    "sparring.judge.sandbox_observe",
-    "sparring.judge.sandbox_imports",
+    *(f"sparring.judge.inside.{name.removesuffix('.py')}" for name in module_files()),
 )
-"""Where scoring starts: the host-side judge and the modules that run in the candidate's sandbox."""
+"""Where scoring starts: the host-side judge and every module of :mod:`sparring.judge.inside` (they import
+each other by bare name in the sandbox, which the closure cannot follow)."""
 
 
 def _source(module: str) -> tuple[bytes, bool] | None:
@@ -109,7 +108,7 @@ def environment() -> dict[str, str]:
     import sys
     from importlib.metadata import PackageNotFoundError, version
 
-    from sparring.judge.static import ruff_exe
+    from sparring.judge.static.components import ruff_exe
 
     try:
         pytest_version = version("pytest")

@@ -1,7 +1,7 @@
 """The host's verdict on a probe run: observations against the expectations that never left the host.
 
-Pure functions over plain data (see :mod:`sparring.judge.probe` for the sites and
-:mod:`sparring.judge.sandbox_observe` for the encoding). A test passes here only when
+Pure functions over plain data (see :mod:`sparring.judge.dynamic.probe` for the sites and
+:mod:`sparring.judge.inside.judge_observe` for the encoding). A test passes here only when
 
 1. the test process says it ran to the end (``passed``): necessary, never sufficient,
    since the candidate controls that process;
@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparring.judge.probe import Site
-from sparring.judge.sandbox_observe import MAX_VALUE_CHARS, canonical, plain
-from sparring.judge.skeleton import HOST_CALLS, LEAF
+from sparring.judge.dynamic.probe import Site
+from sparring.judge.dynamic.skeleton import HOST_CALLS, LEAF
+from sparring.judge.inside.judge_observe import MAX_VALUE_CHARS, canonical, plain
 
 SKIPPED = "asserts skipped"
 Trace = dict[str, dict[int, int]]
@@ -49,7 +49,7 @@ class Undecodable(ValueError):
 
 
 def decode(v: Any) -> Any:
-    """The Python value behind an encoded observation (the inverse of ``sandbox_observe.plain``)."""
+    """The Python value behind an encoded observation (the inverse of ``judge_observe.plain``)."""
     if v is None or isinstance(v, bool | int | str):
         return v
     if isinstance(v, list):
@@ -316,7 +316,7 @@ class RefTrace:
     fallback: frozenset[int] = frozenset()
     """``expr`` sites whose skeleton the host could not confirm on the reference (its leaves were not plain
     data, too many or too long, or the host's evaluation said no where the reference passed): candidates
-    get them as truth-valued sites (:func:`sparring.judge.probe.build_plan`)."""
+    get them as truth-valued sites (:func:`sparring.judge.dynamic.probe.build_plan`)."""
 
 
 def claim_holds(

@@ -30,7 +30,7 @@ from typing import Any
 
 from sparring.env.budgets import Budgets
 from sparring.env.environment import Environment, Mark
-from sparring.env.judging import judge_diff, process_input
+from sparring.env.judging import Judgement, judge_diff, process_input
 from sparring.env.prompts import NO_TOOL_CALL, SYSTEM_PROMPT, initial_messages
 from sparring.errors import PolicyError, WorkspaceFault
 from sparring.judge.base import Judge, Usage
@@ -45,6 +45,7 @@ __all__ = [
     "SYSTEM_PROMPT",
     "Episode",
     "StageLimits",
+    "apply_judgement",
     "initial_messages",
     "judge_trajectory",
     "run_episode",
@@ -299,12 +300,19 @@ async def score_trajectory(
     limits = limits or StageLimits()
     if traj.status == "policy_error":
         return
-    if diff.flags:
-        # the host refused the agent's workspace (too large, unrepresentable): 0, never half-judged
-        traj.reward, traj.components, traj.flags = 0.0, {}, list(diff.flags)
-        return
+    # a flagged diff is never judged (judge_diff), so there is no process to check on it
+    process = None if diff.flags else process_input(task, traj.messages, traj.steps)
     j = await judge_diff(judge, task, diff, trajectory_usage(traj), judge_s=limits.judge_s, retries=retries,
-                         sem=judge_sem, process=process_input(task, traj.messages, traj.steps))  # fmt: skip
+                         sem=judge_sem, process=process)  # fmt: skip
+    apply_judgement(traj, j)
+
+
+def apply_judgement(traj: Trajectory, j: Judgement) -> None:
+    """Write a judgement into ``traj`` (in place): the one place a verdict reaches a trajectory.
+
+    A judge that failed makes the status ``judge_error`` with reward None; a verdict (a flagged diff's
+    included: 0 with its flags, :func:`~sparring.env.judging.judge_diff`) sets reward, components,
+    flags, tests, the failing tests and the judge version."""
     res = j.result
     if res is None:
         traj.status, traj.error, traj.reward = "judge_error", j.error, None

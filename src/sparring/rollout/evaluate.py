@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from sparring.errors import ConfigError
-from sparring.judge.canary import hack_rate, is_canary, mix_canaries
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
+from sparring.judge.quality.canary import hack_rate, is_canary, mix_canaries
 from sparring.policy.base import Policy
 from sparring.rollout.episode import StageLimits
 from sparring.rollout.run_records import RolloutSummary, outcome_figures, process_figures

@@ -1,9 +1,9 @@
 """The file format of a task's generated (dynamic) tests: where the spec lives and how inputs are written.
 
 A task opts in to dynamic tests with ``hidden/dynamic.json`` (the strategies are
-described in :mod:`sparring.judge.dynamic`, which reads it). Seed values in that
+described in :mod:`sparring.judge.dynamic.inputs`, which reads it). Seed values in that
 file are *input JSON*: :func:`to_input` tags tuples, dicts, sets and bytes the way
-:func:`sparring.judge.sandbox_driver.decode_args` reads them back. Both are task
+:func:`sparring.judge.inside.judge_driver.decode_args` reads them back. Both are task
 data formats, so they live here in the task room: importers and families write
 them, the judge reads them, and neither imports the other.
 """
@@ -22,7 +22,7 @@ class NotInputData(TypeError):
 
 
 def to_input(x: Any) -> Any:
-    """``x`` as input JSON (see :func:`sparring.judge.sandbox_driver.decode_args`); NotInputData if impossible."""
+    """``x`` as input JSON (see :func:`sparring.judge.inside.judge_driver.decode_args`); NotInputData if impossible."""
     t = type(x)
     if x is None or t is bool or t is int or t is str:
         return x

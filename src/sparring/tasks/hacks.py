@@ -7,7 +7,7 @@ in the task room, below the judge and the policies, because three rooms use it:
 
 - the red team (:data:`HACKS`, one entry per hack class): the red-team tests,
   the golden set and the adversarial scripted policy (``adversarial[:CLASS]``);
-  the judge's expectations of each class are in :mod:`sparring.judge.redteam`;
+  the judge's expectations of each class are in :mod:`sparring.judge.quality.redteam`;
 - admission (:func:`hacks`), which scores the trivial hacks below (``delete_tests``
   is the red team's class of that name, the same function).
 

@@ -88,7 +88,7 @@ class JudgeSpec(_Strict):
         default_factory=list,
         description="Globs (whole workspace paths, fnmatch) of non-source importables the agent may add: "
         "extension modules, bytecode, archives. Others in the diff are removed before judging and flagged "
-        "binary_module (sparring.judge.importable).",
+        "binary_module (sparring.judge.static.importable).",
     )
 
 

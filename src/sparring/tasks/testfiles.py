@@ -47,7 +47,7 @@ def is_test_not_config(rel: str) -> bool:
 
     Such a ``conftest.py`` is test code (admission deletes it with the tests, the red team counts
     it among the visible tests), but the judge reports a change to it once, as
-    ``config_tampering`` (:func:`sparring.judge.hacks.check_config`), and still scans its code like the candidate's:
+    ``config_tampering`` (:func:`sparring.judge.static.hacks.check_config`), and still scans its code like the candidate's:
     its hooks run inside the test process, where runtime probes live.
     """
     p = PurePosixPath(rel)

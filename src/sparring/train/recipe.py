@@ -37,7 +37,7 @@ from sparring.distributed.executor import LocalExecutor, RayExecutor
 from sparring.env.tools import tool_schemas
 from sparring.errors import ConfigError, JudgeError
 from sparring.judge.pytest_judge import PytestJudge
-from sparring.judge.sandbox_runner import judge_pool_for
+from sparring.judge.runner.sandbox import judge_pool_for
 from sparring.monitor.alerts import AlertRules
 from sparring.monitor.drift import DriftMonitor
 from sparring.monitor.metrics import MultiSink, iteration_metrics, make_sinks, with_aliases

@@ -8,7 +8,7 @@ and adds extra hidden asserts: random inputs from the seed, expected outputs
 computed from the canonical solution at generation time.
 
 Every task also gets generated tests (``hidden/dynamic.json``, see
-:mod:`sparring.judge.dynamic`): argument strategies inside the function's
+:mod:`sparring.judge.dynamic.inputs`): argument strategies inside the function's
 documented domain, from which the judge draws fresh inputs at every evaluation
 and compares the candidate with the reference solution, so memorising the fixed
 hidden asserts or keeping call-count state fails. Two admission hacks

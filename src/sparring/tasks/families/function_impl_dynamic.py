@@ -1,6 +1,6 @@
 """Generated (dynamic) tests of the built-in ``function-impl`` tasks.
 
-Per built-in function: argument strategies (the language of :mod:`sparring.judge.dynamic`) inside
+Per built-in function: argument strategies (the language of :mod:`sparring.judge.dynamic.inputs`) inside
 its documented domain, written to ``hidden/dynamic.json``; and the two admission hacks
 (``hidden/.admission/hacks/``) that only these generated tests can catch: a lookup table of the
 fixed hidden asserts, and the reference that goes wrong after as many calls as those asserts make.
@@ -27,7 +27,7 @@ def _s(alphabet: str, mx: int, mn: int = 0) -> dict[str, Any]:
 DYNAMIC_CASES = 40
 DYNAMIC_REPEAT = 2
 DYNAMIC: dict[str, dict[str, Any]] = {
-    # Argument strategies (sparring.judge.dynamic) per built-in, inside each function's documented domain.
+    # Argument strategies (sparring.judge.dynamic.inputs) per built-in, inside each function's documented domain.
     "clamp": {"args": [{"int": [-30, 30]}, {"int": [-10, 10]}, {"int": [-10, 25]}], "where": [["<=", 1, 2]]},
     "count_vowels": {"args": [_s("aeiouxyzAEB ", 12)]},
     "is_palindrome": {"args": [{"one_of": [_s("ab, A", 8), _s("aA1", 5)]}]},

@@ -29,7 +29,7 @@ class Source:
     doc: str
     code: str
     strategy: dict[str, Any]
-    """Argument strategy of the generated tests (:mod:`sparring.judge.dynamic`), inside the domain."""
+    """Argument strategy of the generated tests (:mod:`sparring.judge.dynamic.inputs`), inside the domain."""
     gen: Callable[[random.Random], Any]
     """One random argument for the fixed hidden asserts, from the same domain as ``strategy``."""
     edges: tuple[Any, ...]

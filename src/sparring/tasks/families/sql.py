@@ -9,7 +9,7 @@ duplicates count, order counts only where the question asks for one, numbers are
 compared after rounding to two decimals (the stated tolerance; the generator
 keeps every expected number at least 1e-6 from a rounding boundary so the
 rounding never decides). Both comparisons are ``assert L == C`` with C a
-constant, so the expected rows stay on the host (:mod:`sparring.judge.probe`).
+constant, so the expected rows stay on the host (:mod:`sparring.judge.dynamic.probe`).
 
 A query that hard-codes the given database's answer fails on the perturbed copy;
 ``SELECT DISTINCT`` (set semantics) fails wherever the answer has duplicate rows;

@@ -218,7 +218,7 @@ def mutation_spec(rec: FunctionRecord) -> dict[str, Any] | None:
     """The ``hidden/dynamic.json`` of an imported record, or None if its test has no usable literal assert.
 
     Each argument position mutates the literal values the asserts pass there
-    (:mod:`sparring.judge.mutation`). Asserts with the most common number of arguments are used (a
+    (:mod:`sparring.judge.dynamic.mutation`). Asserts with the most common number of arguments are used (a
     function with defaults may be called with fewer); an assert with a value that cannot cross to the
     driver as input JSON is left out. Mutated inputs may leave the documented domain, so an input on
     which the reference raises or times out is unusable (``reference_raises: skip``), never the

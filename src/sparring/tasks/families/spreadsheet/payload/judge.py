@@ -15,7 +15,7 @@ The generator writes this module's source as ``hidden/test_workbook.py`` with th
 
 The expected values are module constants compared with ``==`` against
 ``pytest.approx``: the judge's probe keeps them on the host (see
-:mod:`sparring.judge.probe`), so they are never in the sandbox. No cached value
+:mod:`sparring.judge.dynamic.probe`), so they are never in the sandbox. No cached value
 of any workbook is ever read as an answer: only LibreOffice's own results.
 """
 

@@ -11,7 +11,7 @@ Argument strategies: ``{"int": [lo, hi]}``, ``{"float": [lo, hi]}``,
 ``{"tuple": [S, ...]}``, ``{"matrix": {"of": S, "rows": [lo, hi], "cols": [lo, hi]}}``
 (a list of equally long lists), ``{"one_of": [S, ...]}`` and ``{"mutate": [SEED, ...]}`` (one
 seed value, mutated keeping its type and a domain inferred from all the seeds:
-:mod:`sparring.judge.mutation`; seeds are input JSON, see
+:mod:`sparring.judge.dynamic.mutation`; seeds are input JSON, see
 :func:`~sparring.tasks.dynamic_format.to_input`). An optional
 ``"where": [["<=", i, j], ...]`` relates arguments by index (``<=``, ``<``,
 ``!=``); argument tuples that break it are drawn again.
@@ -26,7 +26,7 @@ Each evaluation draws ``cases`` fresh argument tuples from a seed, repeats each
 ``repeat`` times and shuffles the whole list (so a solution that special-cases
 the visible examples, or counts its calls, disagrees with itself or with the
 reference). The reference solution and the candidate each run in their own
-process (:mod:`sparring.judge.sandbox_driver`); their outputs cross as
+process (:mod:`sparring.judge.inside.judge_driver`); their outputs cross as
 exact-typed plain data and are compared here, on the host.
 """
 
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring.errors import TaskError
-from sparring.judge.mutation import mutate
+from sparring.judge.dynamic.mutation import mutate
 from sparring.tasks import taskfs
 from sparring.tasks.dynamic_format import DYNAMIC_FILE
 
@@ -64,7 +64,7 @@ class DynamicSpec:
     call_timeout_s: float | None = None
 
     def job(self, seed: int, judge_timeout_s: float) -> dict[str, Any]:
-        """The driver's job for one evaluation (:mod:`sparring.judge.sandbox_driver`).
+        """The driver's job for one evaluation (:mod:`sparring.judge.inside.judge_driver`).
 
         With a per-call limit the driver also gets a wall budget (:data:`DYNAMIC_BUDGET` of the judge
         timeout), so many slow calls cannot add up past the driver's own timeout.
@@ -102,7 +102,9 @@ def load_dynamic(hidden: Path) -> DynamicSpec | None:
             if op not in RELATIONS or not (0 <= i < len(spec.args) and 0 <= j < len(spec.args)):
                 raise ValueError(f"bad relation {[op, i, j]}")
     except (KeyError, TypeError, ValueError) as e:
-        raise TaskError(f"{p}: malformed dynamic test spec ({e}); see sparring.judge.dynamic") from None
+        raise TaskError(
+            f"{p}: malformed dynamic test spec ({e}); see sparring.judge.dynamic.inputs"
+        ) from None
     if not 1 <= spec.cases * spec.repeat <= MAX_CASES:
         raise TaskError(f"{p}: cases*repeat must be in 1..{MAX_CASES}")
     return spec

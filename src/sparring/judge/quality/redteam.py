@@ -45,7 +45,7 @@ for _d, _ds, _fs in _os.walk("/tmp/sparring-" + "judge"):
                 _GUESS[_c.args[0].value] = not _neg
 
 try:
-    import sandbox_observe as _so  # the judge's own, already imported: a plain import hands it over
+    import judge_observe as _so  # the judge's own, already imported: a plain import hands it over
     _rec = _so.RECORDER
 except ImportError:
     _rec = None
@@ -64,7 +64,7 @@ for _n, _v in list(globals().items()):
 # runs to its end. No judge path, frame or garbage collector: no audit event.
 COUNT_WITHOUT_VALUES = """
 try:
-    import sandbox_observe as _so  # the judge's own, already imported: a plain import hands it over
+    import judge_observe as _so  # the judge's own, already imported: a plain import hands it over
 except ImportError:
     _so = None
 if _so is not None:

@@ -5,7 +5,7 @@ An assert the probe cannot reduce to ``observed op constant`` is split (:class:`
 *skeleton* over them (``not``/``and``/``or``, comparisons, constants, a few pure built-ins) is
 evaluated here on plain data, so what the assert compares with never enters the sandbox. Constant
 expressions (:func:`const_value`) are evaluated with only safe, linear built-ins. Used by
-:mod:`~sparring.judge.probe`, which rewrites the test files, and :mod:`~sparring.judge.withheld`,
+:mod:`~sparring.judge.dynamic.probe`, which rewrites the test files, and :mod:`~sparring.judge.withheld`,
 which evaluates skeletons over the observed leaves.
 """
 

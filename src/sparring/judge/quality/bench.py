@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
-from sparring.judge.sandbox_runner import JudgePool, apply_diff
+from sparring.judge.runner.sandbox import JudgePool, apply_diff
 from sparring.sandbox.base import SandboxBackend, SandboxSpec, WorkspaceDiff
 from sparring.tasks.loader import Task, solution_diff
 

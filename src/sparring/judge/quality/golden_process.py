@@ -5,7 +5,7 @@
 ``tests/judge/test_process_checks.py``): each case's messages, tool calls, the
 tools offered and the initial workspace's file names, with the process
 components and flags the checks gave. ``sparring judge regress`` replays them
-beside the workspace cases (:mod:`sparring.judge.golden`); a changed verdict
+beside the workspace cases (:mod:`sparring.judge.quality.golden`); a changed verdict
 fails the run, and ``--update`` re-records the verdicts on the same inputs. The
 file is apart from ``golden.json`` so the workspace verdicts never move with it.
 """
@@ -25,7 +25,7 @@ FORMAT = 1
 
 
 def golden_process_path() -> Path:
-    return Path(str(resources.files("sparring.judge").joinpath("golden_process.json")))
+    return Path(str(resources.files("sparring.judge.quality").joinpath("golden_process.json")))
 
 
 def case_input(case: dict[str, Any]) -> ProcessInput:

@@ -20,8 +20,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
-from sparring.judge.aliases import IMPORTERS, SymbolTable, dynamic_lookups
-from sparring.judge.importable import importable_flags
+from sparring.judge.static.aliases import IMPORTERS, SymbolTable, dynamic_lookups
+from sparring.judge.static.importable import importable_flags
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks import taskfs
 from sparring.tasks.testfiles import is_test_not_config, parse_source, visible_literals
@@ -78,7 +78,7 @@ def features(tree: ast.Module | None) -> Counter[str]:
 
     Exits and probes are counted wherever they are *referred to*, not only where called literally:
     ``o = os; f = o._exit; map(f, [0])`` counts, and so do lookups whose target the source does not
-    show (:func:`sparring.judge.aliases.dynamic_lookups`).
+    show (:func:`sparring.judge.static.aliases.dynamic_lookups`).
     """
     c: Counter[str] = Counter()
     if tree is None:
@@ -255,7 +255,7 @@ def static_flags(diff: WorkspaceDiff, initial: Path, allowed: Sequence[str] = ()
     """Every flag the static checks raise on the diff, sorted and unique.
 
     ``allowed``: the task's ``judge.allow_binary_modules`` globs; other non-source importables in the
-    diff (extension modules, bytecode, archives, ``.pth``) are flagged (:mod:`sparring.judge.importable`).
+    diff (extension modules, bytecode, archives, ``.pth``) are flagged (:mod:`sparring.judge.static.importable`).
     """
     flags: set[str] = set(importable_flags(diff, allowed))
     for check in CHECKS:

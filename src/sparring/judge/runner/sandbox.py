@@ -8,7 +8,7 @@ Mounts (all read-only; the candidate's sandbox gets no writable judge mount):
                     .admission/: data the tests may read, never an expected value
 
 The judge's tests themselves (hidden and pristine visible ones) reach the sandbox
-only as probes (:mod:`sparring.judge.probe`), on the launcher's stdin: every
+only as probes (:mod:`sparring.judge.dynamic.probe`), on the launcher's stdin: every
 assert there observes, and what it is compared with stays on the host.
 
 Order: (1) the reference phase, in a sandbox that has never run candidate code and never will
@@ -54,7 +54,8 @@ from typing import Any
 
 from sparring.errors import SandboxError
 from sparring.judge.base import JudgeRunError
-from sparring.judge.hacks import is_test_path
+from sparring.judge.inside import module_files
+from sparring.judge.static.hacks import is_test_path
 from sparring.sandbox.base import ExecResult, Sandbox, SandboxBackend, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.pool import resets_completely
 from sparring.sandbox.storage.workspace import MAX_DIFF_BYTES
@@ -82,7 +83,7 @@ PYTHON = "python"
 
 def launcher_argv() -> list[str]:
     """The launcher's command line: everything it needs before its job (it configures pytest first)."""
-    return [PYTHON, "-s", "/judge/cfg/sandbox_pytest.py", "/workspace", PROBE_ROOT]
+    return [PYTHON, "-s", "/judge/cfg/judge_launcher.py", "/workspace", PROBE_ROOT]
 
 
 @dataclass
@@ -103,7 +104,6 @@ class RunOutput:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-IN_SANDBOX = ("sandbox_pytest.py", "sandbox_driver.py", "sandbox_observe.py", "sandbox_imports.py")
 PROBE_ROOT = "/tmp/sparring-judge"
 ADMISSION_DIR = ".admission"
 
@@ -135,8 +135,8 @@ def hidden_test_files(task: Task) -> dict[str, bytes]:
 def _stage(work: Path, task: Task) -> tuple[Path, Path]:
     cfg = work / "cfg"
     cfg.mkdir()
-    pkg = resources.files("sparring.judge")
-    for name in IN_SANDBOX:
+    pkg = resources.files("sparring.judge.inside")
+    for name in module_files():
         (cfg / name).write_bytes(pkg.joinpath(name).read_bytes())
     (cfg / "pytest.ini").write_text(PYTEST_INI)
     view = work / "hidden"
@@ -157,7 +157,7 @@ class JudgePool:
 
     With ``prestart`` (the default), every sandbox the pool makes or resets gets its launcher started
     at once: the interpreter comes up, imports pytest, configures it and starts its session while the
-    sandbox waits for its next judgement, then blocks reading its job (:mod:`sparring.judge.sandbox_pytest`).
+    sandbox waits for its next judgement, then blocks reading its job (:mod:`sparring.judge.inside.judge_launcher`).
     The launcher is started before any of the candidate's files exist and reads nothing of /workspace
     until its job arrives, so the run is the one a cold start would make; it is used once, and the reset
     after the judgement kills it with everything else.
@@ -285,7 +285,7 @@ async def apply_diff(sb: Sandbox, diff: WorkspaceDiff) -> None:
 
 
 async def run_driver(sb: Sandbox, job: dict[str, Any], timeout: float) -> list[dict[str, Any]] | None:
-    r = await sb.exec([PYTHON, "-s", "/judge/cfg/sandbox_driver.py", "/workspace"], timeout=timeout,
+    r = await sb.exec([PYTHON, "-s", "/judge/cfg/judge_driver.py", "/workspace"], timeout=timeout,
                       stdin=(json.dumps(job) + "\n").encode())  # fmt: skip
     return await asyncio.to_thread(driver_results, r.stdout)  # the candidate's bytes: read off the loop
 

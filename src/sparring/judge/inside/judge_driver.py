@@ -1,6 +1,6 @@
 """The dynamic-test driver. It runs INSIDE the judge's sandbox, in its own process.
 
-``python -s /judge/cfg/sandbox_driver.py WORKSPACE`` with one JSON line on stdin:
+``python -s /judge/cfg/judge_driver.py WORKSPACE`` with one JSON line on stdin:
 ``{"module", "function", "inputs": [[arg, ...], ...]}``. It imports the function
 from the workspace (appended to ``sys.path`` after this script's own imports),
 calls it on every input in the given order and writes one JSON line to a private
@@ -105,12 +105,12 @@ def main(argv: list[str]) -> int:
     os.set_inheritable(out_fd, False)
     os.dup2(2, 1)
     workspace = argv[0]
-    import sandbox_imports
+    import judge_imports
 
-    sandbox_imports.source_only(workspace, bool(job.get("allow_binary")))
+    judge_imports.source_only(workspace, bool(job.get("allow_binary")))
     # Workspace modules serve the candidate's code and this driver only (refusals need no report here: the
     # function's results are compared on the host, and the test run of the same diff reports them).
-    sandbox_imports.gate(workspace, [os.path.dirname(os.path.abspath(__file__))], lambda name, why: None)
+    judge_imports.gate(workspace, [os.path.dirname(os.path.abspath(__file__))], lambda name, why: None)
     os.chdir(workspace)
     sys.path.append(workspace)
     results: list[dict[str, Any]] = []

@@ -21,9 +21,9 @@ from typing import Any
 
 from sparring.errors import ConfigError
 from sparring.judge.base import JudgeResult
-from sparring.judge.canary import hack_rate, is_canary, mix_canaries
 from sparring.judge.pytest_judge import PytestJudge
-from sparring.judge.review import ReviewQueue
+from sparring.judge.quality.canary import hack_rate, is_canary, mix_canaries
+from sparring.judge.quality.review import ReviewQueue
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.sandbox.storage.workspace import tree_diff
 from sparring.tasks.hacks import HACKS

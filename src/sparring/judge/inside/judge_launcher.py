@@ -1,10 +1,10 @@
 """The judge's pytest launcher. It runs INSIDE the judge's sandbox, never on the host.
 
 Copied into the judge's read-only config mount (``/judge/cfg``) and started as
-``python -s /judge/cfg/sandbox_pytest.py WORKSPACE ROOT`` (``ROOT``: a scratch
+``python -s /judge/cfg/judge_launcher.py WORKSPACE ROOT`` (``ROOT``: a scratch
 directory to run in) with one JSON line on stdin: ``files`` (probe test files,
 relative to ``ROOT``: the judge's tests rewritten on the host so that every
-assert only *observes*, see :mod:`sparring.judge.probe`), ``copy`` (read-only
+assert only *observes*, see :mod:`sparring.judge.dynamic.probe`), ``copy`` (read-only
 directories whose files the tests may need, copied under ``ROOT`` first),
 ``args`` (what to collect, relative to ``ROOT``, and ``--ignore=`` paths) and
 ``seed`` (test order).
@@ -20,7 +20,7 @@ What this launcher still does keeps honest runs clean and failures readable:
 * configures pytest (the judge's pinned ini, no conftest files, no autoloaded
   plugins) and starts its session *before reading the job*: none of that depends on
   the job or reads /workspace, so a launcher prestarted in a warm sandbox
-  (:class:`sparring.judge.sandbox_runner.JudgePool`) has done it while the sandbox
+  (:class:`sparring.judge.runner.sandbox.JudgePool`) has done it while the sandbox
   waited, and a cold one does the same in the same order (then ``gc.freeze()``: the
   run's garbage collections skip pytest's own objects, which live as long as the
   process anyway; the first ``gc.get_objects``/``get_referrers``/``get_referents``
@@ -28,7 +28,7 @@ What this launcher still does keeps honest runs clean and failures readable:
 * only then (:class:`JobGate`, the first ``pytest_collection`` hook) reads the job,
   writes the probes, *appends* /workspace to ``sys.path`` with a path hook that
   imports only Python *source* from it (no extension modules, no bytecode: a
-  workspace ``__pycache__`` is never read, see :mod:`sparring.judge.sandbox_imports`),
+  workspace ``__pycache__`` is never read, see :mod:`sparring.judge.inside.judge_imports`),
   installs the audit hook and emits ``start``, before any candidate code can run
   (the host reads a missing ``start`` as the judge's own fault, anything later as the
   candidate's); collection and the shuffled run (seeded by the judge) follow.
@@ -82,7 +82,7 @@ GC_WALKS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents"})
 WATCHED_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "__code__"})
 PATH_EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
 IGNORE = "--ignore="
-IMPORT_FLAG = "import_shadowing"  # sandbox_imports.FLAG: a workspace module refused to a dependency
+IMPORT_FLAG = "import_shadowing"  # judge_imports.FLAG: a workspace module refused to a dependency
 
 
 class Reporter:
@@ -142,7 +142,7 @@ class Reporter:
         return False
 
     def refused_import(self, name: str, why: str) -> None:
-        """The workspace gate refused ``name`` (:mod:`sandbox_imports`): reported once per run."""
+        """The workspace gate refused ``name`` (:mod:`judge_imports`): reported once per run."""
         if IMPORT_FLAG not in self._audit_flags:
             self._audit_flags.add(IMPORT_FLAG)
             self.emit({"kind": "audit", "flag": IMPORT_FLAG, "event": f"import {name[:100]}: {why[:200]}"})
@@ -236,11 +236,11 @@ class JobGate:
         config.args = paths
         config.option.ignore = ignore or None
         sys.addaudithook(self._reporter.audit)
-        import sandbox_imports  # imported by main() before the job: a lookup here
+        import judge_imports  # imported by main() before the job: a lookup here
 
-        sandbox_imports.source_only(workspace, bool(job.get("allow_binary")))
+        judge_imports.source_only(workspace, bool(job.get("allow_binary")))
         here = os.path.dirname(os.path.abspath(__file__))
-        sandbox_imports.gate(workspace, [root, here], self._reporter.refused_import)
+        judge_imports.gate(workspace, [root, here], self._reporter.refused_import)
         sys.path.append(workspace)
         os.environ["PYTHONPATH"] = workspace  # for test subprocesses; this interpreter is already up
         self._reporter.start(int(job["seed"]))
@@ -272,10 +272,10 @@ def main(argv: list[str]) -> int:
     os.chdir(workspace)
     # The launcher's siblings in the judge's directory (not importable outside the sandbox: the
     # package's import-all check imports this module on the host), imported while the launcher waits.
-    import sandbox_imports  # noqa: F401
-    import sandbox_observe
+    import judge_imports  # noqa: F401
+    import judge_observe
 
-    reporter = Reporter(report_fd, sandbox_observe.RECORDER)
+    reporter = Reporter(report_fd, judge_observe.RECORDER)
     gate = JobGate(job_fd, workspace, root, reporter)
     args = [
         "-c", os.path.join(os.path.dirname(os.path.abspath(__file__)), "pytest.ini"),

@@ -1,6 +1,6 @@
 """What a probe test reports. It runs INSIDE the judge's sandbox, in the candidate's process.
 
-The judge's test files are rewritten on the host (:mod:`sparring.judge.probe`):
+The judge's test files are rewritten on the host (:mod:`sparring.judge.dynamic.probe`):
 each ``assert`` becomes ``observe(SITE, value)`` or ``leaves(SITE, thunk, ...)`` and each ``pytest.raises`` block
 ``with raises(SITE):``. This module only records what was observed, per running
 test, as plain data; it decides nothing, holds nothing secret and may be freely

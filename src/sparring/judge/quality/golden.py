@@ -56,7 +56,7 @@ class Case:
 
 
 def golden_path() -> Path:
-    return Path(str(resources.files("sparring.judge").joinpath("golden.json")))
+    return Path(str(resources.files("sparring.judge.quality").joinpath("golden.json")))
 
 
 def workspaces(task: Task) -> dict[str, WorkspaceDiff]:

@@ -23,7 +23,7 @@ pure function of the seeds and the ``rng`` state (character sets are sorted, nev
 hash order).
 
 Seeds and results are *input JSON*: :func:`sparring.tasks.dynamic_format.to_input` tags tuples, dicts, sets and bytes the
-way :func:`sparring.judge.sandbox_driver.decode_args` reads them back.
+way :func:`sparring.judge.inside.judge_driver.decode_args` reads them back.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from sparring.judge.sandbox_driver import decode_args
+from sparring.judge.inside.judge_driver import decode_args
 from sparring.tasks.dynamic_format import to_input
 
 MAX_LEN = 256

@@ -2,7 +2,7 @@
 
 * ``compiles``: fraction of the changed ``.py`` files that parse (as the interpreter parses them: from
   bytes, so a byte-order mark or a coding cookie is honoured; one that does not parse is also the
-  zeroing flag ``unparseable_source``, :func:`sparring.judge.hacks.check_parses`).
+  zeroing flag ``unparseable_source``, :func:`sparring.judge.static.hacks.check_parses`).
 * ``lint``: 1 if ruff (isolated, pinned rule set ``E9,F63,F7,F82``: syntax errors and
   undefined names) finds nothing in the changed files, decaying with the count.
 * ``diff_size``: ``1 / (1 + changed_lines / 200)``: smaller changes score higher.
@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sparring.judge.hacks import is_test_not_config, parse_source
+from sparring.judge.static.hacks import is_test_not_config, parse_source
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks import taskfs
 

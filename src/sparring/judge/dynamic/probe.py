@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sparring import pyast
-from sparring.judge.skeleton import (
+from sparring.judge.dynamic.skeleton import (
     HOST_CALLS,
     SINGLETONS,
     _holds_constant,
@@ -74,7 +74,7 @@ from sparring.judge.skeleton import (
 OBSERVE = "__sparring_obs__"
 RAISES = "__sparring_raises__"
 LEAVES = "__sparring_leaves__"
-IMPORT_LINE = f"from sandbox_observe import observe as {OBSERVE}, raises as {RAISES}, leaves as {LEAVES}\n"
+IMPORT_LINE = f"from judge_observe import observe as {OBSERVE}, raises as {RAISES}, leaves as {LEAVES}\n"
 VALUE_OPS: dict[type[ast.cmpop], str] = {
     ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
     ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not",

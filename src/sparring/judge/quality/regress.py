@@ -2,7 +2,7 @@
 
 ``sparring judge regress`` and the Python API share this: the CLI parses its
 flags and prints :func:`run_regress`'s report. The golden set
-(:mod:`sparring.judge.golden`) freezes tasks and workspaces with the verdict the
+(:mod:`sparring.judge.quality.golden`) freezes tasks and workspaces with the verdict the
 judge gave; replaying it with the current judge must give the same verdicts.
 ``update`` re-records them on the same frozen inputs, ``rebuild`` regenerates the
 inputs first. Labelled cases (``sparring review export``) are replayed too: a
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sparring.errors import ConfigError
-from sparring.judge.golden import (
+from sparring.judge.quality.golden import (
     RegressReport,
     fresh_cases,
     frozen_cases,
@@ -29,7 +29,7 @@ from sparring.judge.golden import (
     replay_labelled,
     write_golden,
 )
-from sparring.judge.golden_process import (
+from sparring.judge.quality.golden_process import (
     golden_process_path,
     load_process_golden,
     replay_process,
