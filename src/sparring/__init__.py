@@ -11,7 +11,8 @@ on first use, so ``import sparring`` stays light (no torch, no sandbox machinery
 - policies and rollouts: :func:`make_policy`, :class:`RolloutScheduler`, :func:`run_episode`,
   :class:`Trajectory`;
 - the store: :class:`SQLiteStore`, :class:`TrajQuery`;
-- training: :class:`RLConfig`, :func:`load_config`, :func:`run_rl`, :func:`group_advantages`;
+- training: :class:`RLConfig`, :func:`load_config`, :class:`RLRecipe` (one method per stage) and
+  :func:`run_rl` (the whole recipe in one call), :func:`group_advantages`;
 - the root of every error Sparring raises: :class:`SparringError`.
 
 Everything else lives in its room (``sparring.sandbox``, ``sparring.judge``, ...).
@@ -47,6 +48,7 @@ _HOME = {
     "TrajQuery": "sparring.store.base",
     "RLConfig": "sparring.train.config",
     "load_config": "sparring.train.config",
+    "RLRecipe": "sparring.train.recipe",
     "run_rl": "sparring.train.recipe",
     "group_advantages": "sparring.train.advantages",
     "SparringError": "sparring.errors",

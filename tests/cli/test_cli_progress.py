@@ -66,7 +66,7 @@ def test_an_interrupted_batch_says_where_it_stopped_not_done(capsys):
     import contextlib
 
     from sparring.cli.progress import Bars
-    from sparring.train.recipe import evaluate
+    from sparring.train.evaluation import evaluate
 
     class Interrupted:  # the scheduler as Ctrl-C leaves it: two samples done, then cancelled
         async def run(self, tasks, policy, samples, *, run_id, seed):

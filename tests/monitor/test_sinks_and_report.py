@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from sparring.monitor.metrics import iteration_metrics, make_sinks, with_aliases
-from sparring.train.recipe import zero_variance_groups
+from sparring.train.sampling import zero_variance_groups
 from sparring.trajectory import Trajectory
 
 EXE = Path(sys.executable).parent / "sparring"

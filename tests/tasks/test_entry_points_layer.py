@@ -181,7 +181,7 @@ def test_train_cli(tmp_path: Path) -> None:
 
     work = tmp_path / "run"
     root = work / "tasks" / f"shell-ops-v{get_family('shell-ops').version}-s3"
-    for name, seed in (("train", 3), ("heldout", 3 + 100_003)):  # what prepare_tasks reuses
+    for name, seed in (("train", 3), ("heldout", 3 + 100_003)):  # what generate_family_tasks reuses
         for t in generate("shell-ops", 1, seed, root / f"{name}-1"):
             mark(t)
     cfg = tmp_path / "c.yaml"

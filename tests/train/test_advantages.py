@@ -103,7 +103,7 @@ def test_one_zero_variance_rule_for_advantages_tree_credit_metrics_and_resamplin
     decide "no signal" with :func:`no_signal` (issue 36): before, the recipe kept [1e6, 1e6 + 1e-7],
     a group whose advantages were all zero."""
     from sparring.train.advantages import no_signal
-    from sparring.train.recipe import zero_variance_groups
+    from sparring.train.sampling import zero_variance_groups
     from sparring.train.tree_credit import _scale
     from sparring.trajectory import Trajectory
 

@@ -54,7 +54,8 @@ async def _reference(cfg: RLConfig, run_id: str, model_dir: str, start: dict[str
     from sparring.sandbox.config import make_backend
     from sparring.sandbox.pool import SandboxPool
     from sparring.store.sqlite import SQLiteStore
-    from sparring.train.recipe import prepare_tasks, sample_batch
+    from sparring.train.run_tasks import prepare_tasks
+    from sparring.train.sampling import sample_batch
 
     m = cfg.model
     policy = HFPolicy(

@@ -83,12 +83,12 @@ def test_resume_without_checkpoint_is_an_error(tmp_path):
 
 def test_a_checkpoint_from_before_a_new_setting_still_resumes():
     """A setting added since a checkpoint was written compares at its default; a changed one does not."""
-    from sparring.train.recipe import _learning_config
+    from sparring.train.run_state import learning_config
 
     cfg = RLConfig()
     old = cfg.model_dump(mode="json")
     del old["model"]["max_batch"]  # written before the setting existed
-    assert _learning_config(old) == _learning_config(cfg.model_dump(mode="json"))
+    assert learning_config(old) == learning_config(cfg.model_dump(mode="json"))
     changed = cfg.model_dump(mode="json")
     changed["model"]["max_batch"] = 1
-    assert _learning_config(changed) != _learning_config(cfg.model_dump(mode="json"))
+    assert learning_config(changed) != learning_config(cfg.model_dump(mode="json"))

@@ -11,7 +11,7 @@ from sparring.errors import ConfigError, TaskError
 from sparring.tasks.loader import ADMISSION_FILE
 from sparring.tasks.template import new_task
 from sparring.train.config import load_config
-from sparring.train.recipe import collect_tasks, gate_tasks
+from sparring.train.run_tasks import collect_tasks, gate_tasks
 
 
 def test_tasks_alone_or_beside_a_family(tmp_path):

@@ -1,0 +1,55 @@
+"""Rolling tasks out to measure a policy, and the metrics rows the measurements become.
+
+Contract: :func:`evaluate` rolls every task out ``samples`` times with a fixed seed and follows
+it on the ``rollouts`` progress bar (marked incomplete if interrupted); :func:`heldout_metrics`
+names a held-out phase's numbers (``eval/heldout/{phase}/...`` and the phase-free curve);
+:func:`skill_of` is the look-before-acting measure of the families that teach it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparring.monitor.progress import NoProgress, Progress
+from sparring.rollout.scheduler import RolloutScheduler, RolloutSummary
+from sparring.tasks.loader import Task
+from sparring.train.config import RLConfig
+from sparring.trajectory import Trajectory
+
+
+async def evaluate(
+    sched: RolloutScheduler, tasks: list[Task], policy: Any, run_id: str, seed: int, samples: int = 1,
+    progress: Progress | None = None, label: str = "held-out evaluation",
+) -> RolloutSummary:  # fmt: skip
+    """Roll out every task ``samples`` times (the scheduler's on_done advances the ``rollouts`` bar)."""
+    prog = progress or NoProgress()
+    prog.start("rollouts", len(tasks) * samples, label)
+    try:
+        summary = await sched.run(tasks, policy, samples, run_id=run_id, seed=seed)
+    except BaseException:  # interrupted or failed: the bar says where it stopped, never "16/16 done"
+        prog.finish("rollouts", complete=False)
+        raise
+    prog.finish("rollouts", complete=not summary.interrupted)
+    return summary
+
+
+def heldout_metrics(phase: str, summary: RolloutSummary) -> dict[str, Any]:
+    """A held-out evaluation as a metrics row: per phase (``before_rl``/``after_rl``) and as one curve."""
+    return {
+        f"eval/heldout/{phase}/pass_rate": summary.pass_rate,
+        f"eval/heldout/{phase}/reward_mean": summary.reward_mean,
+        "eval/heldout/pass_rate": summary.pass_rate,
+        "eval/heldout/reward_mean": summary.reward_mean,
+        "eval/heldout/n": summary.requested,
+    }
+
+
+def skill_of(cfg: RLConfig, trajs: list[Trajectory]) -> dict[str, float | None] | None:
+    """The look-before-acting measure of ``trajs`` if the run's family teaches it, else None."""
+    from sparring.monitor.skill import look_skill
+    from sparring.tasks.families import (
+        INSPECTIONS,  # lazily, like generate_family_tasks: generators import much
+    )
+
+    inspection = INSPECTIONS.get(cfg.family) if cfg.family is not None else None
+    return look_skill(trajs, inspection) if inspection is not None else None

@@ -1,0 +1,79 @@
+"""The run's resumable state: what a checkpoint's ``state.json`` holds beside the weights, and the
+checks that make ``--resume`` continue the same run.
+
+Contract: :func:`run_state` is the JSON-ready dict written with every checkpoint (keys in a fixed
+order; ``skill`` only when measured); a resume reads it back with
+:func:`sparring.train.checkpoint.load_state`. :func:`check_same_config` refuses a resume whose
+config would learn something else (where sandboxes run may differ); :func:`interrupted_after` is
+the time after which a stopped run's stored rollouts are redone, so the store counts them once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+from sparring.errors import ConfigError
+from sparring.train.config import RLConfig
+from sparring.trajectory import Trajectory
+
+
+def learning_config(dump: Any) -> Any:
+    """A config dump without the settings that do not change what is learned (where sandboxes run),
+    read through :class:`RLConfig` so that a setting added since the checkpoint was written compares at
+    its default (a checkpoint from before ``model.max_batch`` existed still resumes)."""
+    from pydantic import ValidationError
+
+    if not isinstance(dump, dict):
+        return dump
+    with contextlib.suppress(ValidationError):
+        dump = RLConfig.model_validate(dump).model_dump(mode="json")
+    where = ("backend", "executor", "ray_address")
+    return {k: v for k, v in dump.items() if k not in where}
+
+
+def check_same_config(saved: dict[str, Any], cfg: RLConfig, ckpt: Path) -> None:
+    """Raise :class:`ConfigError` unless ``cfg`` learns what the checkpoint's run learned. Where
+    sandboxes run (backend) does not count: a run may resume on another backend, and checkpoints
+    written before the setting existed still resume."""
+    if learning_config(saved.get("config")) != learning_config(cfg.model_dump(mode="json")):
+        raise ConfigError(
+            f"--resume: the config differs from the one {ckpt} was written with; resume with the same config"
+        )
+
+
+def interrupted_after(saved: dict[str, Any], ckpt: Path) -> float:
+    """When the checkpoint was written: rollouts stored later belong to iterations that are redone."""
+    return float(saved.get("saved_at") or (ckpt / "state.json").stat().st_mtime)
+
+
+def run_state(
+    cfg: RLConfig,
+    run_id: str,
+    iteration: int,
+    model_dir: Path,
+    *,
+    policy_version: int,
+    curriculum: dict[str, Any],
+    drift: dict[str, Any],
+    alerts: dict[str, Any],
+    pending: list[list[Trajectory]],
+    iterations: list[dict[str, Any]],
+    heldout: dict[str, float],
+    sft: dict[str, Any],
+    alerts_raised: list[dict[str, Any]],
+    skill: dict[str, Any],
+) -> dict[str, Any]:
+    """The state written with the checkpoint of ``iteration``: the ``state_dict()`` of the
+    curriculum, drift monitor and alert rules, the sampled batches still waiting for their update
+    (``pending``) and the run's result so far (``skill`` only when measured)."""
+    return {
+        "config": cfg.model_dump(mode="json"), "run_id": run_id, "iteration": iteration, "model": str(model_dir),
+        "policy_version": policy_version, "curriculum": curriculum, "drift": drift,
+        "alerts": alerts, "pending": [[t.model_dump(mode="json") for t in b] for b in pending],
+        "iterations": iterations, "heldout": heldout, "sft": sft, "alerts_raised": alerts_raised,
+        "saved_at": time.time(),
+        **({"skill": skill} if skill else {}),
+    }  # fmt: skip
