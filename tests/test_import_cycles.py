@@ -21,18 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from imports_support import PACKAGE, from_target, module_name, write_tree
+
 SRC = Path(__file__).resolve().parents[1] / "src"
-PACKAGE = "sparring"
 
 # The modules of each cycle (without the "sparring." prefix) -> why it is still here. Shrink only.
 KNOWN_CYCLES: dict[frozenset[str], str] = {}
-
-
-def module_name(path: Path, src: Path) -> str:
-    parts = list(path.relative_to(src).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -60,18 +54,12 @@ def _import_time_nodes(body: list[ast.stmt]) -> Iterator[ast.Import | ast.Import
 
 def import_time_targets(source: str, module: str, is_package: bool) -> Iterator[str]:
     """Dotted names ``source`` imports at import time: the module, and ``module.name`` per imported name."""
-    package = module if is_package else module.rpartition(".")[0]
     for node in _import_time_nodes(ast.parse(source).body):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name
         else:
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                target = node.module or ""
+            target = from_target(node, module, is_package)
             for alias in node.names:  # resolved by import_graph: the submodule if there is one, else target
                 yield f"{target}.{alias.name}"
 
@@ -154,14 +142,6 @@ def test_known_cycles_only_shrink() -> None:
     assert not gone, f"no longer a cycle as listed, so delete or update the KNOWN_CYCLES entry: {gone}"
 
 
-def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        p = tmp_path / PACKAGE / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    return tmp_path
-
-
 @pytest.mark.parametrize(
     ("files", "expected"),
     [
@@ -181,4 +161,4 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 def test_a_cycle_is_found_only_when_it_runs_at_import_time(
     tmp_path: Path, files: dict[str, str], expected: list[set[str]]
 ) -> None:
-    assert [set(c) for c in cycles(import_graph(_tree(tmp_path, files)))] == expected
+    assert [set(c) for c in cycles(import_graph(write_tree(tmp_path, files)))] == expected

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from imports_support import PACKAGE, from_target, module_name, write_tree
+
 SRC = Path(__file__).resolve().parents[1] / "src"
-PACKAGE = "sparring"
 
 # Modules directly under sparring/ that are shared records or helpers, each its own "room":
 # errors (the exception tree), trajectory (the record rollout builds, store keeps, train reads),
@@ -82,27 +83,14 @@ class Import:
     line: int
 
 
-def module_name(path: Path, src: Path) -> str:
-    parts = list(path.relative_to(src).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
 def imports_of(source: str, module: str, is_package: bool) -> Iterator[tuple[str, int]]:
     """Every sparring module ``source`` imports (dotted, full), anywhere in the file."""
-    package = module if is_package else module.rpartition(".")[0]
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, node.lineno
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                target = node.module or ""
+            target = from_target(node, module, is_package)
             yield target, node.lineno
             for alias in node.names:  # `from sparring.judge import hacks` imports a module too
                 yield f"{target}.{alias.name}", node.lineno
@@ -180,14 +168,6 @@ def test_known_violations_only_shrink() -> None:
     assert not fixed, f"fixed, so delete from KNOWN_VIOLATIONS: {fixed}"
 
 
-def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        p = tmp_path / PACKAGE / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    return tmp_path
-
-
 @pytest.mark.parametrize(
     ("files", "expected"),
     [
@@ -207,7 +187,7 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 def test_a_forbidden_import_is_reported(
     tmp_path: Path, files: dict[str, str], expected: tuple[str, str]
 ) -> None:
-    found = violations(_tree(tmp_path, files))
+    found = violations(write_tree(tmp_path, files))
     assert expected in found, found
 
 
@@ -221,7 +201,7 @@ def test_allowed_imports_are_not_reported(tmp_path: Path) -> None:
         "env/__init__.py": "",
         "sandbox/base.py": "",
     }
-    assert violations(_tree(tmp_path, files)) == {}
+    assert violations(write_tree(tmp_path, files)) == {}
 
 
 # ---------- inside the sandbox room: its parts, bottom-up (issue 34) ----------
@@ -282,7 +262,7 @@ def test_a_shared_part_importing_a_backend_is_reported(tmp_path: Path) -> None:
         "sandbox/storage/layers.py": "from sparring.sandbox.base import Spec\n",
         "sandbox/base.py": "",
     }
-    found = sandbox_part_violations(_tree(tmp_path, files))
+    found = sandbox_part_violations(write_tree(tmp_path, files))
     assert ("sandbox.isolation.features", "sandbox.oci.image") in found, found
     assert {importer for importer, _ in found} == {"sandbox.isolation.features"}, (
         found
