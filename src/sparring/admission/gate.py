@@ -139,8 +139,10 @@ def verdict_of(task: Task, record: dict[str, Any] | None, judge_version: str | N
     if record is None:
         old = load_admission(task)  # same bytes, another judge or host system: say so, it is not "never"
         if old is not None and old.get("judge_version"):
-            if old["judge_version"] == (judge_version or admission_judge_version()) and host_moved(task, old):
-                return Verdict(task, None, host_moved(task, old))
+            same_judge = old["judge_version"] == (judge_version or admission_judge_version())
+            moved = host_moved(task, old) if same_judge else ""
+            if moved:
+                return Verdict(task, None, moved)
             return Verdict(task, None, f"checked by judge {old['judge_version']}, not by the current one")
         return Verdict(task, None, "never admitted")
     if record.get("ok"):
