@@ -8,17 +8,41 @@ are *results* in :class:`ExecResult`; only infrastructure faults raise
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 WORKSPACE = "/workspace"
 OUTPUT_CAP = 1 << 20
 """Bytes kept per stream of one command (every backend); the rest is counted and dropped."""
 TRUNC_MARKER = "\n[... output truncated by sparring: {n} more bytes ...]\n"
 """Appended to a command's output where its cap dropped bytes (every backend says it the same way)."""
+RESERVED_PATHS = (
+    "/usr", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev", "/boot", "/tmp", "/workspace", "/.sparring",
+    "/judge", "/run/sparring", "/home/agent",
+)  # fmt: skip
+"""Paths a workspace alias may not be, be under or contain: the image's system, the sandbox's own mount
+points, /workspace itself. Every top-level ``lib*`` directory is refused too."""
+
+
+def check_workspace_alias(path: str) -> str:
+    """``path`` (trailing '/' dropped) when it may hold a second view of the workspace, else ValueError.
+
+    It must be absolute and normal (no '..', '.', '//'), not '/', and apart from the directories a sandbox
+    needs as they are (:data:`RESERVED_PATHS`, ``/lib*``): a workspace bound there would shadow them."""
+    p = path.rstrip("/") or "/"
+    if not p.startswith("/") or posixpath.normpath(p) != p or p.startswith("//"):
+        raise ValueError(f"workspace path {path!r} must be an absolute, normal path (no '..', '.' or '//')")
+    hit = next((r for r in RESERVED_PATHS if p == r or p.startswith(r + "/") or r.startswith(p + "/")), None)
+    if p == "/" or hit is not None or p.split("/")[1].startswith("lib"):
+        raise ValueError(
+            f"workspace path {path!r} would shadow {hit or p} in the sandbox: name a directory of the image's "
+            "own, such as /testbed or /app (not /, /usr, /etc, /bin, /lib*, /tmp, /workspace, ...)"
+        )
+    return p
 
 
 class EnvironmentRef(BaseModel):
@@ -47,6 +71,13 @@ class SandboxSpec(BaseModel):
 
     workspace: Path | None = Field(
         None, description="Read-only lower layer seen at /workspace (None: empty)."
+    )
+    workspace_alias: str | None = Field(
+        None,
+        description="A second path where the same live workspace is mounted (the task's [environment] "
+        "workspace, e.g. /testbed in a SWE-bench image): what the image installed from there (an editable "
+        "install's .pth file, a console script) runs the agent's edits. One mount seen at both paths, so "
+        "reset, snapshot and restore cover both; commands still start in /workspace.",
     )
     workspace_digest: str | None = Field(
         None,
@@ -97,6 +128,20 @@ class SandboxSpec(BaseModel):
         description="Container image the sandbox needs (the task's [environment] image): only a backend "
         "that runs images (OCI) can make it.",
     )
+
+    @field_validator("workspace_alias")
+    @classmethod
+    def _alias_path(cls, v: str | None) -> str | None:
+        return None if v is None else check_workspace_alias(v)
+
+    @model_validator(mode="after")
+    def _alias_apart_from_mounts(self) -> SandboxSpec:
+        a = self.workspace_alias
+        for dest in (*self.extra_ro, *self.extra_rw) if a is not None else ():
+            d = dest.rstrip("/")
+            if d == a or d.startswith(a + "/") or a.startswith(d + "/"):
+                raise ValueError(f"workspace_alias {a} overlaps the extra mount {dest}: keep them apart")
+        return self
 
     @model_validator(mode="after")
     def _allowlist_needs_network_mode(self) -> SandboxSpec:

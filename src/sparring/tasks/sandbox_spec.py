@@ -17,14 +17,16 @@ from sparring.tasks.loader import Task
 
 
 def spec_for_task(task: Task, seed: int = 0, workspace_digest: str | None = None) -> SandboxSpec:
-    """The sandbox of ``task``: its workspace, limits and pinned environment layer (built on first use;
-    on the event loop use :func:`aspec_for_task`). The judge's sandbox carries the same layer."""
+    """The sandbox of ``task``: its workspace (also at the image's own path of it, where the task names one),
+    limits and pinned environment layer (built on first use; on the event loop use :func:`aspec_for_task`).
+    The judge's sandbox carries the same layer, image and workspace path."""
     lim = task.spec.limits
     return SandboxSpec(
         workspace=task.workspace,
         workspace_digest=workspace_digest,
         environment=layer_for(task.spec.environment).ref(),
         image=task.spec.environment.image,
+        workspace_alias=task.spec.environment.workspace,  # /testbed: the same live workspace there too
         network=lim.network,
         memory_mb=lim.memory_mb,
         pids=lim.pids,

@@ -30,6 +30,8 @@ from pydantic import (
     model_validator,
 )
 
+from sparring.sandbox.base import check_workspace_alias
+
 SCHEMA_VERSION = 1
 DEFAULT_CPUS = 1.0
 """A task sandbox's CPU bound when task.toml sets none: one core, whatever the host. A fixed share, not
@@ -106,17 +108,16 @@ class Environment(_Strict):
     workspace: str | None = Field(
         None,
         description="Where the image keeps the task's repository (e.g. /testbed in a SWE-bench image): the task's "
-        "workspace was read from there when it was imported. Agent and judge still see it at /workspace.",
+        "workspace was read from there when it was imported, and the sandbox mounts the same live workspace at "
+        "this path too (one mount, two paths: SandboxSpec.workspace_alias), so what the image installed from "
+        "there (an editable install, a console script) runs the agent's edits, for the agent and the judge "
+        "alike. Commands still start in /workspace. Not a system directory (/usr, /etc, /lib*, /tmp, ...).",
     )
 
     @field_validator("workspace")
     @classmethod
     def _workspace_path(cls, v: str | None) -> str | None:
-        if v is not None and (not v.startswith("/") or ".." in v.split("/") or v.rstrip("/") == ""):
-            raise ValueError(
-                f"environment workspace {v!r} must be an absolute path in the image, without '..'"
-            )
-        return v
+        return None if v is None else check_workspace_alias(v)
 
 
 class CustomTool(_Strict):

@@ -339,15 +339,17 @@ async def run_in_sandbox(
     try:
         cfg, view = pooled.stage(task) if pooled is not None else _stage(work, task)
         lim = task.spec.limits
+        agent = spec_for_task(task)
         spec = SandboxSpec(
             workspace=task.workspace,
+            workspace_alias=agent.workspace_alias,  # the image's path of it (/testbed), as the agent had
             extra_ro={"/judge/hidden": view, "/judge/cfg": cfg},
             memory_mb=lim.memory_mb if limits else None,
             pids=lim.pids if limits else None,
             cpus=lim.cpus if limits else None,
             disk_mb=judge_disk_mb(lim.disk_mb),
             network=lim.network,  # loopback where the task declares it: its checker polls a service it starts
-            environment=spec_for_task(task).environment,  # the agent's layer: same interpreter, same pins
+            environment=agent.environment,  # the agent's layer: same interpreter, same pins
             image=task.spec.environment.image,  # and the agent's image: its system (and, locally, its Python)
         )
         t = time.perf_counter()

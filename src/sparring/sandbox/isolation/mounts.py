@@ -109,3 +109,36 @@ def open_beneath(
         return out
     finally:
         os.close(fd)
+
+
+def open_dir_beneath(root: Path, rel: str) -> int:
+    """An O_PATH descriptor of directory ``rel`` under ``root``, no symlink followed on the way: mounting on
+    ``/proc/self/fd/N`` of it lands on that directory, never where a link in an image's tree would point
+    (an image whose /testbed is ``-> /usr`` cannot make the host mount over its own /usr)."""
+    flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(root, flags)
+    try:
+        for comp in split_beneath(rel):
+            nfd = os.open(comp, flags, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def bind_beneath(source: Path, root: Path, rel: str) -> Path:
+    """Bind ``source`` on directory ``rel`` under ``root`` (which must exist, reached without following a
+    symlink); returns the mount point's path for the unmount."""
+    try:
+        fd = open_dir_beneath(root, rel)
+    except OSError as e:
+        raise SandboxError(
+            f"cannot mount on /{rel.lstrip('/')}: {e.strerror} (a directory, not a link)"
+        ) from None
+    try:
+        mount(str(source), Path(f"/proc/self/fd/{fd}"), "", flags=MS_BIND)
+    finally:
+        os.close(fd)
+    return root / rel.lstrip("/")

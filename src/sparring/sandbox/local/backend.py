@@ -7,6 +7,7 @@ owner left (reaper.py). What one sandbox is, and its layout on disk, is in local
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 from sparring.errors import SandboxError
 from sparring.sandbox.base import WORKSPACE, SandboxSpec
 from sparring.sandbox.environment import AGENT_HOST_UID, AGENT_UID, SandboxEnvironment
-from sparring.sandbox.isolation import features, reaper, seccomp
+from sparring.sandbox.isolation import features, mounts, reaper, seccomp
 from sparring.sandbox.isolation.netns import NetnsPool, make_user_namespace
 from sparring.sandbox.local.prefork import PreforkPool, default_prefork
 from sparring.sandbox.local.rootfs import HOME, STATIC_SUFFIX, WRITABLE, RootPlan, install_server
@@ -37,6 +38,22 @@ class ImageRuntime:
     working_dir: str
     server_kind: str
     server: Path
+
+
+def check_alias(spec: SandboxSpec, image_root: Path | None) -> None:
+    """The spec's workspace alias can be mounted: on an image, a directory of the image reached through no
+    symlink (its root is read-only: nothing can be made there)."""
+    alias = spec.workspace_alias
+    if alias is None or image_root is None:
+        return
+    try:
+        os.close(mounts.open_dir_beneath(image_root, alias))
+    except OSError as e:
+        why = "is a symlink or under one" if e.errno in (errno.ELOOP, errno.ENOTDIR) else e.strerror
+        raise SandboxError(
+            f"image {spec.image} has no directory {alias} to show the workspace at ({why}): set the task's "
+            "[environment] workspace to where the image keeps its repository"
+        ) from None
 
 
 class LocalBackend:
@@ -187,6 +204,7 @@ class LocalBackend:
                     f"image {spec.image} has no directory {missing[0]} to mount onto (its root is read-only): "
                     "mount under /judge, /run/sparring or another directory the image has"
                 )
+        check_alias(spec, image.root if image is not None else None)
         lower = self.lower_for(spec)
         if snap is not None and snap.base != str(lower):
             raise SandboxError(

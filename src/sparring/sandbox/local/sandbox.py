@@ -100,6 +100,8 @@ class LocalSandbox(Commands, HostFiles):
         self.rootdir = self.dir / "root"
         self.rw = self.dir / "rw"
         self.merged = self.ws = self.rootdir / "workspace"
+        # The image's own path of the workspace (/testbed): the same overlay bound there as well.
+        self.alias = spec.workspace_alias
         self.files_owner = backend.agent_uid
         self._empty = self.dir / "empty"
         self._lower = lower
@@ -146,6 +148,8 @@ class LocalSandbox(Commands, HostFiles):
             # own (on its shared tmpfs), so what the host mounts under it reaches only this sandbox.
             mounts.bind(self.image.root, self.rootdir, readonly=True)
         self.plan.populate(self.rootdir)
+        if self.alias is not None and self.image is None:  # the host's root: make the mount point
+            (self.rootdir / self.alias.lstrip("/")).mkdir(parents=True, exist_ok=True)
         for dest in (*s.extra_ro, *s.extra_rw):
             p = self.rootdir / dest.lstrip("/")
             if self.image is None:
@@ -243,6 +247,8 @@ class LocalSandbox(Commands, HostFiles):
             # /tmp and $HOME are host directories (not bubblewrap tmpfs the host cannot reach), so reset
             # empties them as it refills the workspace: nothing written before a reset survives it.
             a += ["--bind", str(self.merged), WORKSPACE, "--bind", str(self.rw / "tmp"), "/tmp"]
+            if self.alias is not None:  # the same directory again: refilled in place, seen at both
+                a += ["--bind", str(self.merged), self.alias]
             a += ["--bind", str(self.rw / "home"), HOME]
             for p in self.plan.late_binds:
                 a += ["--ro-bind", str(p), str(p)]
@@ -305,7 +311,8 @@ class LocalSandbox(Commands, HostFiles):
             self._mount_shm()
 
     def _mount_workspace(self) -> None:
-        """The workspace overlay: rw/upper over the snapshot layers over the task's workspace."""
+        """The workspace overlay: rw/upper over the snapshot layers over the task's workspace; with a
+        workspace alias, that one mount bound at the alias too (reset unmounts both, the alias first)."""
         rw = self.rw
         lowers = ":".join(str(p) for p in (*self.layers, self.lower))
         mounts.mount(
@@ -313,6 +320,8 @@ class LocalSandbox(Commands, HostFiles):
             flags=mounts.MS_NOSUID | mounts.MS_NODEV,
         )  # fmt: skip
         self._layer_mounts.append(self.merged)
+        if self.alias is not None:  # never through a link in the image's tree (checked at create too)
+            self._layer_mounts.append(mounts.bind_beneath(self.merged, self.rootdir, self.alias))
 
     def _adopt(self, spec: SandboxSpec, lower: Path | None, layers: tuple[Path, ...]) -> None:
         """Make a pre-started sandbox (only its exec server ever ran) the sandbox of ``spec``: the spec's

@@ -6,7 +6,8 @@ Layout of one sandbox under the backend root::
         owner, cid     pid of the owning process, container id (the reaper removes orphans)
         rw/            tmpfs of size disk_mb (the disk quota) holding upper/ and work/
         ws/            a shared bind mount; the overlay (upper over [layers...] over the task
-                       workspace) is mounted on top of it and reaches the container's /workspace,
+                       workspace) is mounted on top of it and reaches the container's /workspace
+                       (and the spec's workspace_alias, e.g. /testbed: bound from ws/ as well),
                        a slave of ws/, by mount propagation, so reset/restore/snapshot
                        remount on the host without touching the container
         ctl/           bound at /.sparring: the exec server, its request FIFO, per-exec FIFOs
@@ -275,6 +276,8 @@ class OCISandbox(HostFiles):
             "-v", f"{self.ws}:{WORKSPACE}:rslave", "-v", f"{self.ctl}:/.sparring",
             "-v", f"{self._exec_cg}:/.sparring-cg", *ulimit_flags(),
         ]  # fmt: skip
+        if s.workspace_alias is not None:  # the image's own path of it (/testbed): one more slave of ws/
+            argv += ["-v", f"{self.ws}:{s.workspace_alias}:rslave"]
         argv += environment_mounts(s.environment, host_system=s.image is None)
         for dest, src in sorted(s.extra_ro.items()):
             argv += ["-v", f"{Path(src).resolve()}:{dest}:ro"]
