@@ -1,0 +1,133 @@
+"""An image whose Python has the task's package installed in editable mode from /testbed (issue 34).
+
+The Debian test image plus a layer holding /testbed/src/pkg (a bug in ``add``) and a ``.pth`` file in
+the image's dist-packages pointing at /testbed/src, as ``pip install -e`` leaves it in SWE-style images.
+A task pinned to that image with ``[environment] workspace = "/testbed"``: the agent's edit of
+/workspace/src/pkg/mod.py is what ``import pkg.mod`` runs from any directory, reset takes it away at
+both paths, and the judge's hidden tests (importing the installed package, never /workspace/src) see
+the agent's version, so `tasks check` admits the task: reference passes, unfixed fails.
+
+The controls are the behaviour before the fix: the same sandbox without the workspace alias imports the
+image's stale copy, and the same task without ``[environment] workspace`` is rejected, its reference
+solution failing the hidden tests that run the image's copy."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from image_support import DEBIAN_RECIPE, debian_layout, entry, layered_layout, tar_bytes
+
+from sparring.images.archive import import_archive
+from sparring.images.store import ImageStore
+from sparring.sandbox.local.backend import LocalBackend
+from sparring.tasks.loader import Task, write_task
+from sparring.tasks.sandbox_spec import spec_for_task
+from sparring.tasks.spec import Environment, JudgeSpec, TaskSpec
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="image roots are bound by the host: overlay mode (root)"),
+]
+SPARRING = [str(Path(sys.executable).parent / "sparring")]
+TAG = "sparring-test/editable-testbed:1"
+MOD = "def add(a, b):\n    return a - b\n"
+FIXED = "def add(a, b):\n    return a + b\n"
+HIDDEN = """\
+import pkg.mod
+
+
+def test_add():
+    assert pkg.mod.add(2, 3) == 5
+
+
+def test_imported_from_the_install():
+    assert pkg.mod.__file__ == "/testbed/src/pkg/mod.py"
+"""
+PROBE = "cd /tmp && python3 -c 'import pkg.mod; print(pkg.mod.add(2, 3), pkg.mod.__file__)'"
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory) -> tuple[ImageStore, str]:
+    d = tmp_path_factory.mktemp("editable-image")
+    layer = tar_bytes([
+        entry("testbed/", tarfile.DIRTYPE), entry("testbed/src/", tarfile.DIRTYPE),
+        entry("testbed/src/pkg/", tarfile.DIRTYPE), entry("testbed/src/pkg/__init__.py", data=b""),
+        entry("testbed/src/pkg/mod.py", data=MOD.encode()),
+        entry("usr/lib/python3/dist-packages/__editable__.pkg-1.0.pth", data=b"/testbed/src\n"),
+    ])  # fmt: skip
+    layout = layered_layout(debian_layout(DEBIAN_RECIPE), layer, d / "layout")
+    store = ImageStore(d / "store")
+    rec = import_archive(store, layout, tag=TAG)
+    return store, f"{TAG}@{rec.digest}"
+
+
+def _task(root: Path, image: str, workspace: str | None) -> Task:
+    spec = TaskSpec(
+        id="editable-add", family="code-repair", instruction="The function add in src/pkg/mod.py subtracts its arguments: make it return their sum.",
+        success_criteria="The hidden tests pass.", environment=Environment(image=image, workspace=workspace),
+        judge=JudgeSpec(hidden_tests=["test_hidden.py::test_add", "test_hidden.py::test_imported_from_the_install"]),
+    )  # fmt: skip
+    return write_task(
+        root, spec, workspace={"src/pkg/__init__.py": "", "src/pkg/mod.py": MOD},
+        hidden={"test_hidden.py": HIDDEN}, solution={"src/pkg/mod.py": FIXED},
+    )  # fmt: skip
+
+
+def test_the_agent_edits_what_the_image_installed(image, tmp_path):
+    store, ref = image
+    task = _task(tmp_path / "task", ref, "/testbed")
+    spec = spec_for_task(task)
+    assert spec.workspace_alias == "/testbed" and spec.image == ref
+
+    async def go() -> tuple[str, ...]:
+        b = LocalBackend(root=tmp_path / "sb", image_store=store)
+        try:
+            sb = await b.create(spec)
+            try:
+                await sb.write_file("/workspace/src/pkg/mod.py", FIXED.encode())
+                edited = (await sb.exec(PROBE)).stdout
+                await sb.reset()
+                reset = (
+                    await sb.exec(PROBE + "; cat /workspace/src/pkg/mod.py /testbed/src/pkg/mod.py")
+                ).stdout
+            finally:
+                await sb.close()
+            control = await b.create(spec.model_copy(update={"workspace_alias": None}))
+            try:  # before the fix: the same edit, and the installed package is still the image's copy
+                await control.write_file("/workspace/src/pkg/mod.py", FIXED.encode())
+                stale = (await control.exec(PROBE)).stdout
+            finally:
+                await control.close()
+            return edited, reset, stale
+        finally:
+            await b.aclose()
+
+    edited, reset, stale = asyncio.run(go())
+    assert edited == "5 /testbed/src/pkg/mod.py\n"  # the agent's edit, through the image's install
+    assert reset == "-1 /testbed/src/pkg/mod.py\n" + MOD + MOD  # gone at both paths
+    assert stale == "-1 /testbed/src/pkg/mod.py\n"  # the control: without the alias, the stale copy
+
+
+def test_the_judge_runs_the_agents_version(image, tmp_path):
+    store, ref = image
+    env = {**os.environ, "SPARRING_IMAGE_ROOT": str(store.root)}
+    checked = {}
+    for name, workspace in (("aliased", "/testbed"), ("control", None)):
+        task = _task(tmp_path / name, ref, workspace)
+        r = subprocess.run([*SPARRING, "tasks", "check", str(task.path), "--json"],
+                           capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+        assert r.stdout, r.stderr[-2000:]
+        checked[name] = (r.returncode, json.loads(r.stdout)["tasks"][0])
+    code, aliased = checked["aliased"]
+    assert code == 0 and aliased["ok"], aliased  # reference passes, unfixed fails: admitted
+    code, control = checked["control"]
+    assert code != 0 and not control["ok"], control  # the judge ran the image's stale copy
+    assert [p["rule"] for p in control["problems"]] == ["solution_passes"], control
+    assert "test_hidden.py::test_add" in control["problems"][0]["detail"], control
