@@ -24,9 +24,12 @@ from pathlib import Path
 import pytest
 from image_support import DEBIAN_RECIPE, debian_layout, entry, layered_layout, tar_bytes
 
+from sparring.errors import SandboxUnavailableError
 from sparring.images.archive import import_archive
 from sparring.images.store import ImageStore
+from sparring.sandbox.isolation.features import podman_argv
 from sparring.sandbox.local.backend import LocalBackend
+from sparring.sandbox.oci.backend import OCIBackend
 from sparring.tasks.loader import Task, write_task
 from sparring.tasks.sandbox_spec import spec_for_task
 from sparring.tasks.spec import Environment, JudgeSpec, TaskSpec
@@ -54,7 +57,7 @@ PROBE = "cd /tmp && python3 -c 'import pkg.mod; print(pkg.mod.add(2, 3), pkg.mod
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory) -> tuple[ImageStore, str]:
+def image(tmp_path_factory) -> tuple[ImageStore, str, Path]:
     d = tmp_path_factory.mktemp("editable-image")
     layer = tar_bytes([
         entry("testbed/", tarfile.DIRTYPE), entry("testbed/src/", tarfile.DIRTYPE),
@@ -65,7 +68,7 @@ def image(tmp_path_factory) -> tuple[ImageStore, str]:
     layout = layered_layout(debian_layout(DEBIAN_RECIPE), layer, d / "layout")
     store = ImageStore(d / "store")
     rec = import_archive(store, layout, tag=TAG)
-    return store, f"{TAG}@{rec.digest}"
+    return store, f"{TAG}@{rec.digest}", layout
 
 
 def _task(root: Path, image: str, workspace: str | None) -> Task:
@@ -81,7 +84,7 @@ def _task(root: Path, image: str, workspace: str | None) -> Task:
 
 
 def test_the_agent_edits_what_the_image_installed(image, tmp_path):
-    store, ref = image
+    store, ref, _ = image
     task = _task(tmp_path / "task", ref, "/testbed")
     spec = spec_for_task(task)
     assert spec.workspace_alias == "/testbed" and spec.image == ref
@@ -116,7 +119,7 @@ def test_the_agent_edits_what_the_image_installed(image, tmp_path):
 
 
 def test_the_judge_runs_the_agents_version(image, tmp_path):
-    store, ref = image
+    store, ref, _ = image
     env = {**os.environ, "SPARRING_IMAGE_ROOT": str(store.root)}
     checked = {}
     for name, workspace in (("aliased", "/testbed"), ("control", None)):
@@ -131,3 +134,40 @@ def test_the_judge_runs_the_agents_version(image, tmp_path):
     assert code != 0 and not control["ok"], control  # the judge ran the image's stale copy
     assert [p["rule"] for p in control["problems"]] == ["solution_passes"], control
     assert "test_hidden.py::test_add" in control["problems"][0]["detail"], control
+
+
+def test_the_oci_backend_binds_it_at_the_image_path_too(image, tmp_path):
+    """The same image in podman's storage (skopeo copies the layout there), run by the OCI backend."""
+    _, _, layout = image
+    try:
+        backend = OCIBackend(root=tmp_path / "oci")
+    except SandboxUnavailableError as e:
+        pytest.fail(f"the OCI backend is unavailable here: {e}")
+    name = "localhost/sparring-test/editable-testbed:alias"
+    r = subprocess.run(["skopeo", "copy", "--quiet", f"oci:{layout}", f"containers-storage:{name}"],
+                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-1000:]
+    spec = spec_for_task(_task(tmp_path / "task", name, "/testbed"))
+    probe = PROBE.replace(
+        "python3", "/usr/bin/python3"
+    )  # the image's (PATH's first is the task's layer here)
+
+    async def go() -> tuple[str, ...]:
+        out = []
+        for s in (spec, spec.model_copy(update={"workspace_alias": None})):  # the alias, then the control
+            sb = await backend.create(s)
+            try:
+                await sb.write_file("/workspace/src/pkg/mod.py", FIXED.encode())
+                out.append((await sb.exec(probe)).stdout)
+                await sb.reset()
+                out.append((await sb.exec(probe)).stdout)
+            finally:
+                await sb.close()
+        return tuple(out)
+
+    try:
+        edited, reset, stale, _ = asyncio.run(go())
+    finally:
+        subprocess.run([*podman_argv(), "rmi", "-f", name], capture_output=True, timeout=120)
+    assert edited == "5 /testbed/src/pkg/mod.py\n" and reset == "-1 /testbed/src/pkg/mod.py\n"
+    assert stale == "-1 /testbed/src/pkg/mod.py\n"  # the control: the image's copy

@@ -194,6 +194,36 @@ def test_files_reset_snapshot_restore_diff(oci, ws):
     assert run(_with(oci, SandboxSpec(workspace=ws), seeded, snapshot=snap)) == "changed\nB"
 
 
+def test_the_workspace_alias_is_the_same_live_workspace(oci, ws):
+    """spec.workspace_alias (a task's [environment] workspace, /testbed in SWE images): the one overlay at
+    both paths; edits through either are seen through the other and in the diff; restore and reset cover
+    both. The control: without it the image has no /testbed at all."""
+
+    async def body(sb):
+        out = [(await sb.exec("pwd; echo agent > /workspace/a.txt; echo t > /testbed/t.txt")).stdout]
+        out.append((await sb.exec("cat /testbed/a.txt /workspace/t.txt", cwd="/tmp")).stdout)
+        out.append(sorted((await sb.diff()).files))
+        snap = await sb.snapshot()
+        await sb.exec("echo later > /testbed/a.txt")
+        await sb.restore(snap)
+        out.append((await sb.exec("cat /testbed/a.txt /workspace/a.txt")).stdout)
+        await sb.reset()
+        out.append((await sb.exec("cat /testbed/a.txt /workspace/a.txt; ls /testbed; ls /workspace")).stdout)
+        return out
+
+    pwd, edited, diff, restored, reset = run(
+        _with(oci, SandboxSpec(workspace=ws, workspace_alias="/testbed"), body)
+    )
+    assert pwd == "/workspace\n" and edited == "agent\nt\n" and diff == ["a.txt", "t.txt"]
+    assert restored == "agent\nagent\n"
+    assert reset == "orig\norig\na.txt\npkg\na.txt\npkg\n"
+
+    async def control(sb):
+        return (await sb.exec("echo agent > /workspace/a.txt; cat /testbed/a.txt")).exit_code
+
+    assert run(_with(oci, SandboxSpec(workspace=ws), control)) != 0
+
+
 def test_close_leaves_nothing_and_closed_sandbox_refuses(oci, ws):
     async def body():
         sb = await oci.create(SandboxSpec(workspace=ws, memory_mb=64, pids=32))
