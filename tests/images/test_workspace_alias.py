@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -180,3 +182,17 @@ def test_an_image_without_the_directory_or_with_a_link_there_is_refused(store, t
             _run(store, tmp_path, spec, script)
         assert "\n" not in str(e.value)
     assert not any((tmp_path / "sb").glob("sandboxes/sb-*"))  # nothing half-made left behind
+
+
+def test_sandbox_exec_workspace_at(tmp_path, workspace):
+    """The CLI: `sandbox exec --workspace-at` (host root here), and a refused path as one line, exit 2 (bad input)."""
+    exe = str(Path(sys.executable).parent / "sparring")
+    r = subprocess.run([exe, "sandbox", "exec", "--workspace", str(workspace), "--workspace-at", "/srv/repo", "--",
+                        "sh", "-c", "echo agent > f.txt; cat /srv/repo/f.txt"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert (r.returncode, r.stdout) == (0, "agent\n"), r.stderr
+    r = subprocess.run([exe, "sandbox", "exec", "--workspace", str(workspace), "--workspace-at", "/usr", "--", "true"],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 2 and "--workspace-at: workspace path '/usr' would shadow /usr" in r.stderr, (
+        r.stderr
+    )
+    assert len(r.stderr.strip().splitlines()) == 1

@@ -37,6 +37,8 @@ def _spec(**kw: object) -> SandboxSpec:
     except ValidationError as e:
         err = e.errors()[0]
         field = str(err["loc"][0]) if err["loc"] else "?"
+        if field == "workspace_alias":  # its validator's own one-line reason
+            raise ConfigError(f"--workspace-at: {(err.get('ctx') or {}).get('error', err['msg'])}") from None
         raise ConfigError(
             f"{_FLAGS.get(field, field)} {kw.get(field)!r} is out of range: {err['msg'].lower()}"
         ) from None
@@ -66,6 +68,11 @@ def exec_cmd(
     image: str | None = typer.Option(
         None, "--image", help="Run on this image's root (pulled, imported or built: see `sparring image`)."
     ),
+    workspace_at: str | None = typer.Option(
+        None,
+        "--workspace-at",
+        help="Show the workspace at this path too (where the image keeps it: /testbed).",
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Run CMD in a fresh sandbox whose /workspace is a copy-on-write view of --workspace (and whose /
@@ -84,6 +91,7 @@ def exec_cmd(
     spec = _spec(
         workspace=workspace.resolve() if workspace else None, network=net, allow_hosts=tuple(allow),
         memory_mb=memory_mb, pids=pids, cpus=cpus, disk_mb=disk_mb, nofile=nofile, image=image,
+        workspace_alias=workspace_at,
     )  # fmt: skip
 
     async def go():
