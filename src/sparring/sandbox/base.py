@@ -137,7 +137,9 @@ class SandboxSpec(BaseModel):
     @model_validator(mode="after")
     def _alias_apart_from_mounts(self) -> SandboxSpec:
         a = self.workspace_alias
-        for dest in (*self.extra_ro, *self.extra_rw) if a is not None else ():
+        if a is None:
+            return self
+        for dest in (*self.extra_ro, *self.extra_rw):
             d = dest.rstrip("/")
             if d == a or d.startswith(a + "/") or a.startswith(d + "/"):
                 raise ValueError(f"workspace_alias {a} overlaps the extra mount {dest}: keep them apart")
