@@ -29,6 +29,17 @@ Commands run as root *inside* the container with all capabilities dropped
 (there is no user namespace, so the workspace overlay, owned by host root, is
 writable only to uid 0); network is ``--network none`` (an empty namespace
 with loopback only), so spec.network ``none`` and ``loopback`` are the same here.
+
+The exec server has the commands' uid, and the kernel lets a process change the limits, priority,
+scheduling, I/O priority or affinity of any process of its uid; what the server carries, every later
+command inherits. So (docs/threat-model.md, issue 33):
+
+* the container runs under the backend's seccomp profile (profile.py): podman's default plus EPERM for
+  every call aimed at another process (the local backend's list, isolation/seccomp.py);
+* ``reset`` and ``restore`` kill every process but podman's init and the server, from the host, by the
+  container's cgroups, then check from the host that only those two are left and that both are in the
+  state recorded at create (:class:`~sparring.sandbox.isolation.init_state.InitState`); otherwise the
+  sandbox is retired (closed, SandboxError), and ``healthy`` is False, so a pool replaces it.
 """
 
 from __future__ import annotations
