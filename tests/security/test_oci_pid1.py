@@ -205,3 +205,34 @@ def test_a_pooled_episode_starts_from_the_servers_birth_state(oci):
     assert json.loads(state.stdout) == json.loads(fresh_state.stdout)  # the server's birth state
     assert "python3" not in ps.stdout and ps.stdout.count("\n") > 2, ps.stdout  # and from inside
     assert c.id != b.id and replaced and n_replaced == 1
+
+
+LEAVE = (
+    "echo a > /tmp/a; mkdir -p /var/tmp/d/e; echo r > /run/r; echo s > /dev/shm/s; ln -s /etc /tmp/l; "
+    "mkfifo /tmp/f; mkdir /tmp/d; echo x > /tmp/d/x; echo ok"
+)
+LOOK = "ls -A /tmp /var/tmp /run /dev /dev/shm"
+
+
+def test_files_left_outside_the_workspace_do_not_reach_the_next_episode(oci):
+    async def body(sb):
+        before = await sb.exec(LOOK)
+        left = await sb.exec(LEAVE)
+        during = await sb.exec(LOOK)
+        await sb.reset()
+        after = await sb.exec(LOOK)
+        # what the host cannot put back (a device node replaced by a file every command would read) retires
+        replaced = await sb.exec("rm /dev/null && echo planted > /dev/null && echo replaced")
+        try:
+            await sb.reset()
+            raised = ""
+        except SandboxError as e:
+            raised = str(e)
+        return before, left, during, after, replaced, raised
+
+    before, left, during, after, replaced, raised = in_sandbox(oci, SandboxSpec(), body)
+    assert left.stdout == "ok\n", left.stderr
+    assert during.stdout != before.stdout  # control: the files were there
+    assert after.stdout == before.stdout
+    assert replaced.stdout == "replaced\n", replaced.stderr
+    assert "retired" in raised and "/dev/null changed" in raised, raised

@@ -66,12 +66,13 @@ from sparring.sandbox.base import (
     WorkspaceDiff,
 )
 from sparring.sandbox.environment import SandboxEnvironment
-from sparring.sandbox.isolation import features, mounts
+from sparring.sandbox.isolation import features, ipcns, mounts
 from sparring.sandbox.isolation.cgroups import pids_root, rmdir_tree
 from sparring.sandbox.isolation.features import podman_argv
 from sparring.sandbox.isolation.hostfiles import HostFiles
 from sparring.sandbox.isolation.init_state import InitState
 from sparring.sandbox.isolation.reaper import orphaned
+from sparring.sandbox.oci import scratch
 from sparring.sandbox.oci.image import ensure_image, first_line, ulimit_flags
 from sparring.sandbox.oci.profile import write_profile
 from sparring.sandbox.oci.support import (
@@ -270,6 +271,7 @@ class OCISandbox(HostFiles):
         self.retired = ""  # why the host retired it (its exec server bent or processes left), else ""
         self.init_pid = self.server_pid = 0  # host pids of podman's init and of the exec server
         self.born: dict[int, InitState] = {}  # their state at create, checked after every reset
+        self._scratch: scratch.Listing = {}  # /tmp, /run, /dev... at create, restored at every reset
 
     # ---------- lifecycle (blocking parts run in a thread) ----------
     @property
@@ -287,12 +289,19 @@ class OCISandbox(HostFiles):
         mounts.mount("none", self.ws, "none", flags=MS_PRIVATE)
         mounts.mount("none", self.ws, "none", flags=MS_SHARED)
         (self.ctl / "x").mkdir(parents=True)
-        # Everything below ctl/ is writable from inside: the host touches per-exec files only
-        # through this descriptor, exclusively and without following links.
+        # The host touches per-exec files only through this descriptor, exclusively and without
+        # following links (defence in depth: commands cannot write x/, see below).
         self._xfd = os.open(self.ctl / "x", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         (self.ctl / "server.sh").write_text(SERVER_SH)
         os.mkfifo(self.ctl / "req", 0o600)
         self._req_fd = os.open(self.ctl / "req", os.O_RDWR | os.O_NONBLOCK)
+        # Commands are (capability-less) uid 0: owned by nobody and read-only to others, ctl/ and x/
+        # take no new, renamed or removed entry from inside, and the server's script and request FIFO
+        # no write; the per-exec files the host makes there stay root's, the server's to open.
+        for f, mode in ((self.ctl, 0o755), (self.ctl / "x", 0o755), (self.ctl / "server.sh", 0o444),
+                        (self.ctl / "req", 0o444)):  # fmt: skip
+            os.chown(f, NOBODY, NOBODY)
+            os.chmod(f, mode)
         assert self._pids_parent is not None and self._exec_cg is not None
         self._exec_cg.mkdir(parents=True)
         # Commands run as (capability-less) uid 0: give exec/ to nobody so they can neither join it
@@ -337,6 +346,7 @@ class OCISandbox(HostFiles):
         (self.dir / "cid").write_text(self.cid)
         self.init_pid, self.server_pid = self._find_server()
         self.born = {p: InitState.read(p) for p in (self.init_pid, self.server_pid)}
+        self._scratch = scratch.listing(self.server_pid)
         # Mount the layers only now: the container's /workspace is a slave of ws/ and receives it.
         self._mount_layers()
 
@@ -621,6 +631,15 @@ class OCISandbox(HostFiles):
             left = self._kill_commands()
             if left:
                 return f"{len(left)} of its processes survived the kill (host pids {left[:8]})"
+            try:
+                changed = scratch.restore(self.server_pid, self._scratch)
+                ipcns.clear(self.server_pid)
+            except (OSError, SandboxError) as e:
+                return f"its scratch places or IPC objects could not be emptied ({e})"
+            if changed:
+                return "a command changed what a reset cannot put back outside /workspace: " + ", ".join(
+                    changed[:8]
+                )
             self._unmount_layers()
             self.layers = layers
             self._mount_layers()
