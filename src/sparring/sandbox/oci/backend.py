@@ -39,7 +39,9 @@ command inherits. So (docs/threat-model.md, issue 33):
 * ``reset`` and ``restore`` kill every process but podman's init and the server, from the host, by the
   container's cgroups, then check from the host that only those two are left and that both are in the
   state recorded at create (:class:`~sparring.sandbox.isolation.init_state.InitState`); otherwise the
-  sandbox is retired (closed, SandboxError), and ``healthy`` is False, so a pool replaces it.
+  sandbox is retired (closed, SandboxError), and ``healthy`` is False, so a pool replaces it;
+* the same reset returns /tmp, /var/tmp, /run, /dev and /dev/shm to their birth listing (scratch.py) and
+  empties the IPC namespace; ctl/ is nobody's, read-only to the commands.
 """
 
 from __future__ import annotations
