@@ -411,6 +411,12 @@ class OCISandbox(HostFiles):
         return bool(self.cid) and bool(cgroup_procs(self._ctrl_dir("pids")))
 
     @property
+    def reusable(self) -> bool:
+        """Whether ``reset`` returns everything writable to its initial state: not a spec's extra_rw
+        mounts (host directories reset never touches), so a pool closes such a sandbox instead."""
+        return not self.spec.extra_rw
+
+    @property
     def healthy(self) -> bool:
         """Open, not retired, its exec server and init alive and as they were born (a pool hands out
         only a healthy sandbox; this reads their state from the host, a few syscalls)."""
@@ -636,8 +642,8 @@ class OCISandbox(HostFiles):
             try:
                 changed = scratch.restore(self.server_pid, self._scratch)
                 ipcns.clear(self.server_pid)
-            except (OSError, SandboxError) as e:
-                return f"its scratch places or IPC objects could not be emptied ({e})"
+            except (OSError, SandboxError, RecursionError) as e:  # a tree nested past the walk's depth too
+                return f"its scratch places or IPC objects could not be emptied ({type(e).__name__}: {e})"
             if changed:
                 return "a command changed what a reset cannot put back outside /workspace: " + ", ".join(
                     changed[:8]
