@@ -270,6 +270,7 @@ class OCISandbox(HostFiles):
         self._pids_parent = backend.pids_root / (CG_PREFIX + self.id) if backend.pids_root else None
         self._exec_cg = self._pids_parent / "exec" if self._pids_parent else None
         self._empty = self.dir / "empty"
+        self._cg_parents: list[Path] = []  # the sandbox's cgroup in every hierarchy (once the container runs)
         self.retired = ""  # why the host retired it (its exec server bent or processes left), else ""
         self.init_pid = self.server_pid = 0  # host pids of podman's init and of the exec server
         self.born: dict[int, InitState] = {}  # their state at create, checked after every reset
@@ -372,12 +373,12 @@ class OCISandbox(HostFiles):
     def _members(self) -> list[int]:
         """Every process of the container, read from the host: its cgroups in every hierarchy and the
         commands' pids cgroups (conmon, podman's monitor beside them, is not one)."""
-        out: set[int] = set()
-        for parent in cg_dirs(CG_PREFIX + self.id):
-            for dirpath, dirs, _ in os.walk(parent):
-                if Path(dirpath) == parent:
-                    dirs[:] = [d for d in dirs if d == "exec" or d == f"libpod-{self.cid}"]
-                out.update(cgroup_procs(Path(dirpath)))
+        if not self._cg_parents:
+            self._cg_parents = cg_dirs(CG_PREFIX + self.id)
+        out = {p for parent in self._cg_parents for p in cgroup_procs(parent / f"libpod-{self.cid}")}
+        assert self._exec_cg is not None
+        for dirpath, _, _ in os.walk(self._exec_cg):
+            out.update(cgroup_procs(Path(dirpath)))
         return sorted(out)
 
     def _ctrl_dir(self, controller: str) -> Path:
