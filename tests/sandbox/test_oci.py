@@ -151,9 +151,21 @@ def test_commands_cannot_leave_their_exec_cgroup_nor_redirect_host_writes(oci, t
         )
         r = await sb.exec(nest, timeout=1.0)
         assert r.timed_out and "sleep 305" not in (await sb.exec("ps -o args")).stdout
-        # symlinks planted under the names of coming execs never redirect the host's writes or reads
+        # no symlink can be planted under the names of coming execs (x/ is nobody's), nor the server's
+        # script or request FIFO written; and the host would not follow one anyway (checked below)
         plant = f"for i in $(seq 1 40); do for s in sh in out ev; do ln -sf {victim} /.sparring/x/$i.$s; done; done"
-        assert (await sb.exec(plant)).exit_code == 0
+        r = await sb.exec(
+            plant + "; echo 9 > /.sparring/req; echo x >> /.sparring/server.sh; mv /.sparring/x /.sparring/y"
+        )
+        assert r.exit_code != 0 and r.stderr.count("Permission denied") >= 3, r.stderr
+        assert not list(sb.ctl.glob("x/*")) and sorted(p.name for p in sb.ctl.iterdir()) == [
+            "req",
+            "server.sh",
+            "x",
+        ]
+        os.symlink(
+            victim, sb.ctl / "x" / f"{next(sb._seq) + 1}.sh"
+        )  # planted by the host: still not followed
         for _ in range(3):
             r = await sb.exec(["cat"], stdin=b"data")
             assert (r.exit_code, r.stdout) == (0, "data")

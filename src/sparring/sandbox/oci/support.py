@@ -30,6 +30,7 @@ BASE_ENV = {
     "HOSTNAME": HOSTNAME,
 }
 
+SERVER_ARGV = b"/bin/sh\0/.sparring/server.sh\0"  # the exec server's command line, as /proc shows it
 SERVER_SH = """cd /
 run() {
   d=/.sparring/x/$1
