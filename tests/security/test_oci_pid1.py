@@ -236,3 +236,28 @@ def test_files_left_outside_the_workspace_do_not_reach_the_next_episode(oci):
     assert after.stdout == before.stdout
     assert replaced.stdout == "replaced\n", replaced.stderr
     assert "retired" in raised and "/dev/null changed" in raised, raised
+
+
+def test_a_server_stopped_from_inside_retires_the_sandbox_at_reset(oci):
+    """A command may signal the server (it is PID 2, not the namespace's init, which ignores SIGSTOP):
+    stopped, it would hang every command of the next episode; the host's check at reset sees it."""
+
+    async def body(sb):
+        r = await sb.exec(f"kill -STOP {_ns_pid(sb.server_pid)}; echo sent")
+        stopped = await await_until(
+            lambda: Path(f"/proc/{sb.server_pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T",
+            timeout_s=HANG_S,
+        )
+        healthy = sb.healthy
+        try:
+            await sb.reset()
+            raised = ""
+        except SandboxError as e:
+            raised = str(e)
+        return r.stdout, stopped, healthy, raised, sb.closed
+
+    out, stopped, healthy, raised, closed = in_sandbox(oci, SandboxSpec(), body)
+    assert out == "sent\n" and stopped  # control: the server really is stopped
+    assert not healthy  # a pool would not hand it out
+    assert "retired" in raised and "not running (state T)" in raised, raised
+    assert closed

@@ -218,6 +218,15 @@ def _ppid(pid: int) -> int:
         return -1
 
 
+def _run_state(pid: int) -> str:
+    """The state letter of host process ``pid`` (R, S, D, T stopped, Z...), "" when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rfind(")") + 2 :].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
 def _cmdline(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -424,7 +433,10 @@ class OCISandbox(HostFiles):
         if self.closed or self.retired:
             return False
         try:
-            return all(InitState.read(p) == born for p, born in self.born.items())
+            return all(
+                InitState.read(p) == born and _run_state(p) in ("R", "S", "D")
+                for p, born in self.born.items()
+            )
         except SandboxError:
             return False
 
@@ -688,13 +700,16 @@ class OCISandbox(HostFiles):
         if left:
             return f"processes other than its exec server outlived the reset (host pids {left[:8]})"
         for pid, born in self.born.items():
+            who = "exec server" if pid == self.server_pid else "init"
             try:
                 changed = born.changes(InitState.read(pid))
             except SandboxError as e:
                 return str(e)
             if changed:
-                who = "exec server" if pid == self.server_pid else "init"
                 return f"its {who}'s state changed since it started (" + "; ".join(changed) + ")"
+            run_state = _run_state(pid)
+            if run_state not in ("R", "S", "D"):  # a command may SIGSTOP the server (PID 2: not immune)
+                return f"its {who} is not running (state {run_state or 'gone'})"
         return ""
 
     async def _retire(self, why: str) -> None:
