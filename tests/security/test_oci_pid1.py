@@ -261,3 +261,26 @@ def test_a_server_stopped_from_inside_retires_the_sandbox_at_reset(oci):
     assert not healthy  # a pool would not hand it out
     assert "retired" in raised and "not running (state T)" in raised, raised
     assert closed
+
+
+def test_the_servers_and_inits_memory_are_not_the_commands(oci):
+    """/proc/PID/mem (and maps, environ) of a process of one's own uid is open to it while that process is
+    dumpable: the server and the init run execute-only binaries, so they are not (sealed.py)."""
+
+    async def body(sb):
+        server, init = _ns_pid(sb.server_pid), _ns_pid(sb.init_pid)
+        look = (
+            "for p in {}; do head -c 1 /proc/$p/maps >/dev/null 2>&1 && echo open $p || echo denied $p; done"
+        )
+        # control: a sleeping command of the same uid, whose memory map another command may read
+        await sb.exec("sleep 300 >/dev/null 2>&1 &")
+        r = await sb.exec(
+            "s=$(for p in /proc/[0-9]*; do case $(cat $p/cmdline 2>/dev/null) in sleep300) echo ${p#/proc/};; esac; "
+            f"done); {look.format(f'{server} {init} $s')}"
+        )
+        return server, init, r
+
+    server, init, r = in_sandbox(oci, SandboxSpec(), body)
+    lines = r.stdout.splitlines()
+    assert lines[:2] == [f"denied {server}", f"denied {init}"], (r.stdout, r.stderr)
+    assert len(lines) == 3 and lines[2].startswith("open "), (r.stdout, r.stderr)  # the control
