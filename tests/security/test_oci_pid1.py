@@ -284,3 +284,24 @@ def test_the_servers_and_inits_memory_are_not_the_commands(oci):
     lines = r.stdout.splitlines()
     assert lines[:2] == [f"denied {server}", f"denied {init}"], (r.stdout, r.stderr)
     assert len(lines) == 3 and lines[2].startswith("open "), (r.stdout, r.stderr)  # the control
+
+
+def test_a_server_whose_session_was_reniced_from_inside_retires_at_reset(oci):
+    """/proc/PID/autogroup is the owner's to write (uid 0 here): a command lowers the priority of the
+    server's whole session; the host's check sees it (InitState.autogroup)."""
+
+    async def body(sb):
+        ns = _ns_pid(sb.server_pid)
+        r = await sb.exec(f"echo 19 > /proc/{ns}/autogroup && cat /proc/{ns}/autogroup")
+        try:
+            await sb.reset()
+            raised = ""
+        except SandboxError as e:
+            raised = str(e)
+        return r, sb.born[sb.server_pid], raised
+
+    r, born, raised = in_sandbox(oci, SandboxSpec(), body)
+    if not born.autogroup:
+        pytest.skip("this kernel has no autogroups")
+    assert r.stdout.endswith("nice 19\n"), (r.stdout, r.stderr)  # control: the write took
+    assert "retired" in raised and "autogroup" in raised, raised
