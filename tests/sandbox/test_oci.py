@@ -20,6 +20,7 @@ from sparring.sandbox.base import SandboxSpec, WorkspaceDiff
 from sparring.sandbox.isolation.features import podman_argv
 from sparring.sandbox.oci.backend import CG_PREFIX, CGROUP_ROOT, OCIBackend, OCISandbox
 from sparring.sandbox.oci.cycle import podman_cycle_ms
+from sparring.sandbox.oci.support import SERVER_ARGV
 from tests_support import HANG_S, await_until
 
 
@@ -151,9 +152,21 @@ def test_commands_cannot_leave_their_exec_cgroup_nor_redirect_host_writes(oci, t
         )
         r = await sb.exec(nest, timeout=1.0)
         assert r.timed_out and "sleep 305" not in (await sb.exec("ps -o args")).stdout
-        # symlinks planted under the names of coming execs never redirect the host's writes or reads
+        # no symlink can be planted under the names of coming execs (x/ is nobody's), nor the server's
+        # script or request FIFO written; and the host would not follow one anyway (checked below)
         plant = f"for i in $(seq 1 40); do for s in sh in out ev; do ln -sf {victim} /.sparring/x/$i.$s; done; done"
-        assert (await sb.exec(plant)).exit_code == 0
+        r = await sb.exec(
+            plant + "; echo 9 > /.sparring/req; echo x >> /.sparring/server.sh; mv /.sparring/x /.sparring/y"
+        )
+        assert r.exit_code != 0 and r.stderr.count("Permission denied") >= 3, r.stderr
+        assert not list(sb.ctl.glob("x/*")) and sorted(p.name for p in sb.ctl.iterdir()) == [
+            "req",
+            "server.sh",
+            "x",
+        ]
+        os.symlink(
+            victim, sb.ctl / "x" / f"{next(sb._seq) + 1}.sh"
+        )  # planted by the host: still not followed
         for _ in range(3):
             r = await sb.exec(["cat"], stdin=b"data")
             assert (r.exit_code, r.stdout) == (0, "data")
@@ -209,27 +222,13 @@ def test_close_leaves_nothing_and_closed_sandbox_refuses(oci, ws):
     assert _leftovers(sb) == []
 
 
-def _start_ticks(pid: int) -> int:
-    """When ``pid`` started, in clock ticks since boot (field 22 of /proc/PID/stat)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return int(stat[stat.rindex(")") + 2 :].split()[19])
-
-
 def test_killed_exec_server_is_a_clear_error_for_that_sandbox_only(oci):
     async def body():
         victim, other = await oci.create(SandboxSpec()), await oci.create(SandboxSpec())
         try:
             assert (await victim.exec("true")).exit_code == 0  # the server is up
-            shells = [
-                p
-                for p in map(int, (victim._ctrl_dir("pids") / "cgroup.procs").read_text().split())
-                if Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"/bin/sh\0/.sparring/server.sh")
-            ]
-            # the server is the first of them to start: a subshell still finishing the last exec (seen under
-            # load) runs the same script and, once its parent subshell exits, is the init's child like the server
-            ticks = sorted((_start_ticks(p), p) for p in shells)
-            assert ticks and (len(ticks) == 1 or ticks[0][0] < ticks[1][0]), ticks
-            server = [ticks[0][1]]
+            server = [victim.server_pid]  # found by the backend at create (its only process then)
+            assert Path(f"/proc/{server[0]}/cmdline").read_bytes().startswith(SERVER_ARGV)
             os.kill(server[0], signal.SIGKILL)
             with pytest.raises(SandboxError, match="is gone"):
                 await victim.exec("echo hi", timeout=HANG_S)

@@ -19,7 +19,8 @@ import textwrap
 import uuid
 
 import pytest
-from sec_support import in_sandbox, run
+from sec_support import BEND, STATE, in_sandbox, run
+from sec_support import syscall_numbers as _nr
 
 from sparring.errors import SandboxError
 from sparring.sandbox.base import SandboxSpec
@@ -32,54 +33,6 @@ from tests_support import HANG_S, await_until, wait_until
 
 ROOT = os.geteuid() == 0
 IOPRIO_CLASS_IDLE = 3 << 13
-
-# Runs inside: every call that changes another process's state, aimed at argv[1] (a pid; 0 = itself).
-# Prints {call: "ok" | errno name}. Values are harmless for the caller itself (it exits right after).
-BEND = textwrap.dedent(
-    r"""
-    import ctypes, errno, json, os, resource, sys
-    target, nr = int(sys.argv[1]), json.loads(sys.argv[2])
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    def res(fn):
-        try:
-            fn()
-            return "ok"
-        except OSError as e:
-            return errno.errorcode.get(e.errno, str(e.errno))
-    def sc(name, *args):
-        ctypes.set_errno(0)
-        rc = libc.syscall(ctypes.c_long(nr[name]), *[ctypes.c_long(a) for a in args])
-        return "ok" if rc != -1 else errno.errorcode.get(ctypes.get_errno(), "?")
-    cpu = min(os.sched_getaffinity(0))
-    out = {
-        "prlimit_cpu": res(lambda: resource.prlimit(target, resource.RLIMIT_CPU, (1, 1))),
-        "renice": res(lambda: os.setpriority(os.PRIO_PROCESS, target, 19)),
-        "sched_idle": res(lambda: os.sched_setscheduler(target, os.SCHED_IDLE, os.sched_param(0))),
-        "sched_param": res(lambda: os.sched_setparam(target, os.sched_param(0))),
-        "affinity": res(lambda: os.sched_setaffinity(target, {cpu})),
-        "ioprio_idle": sc("ioprio_set", 1, target, 0x6000),
-        "prlimit_nofile": res(lambda: resource.prlimit(target, resource.RLIMIT_NOFILE, (0, 0))),
-    }
-    print(json.dumps(out))
-    """
-)
-# Everything a process's own state holds that a command could inherit, as JSON.
-STATE = textwrap.dedent(
-    r"""
-    import ctypes, json, os, resource, sys
-    libc = ctypes.CDLL(None, use_errno=True)
-    nr = json.loads(sys.argv[1])
-    lim = {n: resource.getrlimit(getattr(resource, n)) for n in sorted(dir(resource)) if n.startswith("RLIMIT_")}
-    print(json.dumps({"rlimits": lim, "nice": os.getpriority(os.PRIO_PROCESS, 0),
-                      "policy": os.sched_getscheduler(0), "ioprio": libc.syscall(nr["ioprio_get"], 1, 0),
-                      "affinity": sorted(os.sched_getaffinity(0))}))
-    """
-)
-
-
-def _nr() -> str:
-    return json.dumps(seccomp.host_arch().syscalls)
 
 
 @pytest.fixture(scope="module", params=["c", "python"])

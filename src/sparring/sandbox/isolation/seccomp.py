@@ -90,6 +90,13 @@ CLONE_NS_FLAGS = (
 PERSONALITY_ALLOWED = (0x0, 0xFFFFFFFF)  # PER_LINUX, and the query
 TIOCSTI, TIOCLINUX = 0x5412, 0x541C
 
+# Calls that reach into another process (its memory, files, signals by pidfd): denied outright, on
+# every backend (the OCI backend's profile takes them from here, oci/profile.py).
+OTHER_PROCESS: tuple[str, ...] = (
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
+    "pidfd_getfd", "pidfd_send_signal", "process_madvise", "process_mrelease",
+)  # fmt: skip
+
 # Syscalls denied with EPERM, by name. Names missing from an architecture's table are skipped.
 DENIED: tuple[str, ...] = (
     # namespaces and mounts
@@ -98,8 +105,7 @@ DENIED: tuple[str, ...] = (
     # kernel keyring
     "keyctl", "add_key", "request_key",
     # other processes' memory, files and signals by pidfd
-    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
-    "pidfd_getfd", "pidfd_send_signal", "process_madvise", "process_mrelease",
+    *OTHER_PROCESS,
     # the kernel itself
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
     "create_module", "get_kernel_syms", "query_module", "uselib", "_sysctl", "nfsservctl",
@@ -128,7 +134,11 @@ SELF_ONLY: dict[str, tuple[tuple[int, int], ...]] = {
     "migrate_pages": ((0, 0),),
     "move_pages": ((0, 0),),
 }
-# prlimit64(pid, resource, new, old): pid 0 (the caller), or another pid with new == NULL (a read).
+# Syscalls allowed on the caller (argument 0 is pid 0) and, on another process, only with the given
+# argument NULL: prlimit64(pid, resource, new, old) may read another's limits, never set them.
+READ_ONLY_ON_OTHERS: dict[str, int] = {"prlimit64": 2}
+# SELF_ONLY, READ_ONLY_ON_OTHERS and OTHER_PROCESS together are the one list of calls that can act on
+# another process; both backends' filters are made from them (this module, oci/profile.py).
 
 # Syscall numbers: arch/x86/entry/syscalls/syscall_64.tbl and include/uapi/asm-generic/unistd.h.
 _X86_64: dict[str, int] = {
@@ -263,7 +273,8 @@ def _compile(arch_name: str) -> bytes:
             a.jmp(BPF_JEQ, sc[name], "eperm", 0)
     for name in SELF_ONLY:
         a.jmp(BPF_JEQ, sc[name], f"self:{name}", 0)
-    a.jmp(BPF_JEQ, sc["prlimit64"], "prlimit64", 0)
+    ((prlimit, new_arg),) = READ_ONLY_ON_OTHERS.items()
+    a.jmp(BPF_JEQ, sc[prlimit], "prlimit64", 0)
     a.jmp(BPF_JEQ, sc["clone3"], "enosys", 0)
     a.jmp(BPF_JEQ, sc["clone"], "clone", 0)
     a.jmp(BPF_JEQ, sc["personality"], "personality", 0)
@@ -276,9 +287,9 @@ def _compile(arch_name: str) -> bytes:
     a.label("prlimit64")
     a.ld(arg_lo(0))  # pid 0: the caller itself
     a.jmp(BPF_JEQ, 0, "allow", 0)
-    a.ld(arg_lo(2))  # another pid: only to read (new limit NULL, both halves of the pointer zero)
+    a.ld(arg_lo(new_arg))  # another pid: only to read (new limit NULL, both halves of the pointer zero)
     a.jmp(BPF_JEQ, 0, 0, "eperm")
-    a.ld(arg_hi(2))
+    a.ld(arg_hi(new_arg))
     a.jmp(BPF_JEQ, 0, "allow", "eperm")
     a.label("clone")
     a.ld(arg_lo(0))  # flags: the first argument on both x86-64 and aarch64

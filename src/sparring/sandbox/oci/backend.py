@@ -17,7 +17,8 @@ command (hundreds of ms here). Instead the container's main process is a
 container's own processes, so it keeps every restriction podman set up
 (namespaces, cgroups, seccomp, no capabilities, no-new-privileges, read-only
 root). One exec costs a few forks inside the container and a handful of
-syscalls on the host. The image needs ``/bin/sh``, ``setsid`` and ``env``.
+syscalls on the host. The server's shell is the host's static busybox, bound in execute-only
+(sealed.py), so the image needs no shell or tools of its own.
 
 Every command first moves itself (before it runs anything) into its own pids cgroup (a sibling of the
 container's, under a parent that carries the pids limit, bound at
@@ -29,6 +30,21 @@ Commands run as root *inside* the container with all capabilities dropped
 (there is no user namespace, so the workspace overlay, owned by host root, is
 writable only to uid 0); network is ``--network none`` (an empty namespace
 with loopback only), so spec.network ``none`` and ``loopback`` are the same here.
+
+The exec server has the commands' uid, and the kernel lets a process change the limits, priority,
+scheduling, I/O priority or affinity of any process of its uid; what the server carries, every later
+command inherits. So (docs/threat-model.md, issue 33):
+
+* the container runs under the backend's seccomp profile (profile.py): podman's default plus EPERM for
+  every call aimed at another process (the local backend's list, isolation/seccomp.py);
+* ``reset`` and ``restore`` kill every process but podman's init and the server, from the host, by the
+  container's cgroups, then check from the host that only those two are left and that both are in the
+  state recorded at create (:class:`~sparring.sandbox.isolation.init_state.InitState`); otherwise the
+  sandbox is retired (closed, SandboxError), and ``healthy`` is False, so a pool replaces it;
+* the server's shell and podman's init are execute-only copies (sealed.py), so neither is dumpable and no
+  command can read or write their memory through /proc;
+* the same reset returns /tmp, /var/tmp, /run, /dev and /dev/shm to their birth listing (scratch.py) and
+  empties the IPC namespace; ctl/ is nobody's, read-only to the commands.
 """
 
 from __future__ import annotations
@@ -39,6 +55,7 @@ import itertools
 import json
 import os
 import shlex
+import signal
 import subprocess
 import time
 import uuid
@@ -54,20 +71,27 @@ from sparring.sandbox.base import (
     WorkspaceDiff,
 )
 from sparring.sandbox.environment import SandboxEnvironment
-from sparring.sandbox.isolation import features, mounts
+from sparring.sandbox.isolation import features, ipcns, mounts
 from sparring.sandbox.isolation.cgroups import pids_root, rmdir_tree
 from sparring.sandbox.isolation.features import podman_argv
 from sparring.sandbox.isolation.hostfiles import HostFiles
+from sparring.sandbox.isolation.init_state import InitState
 from sparring.sandbox.isolation.reaper import orphaned
+from sparring.sandbox.oci import scratch
 from sparring.sandbox.oci.image import ensure_image, first_line, ulimit_flags
+from sparring.sandbox.oci.profile import write_profile
+from sparring.sandbox.oci.sealed import sealed_binaries
 from sparring.sandbox.oci.support import (
     BASE_ENV,
     CG_PREFIX,
     CGROUP_ROOT,
     HOSTNAME,
     NOBODY,
+    SERVER_ARGV,
     SERVER_SH,
+    SERVER_SHELL,
     Sink,
+    cg_dirs,
     cgroup_procs,
     kill_tree,
     remove_cgroups,
@@ -99,6 +123,10 @@ class OCIBackend:
         self.root = Path(root or features.default_root())
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.root / "oci-layers").mkdir(exist_ok=True)
+        # podman's default seccomp profile, and no call that can bend another process (profile.py)
+        self.seccomp_profile = write_profile(self.root)
+        # the server's shell and the init, execute-only: not dumpable, their memory not the commands' (sealed.py)
+        self.sealed_sh, self.sealed_init = sealed_binaries(self.root)
         self.snapshots: dict[str, tuple[Path, ...]] = {}
         self.reap_stale()
 
@@ -189,6 +217,30 @@ def _teardown_dir(podman: list[str], d: Path) -> None:
     discard(d)
 
 
+def _ppid(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat[stat.rfind(")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def _run_state(pid: int) -> str:
+    """The state letter of host process ``pid`` (R, S, D, T stopped, Z...), "" when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rfind(")") + 2 :].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def environment_mounts(ref: EnvironmentRef | None, host_system: bool = True) -> list[str]:
     """podman flags that make the spec's Python layer runnable in the container: the base interpreter's
     prefix and the layer, read-only at their own paths, and with ``host_system`` (the default busybox
@@ -234,6 +286,11 @@ class OCISandbox(HostFiles):
         self._pids_parent = backend.pids_root / (CG_PREFIX + self.id) if backend.pids_root else None
         self._exec_cg = self._pids_parent / "exec" if self._pids_parent else None
         self._empty = self.dir / "empty"
+        self._cg_parents: list[Path] = []  # the sandbox's cgroup in every hierarchy (once the container runs)
+        self.retired = ""  # why the host retired it (its exec server bent or processes left), else ""
+        self.init_pid = self.server_pid = 0  # host pids of podman's init and of the exec server
+        self.born: dict[int, InitState] = {}  # their state at create, checked after every reset
+        self._scratch: scratch.Listing = {}  # /tmp, /run, /dev... at create, restored at every reset
 
     # ---------- lifecycle (blocking parts run in a thread) ----------
     @property
@@ -251,12 +308,19 @@ class OCISandbox(HostFiles):
         mounts.mount("none", self.ws, "none", flags=MS_PRIVATE)
         mounts.mount("none", self.ws, "none", flags=MS_SHARED)
         (self.ctl / "x").mkdir(parents=True)
-        # Everything below ctl/ is writable from inside: the host touches per-exec files only
-        # through this descriptor, exclusively and without following links.
+        # The host touches per-exec files only through this descriptor, exclusively and without
+        # following links (defence in depth: commands cannot write x/, see below).
         self._xfd = os.open(self.ctl / "x", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         (self.ctl / "server.sh").write_text(SERVER_SH)
         os.mkfifo(self.ctl / "req", 0o600)
         self._req_fd = os.open(self.ctl / "req", os.O_RDWR | os.O_NONBLOCK)
+        # Commands are (capability-less) uid 0: owned by nobody and read-only to others, ctl/ and x/
+        # take no new, renamed or removed entry from inside, and the server's script and request FIFO
+        # no write; the per-exec files the host makes there stay root's, the server's to open.
+        for f, mode in ((self.ctl, 0o755), (self.ctl / "x", 0o755), (self.ctl / "server.sh", 0o444),
+                        (self.ctl / "req", 0o444)):  # fmt: skip
+            os.chown(f, NOBODY, NOBODY)
+            os.chmod(f, mode)
         assert self._pids_parent is not None and self._exec_cg is not None
         self._exec_cg.mkdir(parents=True)
         # Commands run as (capability-less) uid 0: give exec/ to nobody so they can neither join it
@@ -269,11 +333,13 @@ class OCISandbox(HostFiles):
             "run", "-d", "--pull", "never", "--name", f"sparring-oci-{self.id}",
             "--label", f"{LABEL}={os.getpid()}", "--label", f"sparring.oci.id={self.id}",
             "--label", f"sparring.oci.dir={self.dir}",
-            "--network", "none", "--cgroupns", "host", "--read-only", "--init", "--log-driver", "none", "--hostname", HOSTNAME,
+            "--network", "none", "--cgroupns", "host", "--read-only", "--init", "--init-path", str(self.backend.sealed_init), "--log-driver", "none", "--hostname", HOSTNAME,
             "--user", "0:0", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+            "--security-opt", f"seccomp={self.backend.seccomp_profile}",
             "--cgroup-parent", f"/{CG_PREFIX}{self.id}",
             "-v", f"{self.ws}:{WORKSPACE}:rslave", "-v", f"{self.ctl}:/.sparring",
-            "-v", f"{self._exec_cg}:/.sparring-cg", *ulimit_flags(),
+            "-v", f"{self._exec_cg}:/.sparring-cg", "-v", f"{self.backend.sealed_sh}:{SERVER_SHELL}:ro",
+            *ulimit_flags(),
         ]  # fmt: skip
         argv += environment_mounts(s.environment, host_system=s.image is None)
         for dest, src in sorted(s.extra_ro.items()):
@@ -286,7 +352,7 @@ class OCISandbox(HostFiles):
             argv += ["--pids-limit", str(s.pids)]
         if s.cpus is not None:
             argv += ["--cpus", f"{s.cpus:g}"]
-        argv += [self.image, "/bin/sh", "/.sparring/server.sh"]
+        argv += [self.image, SERVER_SHELL, "/.sparring/server.sh"]
         # conmon inherits the working directory and drops an `oom` marker file there on OOM kills.
         r = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=self.dir)
         if r.returncode != 0:
@@ -298,8 +364,39 @@ class OCISandbox(HostFiles):
             raise SandboxError(f"podman could not start the sandbox container: {msg}")
         self.cid = r.stdout.strip().splitlines()[-1]
         (self.dir / "cid").write_text(self.cid)
+        self.init_pid, self.server_pid = self._find_server()
+        self.born = {p: InitState.read(p) for p in (self.init_pid, self.server_pid)}
+        self._scratch = scratch.listing(self.server_pid)
         # Mount the layers only now: the container's /workspace is a slave of ws/ and receives it.
         self._mount_layers()
+
+    def _find_server(self, wait_s: float = 60.0) -> tuple[int, int]:
+        """The host pids of podman's init and of the exec server, its only child (no command ran yet)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            procs = set(self._members())
+            init = [p for p in procs if _ppid(p) not in procs]
+            server = [
+                p for p in procs if init and _ppid(p) == init[0] and _cmdline(p).startswith(SERVER_ARGV)
+            ]
+            if len(init) == 1 and len(server) == 1 and procs == {init[0], server[0]}:
+                return init[0], server[0]
+            if time.monotonic() > deadline:
+                raise SandboxError(
+                    f"the exec server of sandbox {self.id} did not start (container processes {sorted(procs)})"
+                )
+            time.sleep(0.01)
+
+    def _members(self) -> list[int]:
+        """Every process of the container, read from the host: its cgroups in every hierarchy and the
+        commands' pids cgroups (conmon, podman's monitor beside them, is not one)."""
+        if not self._cg_parents:
+            self._cg_parents = cg_dirs(CG_PREFIX + self.id)
+        out = {p for parent in self._cg_parents for p in cgroup_procs(parent / f"libpod-{self.cid}")}
+        assert self._exec_cg is not None
+        for dirpath, _, _ in os.walk(self._exec_cg):
+            out.update(cgroup_procs(Path(dirpath)))
+        return sorted(out)
 
     def _ctrl_dir(self, controller: str) -> Path:
         v1 = CGROUP_ROOT / controller / f"{CG_PREFIX}{self.id}" / f"libpod-{self.cid}"
@@ -331,12 +428,38 @@ class OCISandbox(HostFiles):
     def _alive(self) -> bool:
         return bool(self.cid) and bool(cgroup_procs(self._ctrl_dir("pids")))
 
+    @property
+    def reusable(self) -> bool:
+        """Whether ``reset`` returns everything writable to its initial state: not a spec's extra_rw
+        mounts (host directories reset never touches), so a pool closes such a sandbox instead."""
+        return not self.spec.extra_rw
+
+    @property
+    def healthy(self) -> bool:
+        """Open, not retired, its exec server and init alive and as they were born (a pool hands out
+        only a healthy sandbox; this reads their state from the host, a few syscalls)."""
+        if self.closed or self.retired:
+            return False
+        try:
+            return all(
+                InitState.read(p) == born and _run_state(p) in ("R", "S", "D")
+                for p, born in self.born.items()
+            )
+        except SandboxError:
+            return False
+
     # ---------- exec ----------
     def _script(self, n: int, argv: list[str], env: dict[str, str], cwd: str) -> str:
+        """The command's script, run by the server's busybox: ``setsid`` and ``env`` are its applets, and
+        a bare program name is looked up on the command's PATH here (busybox would prefer its own applet
+        of that name to the image's program)."""
         q = shlex.quote
+        dirs = " ".join(q(d) for d in env.get("PATH", "").split(":") if d)
         return "\n".join([
             f"cd -- {q(cwd)} 2>/dev/null || {{ echo {q(f'sparring: cannot chdir to {cwd}')} >&2; exit 125; }}",
-            "exec setsid env -i " + " ".join(q(f"{k}={v}") for k, v in sorted(env.items())) + " " + " ".join(map(q, argv)),
+            f"p={q(argv[0])}",
+            f'case $p in */*) ;; *) for d in {dirs}; do [ -f "$d/$p" ] && [ -x "$d/$p" ] && {{ p="$d/$p"; break; }}; done;; esac',
+            "exec setsid env -i " + " ".join(q(f"{k}={v}") for k, v in sorted(env.items())) + ' "$p" ' + " ".join(map(q, argv[1:])),
             "",
         ])  # fmt: skip
 
@@ -539,12 +662,75 @@ class OCISandbox(HostFiles):
         await self._remount(())
 
     async def _remount(self, layers: tuple[Path, ...]) -> None:
-        def go() -> None:
+        def go() -> str:
+            left = self._kill_commands()
+            if left:
+                return f"{len(left)} of its processes survived the kill (host pids {left[:8]})"
+            try:
+                changed = scratch.restore(self.server_pid, self._scratch)
+                ipcns.clear(self.server_pid)
+            except (OSError, SandboxError, RecursionError) as e:  # a tree nested past the walk's depth too
+                return f"its scratch places or IPC objects could not be emptied ({type(e).__name__}: {e})"
+            if changed:
+                return "a command changed what a reset cannot put back outside /workspace: " + ", ".join(
+                    changed[:8]
+                )
             self._unmount_layers()
             self.layers = layers
             self._mount_layers()
+            return self._check_fresh()
 
-        await asyncio.to_thread(go)
+        why = await asyncio.to_thread(go)
+        if why:
+            await self._retire(why)
+
+    def _kill_commands(self, rounds: int = 500) -> list[int]:
+        """SIGKILL every process of the container but the init and the exec server, by the host, from the
+        cgroups (nothing inside is asked); requests a command queued for the server are discarded, and
+        the commands' cgroups removed. Returns the pids still there after ``rounds`` passes."""
+        keep = {self.init_pid, self.server_pid}
+        left: list[int] = []
+        for _ in range(rounds):
+            with contextlib.suppress(BlockingIOError, OSError):
+                while os.read(self._req_fd, 65536):  # exec ids queued from inside: not the host's
+                    pass
+            left = [p for p in self._members() if p not in keep]
+            if not left:
+                break
+            for p in left:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(p, signal.SIGKILL)
+            time.sleep(0.002)
+        assert self._exec_cg is not None
+        for d in self._exec_cg.iterdir():
+            if d.is_dir():
+                rmdir_tree(d)
+        return left
+
+    def _check_fresh(self) -> str:
+        """The host's check after a reset: nothing but the init and the exec server in the container's
+        cgroups, and both in the state they were born with; else why not."""
+        left = [p for p in self._members() if p not in (self.init_pid, self.server_pid)]
+        if left:
+            return f"processes other than its exec server outlived the reset (host pids {left[:8]})"
+        for pid, born in self.born.items():
+            who = "exec server" if pid == self.server_pid else "init"
+            try:
+                changed = born.changes(InitState.read(pid))
+            except SandboxError as e:
+                return str(e)
+            if changed:
+                return f"its {who}'s state changed since it started (" + "; ".join(changed) + ")"
+            run_state = _run_state(pid)
+            if run_state not in ("R", "S", "D"):  # a command may SIGSTOP the server (PID 2: not immune)
+                return f"its {who} is not running (state {run_state or 'gone'})"
+        return ""
+
+    async def _retire(self, why: str) -> None:
+        """Close the sandbox for good and raise: a pool replaces it."""
+        self.retired = why
+        await self.close()
+        raise SandboxError(f"sandbox {self.id}: retired: {why}; it was closed")
 
     async def close(self) -> None:
         if self.closed:
