@@ -1,7 +1,8 @@
 """The trajectory record: everything that happened in one rollout, JSON-round-trippable.
 
 It lives outside every room (like :mod:`sparring.errors`) because several rooms
-hand it to each other: the Environment produces :class:`ToolStep` and a
+hand it to each other: a policy produces a :class:`TokenTrace`, the Environment
+places it in the conversation and produces :class:`ToolStep` and a
 :data:`Status`, rollout assembles the :class:`Trajectory`, the store keeps it,
 train and monitor read it. None of them has to import another to take it. The
 judge's part (:class:`~sparring.judge.records.TestCounts`) is owned by the judge.
@@ -48,6 +49,39 @@ class ToolStep(BaseModel):
     duration_ms: float = 0.0
 
 
+class TokenTrace(BaseModel):
+    """One assistant turn's tokens, the same record from the policy that sampled them to the
+    training batch: the ids the policy saw (``prompt_ids``) and sampled (``completion_ids``, the
+    loss goes on these only) with their logprobs, so training never re-tokenises.
+
+    A policy makes it without a place (``turn`` and ``message_index`` None); the Environment
+    places it in the conversation (:meth:`placed`) and keeps it in ``Environment.traces``, and
+    the trajectory stores it as it is (``{"turn", "message_index", "prompt_ids",
+    "completion_ids", "logprobs"}``: the shape stores have always held).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    turn: int | None = Field(None, description="Which assistant turn (0, 1, ...); None until placed.")
+    message_index: int | None = Field(
+        None, description="The assistant message's index in the conversation; None until placed."
+    )
+    prompt_ids: list[int] = Field(
+        description="The ids the policy saw (may be empty: a server that sends none)."
+    )
+    completion_ids: list[int] = Field(description="The ids the policy sampled.")
+    logprobs: list[float] | None = Field(None, description="One logprob per completion id, when known.")
+    top_logprobs: list[list[tuple[int, float]]] | None = Field(
+        None,
+        exclude=True,
+        description="Per completion id, the most likely (token id, logprob) pairs, when asked for (never stored).",
+    )
+
+    def placed(self, turn: int, message_index: int) -> TokenTrace:
+        """This trace as the conversation's ``turn``-th assistant turn, its message at ``message_index``."""
+        return self.model_copy(update={"turn": turn, "message_index": message_index})
+
+
 class Trajectory(BaseModel):
     """One rollout of one task by one policy, judged."""
 
@@ -84,7 +118,9 @@ class Trajectory(BaseModel):
     )
     messages: list[dict[str, Any]] = Field(default_factory=list)
     steps: list[ToolStep] = Field(default_factory=list)
-    traces: list[dict[str, Any]] = Field(default_factory=list, description="TokenTrace per assistant turn.")
+    traces: list[TokenTrace] = Field(
+        default_factory=list, description="The tokens of each assistant turn that has them."
+    )
     diff: dict[str, Any] = Field(
         default_factory=dict, description="WorkspaceDiff.to_json() of the final state."
     )

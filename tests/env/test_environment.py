@@ -25,6 +25,7 @@ from sparring.errors import EnvironmentUsageError
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.families import generate
 from sparring.tasks.loader import load_task
+from sparring.trajectory import TokenTrace
 
 SPARRING = [str(Path(sys.executable).parent / "sparring")]
 
@@ -205,9 +206,12 @@ def test_sampled_text_with_token_ids_is_parsed_and_its_tokens_kept(clamp_task):
     with Environment.from_task(clamp_task.path) as env:
         env.reset()
         text = '<tool_call>{"name": "list_dir", "arguments": {"path": "."}}</tool_call>'
-        r = env.step(SampledTurn(text, completion_ids=[5, 6, 7], prompt_ids=[1, 2]))
+        r = env.step(SampledTurn(text, TokenTrace(prompt_ids=[1, 2], completion_ids=[5, 6, 7])))
         assert r.messages[0]["role"] == "tool" and "mathx" in r.messages[0]["content"]
-        assert env.traces[0]["completion_ids"] == [5, 6, 7] and env.usage().tokens == 3
+        assert env.traces == [
+            TokenTrace(turn=0, message_index=2, prompt_ids=[1, 2], completion_ids=[5, 6, 7])
+        ]
+        assert env.messages[2]["role"] == "assistant" and env.usage().tokens == 3
 
 
 def test_sync_form_inside_a_running_loop_says_to_use_the_async_form(clamp_task):

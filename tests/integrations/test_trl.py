@@ -183,7 +183,7 @@ def test_rollout_sequences_are_token_exact(scribble_dir, tool_model_dir):
         ids, mask, lps = out["completion_ids"][i], out["env_mask"][i], out["logprobs"][i]
         assert len(ids) == len(mask) == len(lps) <= 120 and mask[0] == 1
         policy = [t for t, m in zip(ids, mask, strict=True) if m]
-        assert policy == [t for tr in env.traces for t in tr["completion_ids"]]  # exactly what was sampled
+        assert policy == [t for tr in env.traces for t in tr.completion_ids]  # exactly what was sampled
         assert all(lp == 0.0 for lp, m in zip(lps, mask, strict=True) if not m)
         assert all(lp < 0.0 for lp, m in zip(lps, mask, strict=True) if m)
         assert out["prompt_ids"][i] == tok.apply_chat_template(env.messages[:2], tools=env.tools,

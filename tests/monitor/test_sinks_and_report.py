@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sparring.monitor.metrics import iteration_metrics, make_sinks, with_aliases
 from sparring.train.sampling import zero_variance_groups
-from sparring.trajectory import Trajectory
+from sparring.trajectory import TokenTrace, Trajectory
 
 EXE = Path(sys.executable).parent / "sparring"
 
@@ -89,7 +89,7 @@ def test_trl_and_verl_names_reach_tensorboard_and_jsonl(tmp_path):
     under the slash names TRL and verl users look for."""
     trajs = [_traj("a", 1.0), _traj("a", 0.0)]
     for t, n in zip(trajs, (4, 8), strict=True):
-        t.traces = [{"prompt_ids": [1], "completion_ids": list(range(n)), "logprobs": [-0.5] * n}]
+        t.traces = [TokenTrace(prompt_ids=[1], completion_ids=list(range(n)), logprobs=[-0.5] * n)]
         t.timings = {"policy_ms": 1000.0, "tool_ms": 500.0, "judge_ms": 250.0}
     m = iteration_metrics(trajs, 2.0, max_new_tokens=8)
     assert m["response_length/mean"] == 6.0 and m["response_length/max"] == 8.0

@@ -90,7 +90,7 @@ def test_a_group_is_one_generate_call(tiny_model_dir, clamp_task):
 def _continue(policy, task, first, tool_output="a.py\nb.py"):
     """The conversation after ``first`` plus a tool result, and the next turn's request."""
     msgs = [*MESSAGES, first.message, {"role": "tool", "tool_call_id": "call_0", "content": tool_output}]
-    trace = {"message_index": len(MESSAGES), **first.trace.to_json()}
+    trace = first.trace.placed(0, len(MESSAGES))
     return msgs, _req(task, msgs, traces=[trace], step=1)
 
 

@@ -158,4 +158,4 @@ def test_hub_model_rolls_out_through_serve_policy_and_openai(server, backend, cl
     for t in _rollout(backend, clamp_task, policy, tmp_path / "oa.db"):
         assert len(t.traces) == 2
         for tr in t.traces:  # the server's token ids and logprobs came back over HTTP
-            assert tr["prompt_ids"] and len(tr["completion_ids"]) == len(tr["logprobs"]) > 0
+            assert tr.prompt_ids and len(tr.completion_ids) == len(tr.logprobs or ()) > 0

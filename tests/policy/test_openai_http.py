@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from sparring.errors import PolicyError
-from sparring.policy.base import Action, ActRequest, Policy, PolicyTask, TokenTrace
+from sparring.policy.base import Action, ActRequest, Policy, PolicyTask
 from sparring.policy.openai_http import OpenAIPolicy
 from sparring.tasks.loader import Task
 from sparring.tasks.spec import TaskSpec
+from sparring.trajectory import TokenTrace
 from tests_support import HANG_S, wait_until
 
 TOOLS = [

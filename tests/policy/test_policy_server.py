@@ -196,7 +196,7 @@ def test_rollout_through_http_stores_traces(server, backend, clamp_task, tmp_pat
         t = store.get(summary.id)
         assert t.traces, "every assistant turn over HTTP must keep its tokens"
         for tr in t.traces:
-            assert tr["prompt_ids"] and len(tr["completion_ids"]) == len(tr["logprobs"]) > 0
+            assert tr.prompt_ids and len(tr.completion_ids) == len(tr.logprobs or ()) > 0
     store.close()
 
 

@@ -10,13 +10,13 @@ import pytest
 from sparring.errors import ConfigError
 from sparring.rollout.buffer import BatchLag, ExperienceQueue
 from sparring.rollout.slots import PrioritySlots, priority_rank
-from sparring.trajectory import Trajectory
+from sparring.trajectory import TokenTrace, Trajectory
 
 
 def traj(i: int, version: int = 0, tokens: int = 3) -> Trajectory:
     return Trajectory(id=f"t{i}", task_id="a", task_digest="d" * 64, policy="p", status="ok", reward=1.0,
                       policy_version=version,
-                      traces=[{"prompt_ids": [1], "completion_ids": list(range(tokens)), "logprobs": None}])  # fmt: skip
+                      traces=[TokenTrace(prompt_ids=[1], completion_ids=list(range(tokens)))])  # fmt: skip
 
 
 def test_synchronous_queue_drops_every_older_version_counted_and_logged(caplog):

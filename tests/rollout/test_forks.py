@@ -18,7 +18,6 @@ from sparring.env.environment import Mark
 from sparring.errors import ConfigError
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.monitor.trajpages import write_site
-from sparring.policy.base import TokenTrace
 from sparring.policy.scripted import ScriptPolicy
 from sparring.rollout.branching import (
     BranchPlan,
@@ -36,6 +35,7 @@ from sparring.store.base import TrajQuery
 from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.loader import write_task
 from sparring.tasks.spec import Limits, TaskSpec
+from sparring.trajectory import TokenTrace
 
 EXE = Path(sys.executable).parent / "sparring"
 CORE = "mathx/core.py"
@@ -180,7 +180,7 @@ def _point(turn: int, before: int) -> BranchPoint:
     st.integers(1, 4),
 )
 def test_entropy_keeps_the_n_points_whose_next_turn_was_least_sure(logprobs, n):
-    traces = [{"logprobs": lp} for lp in logprobs]
+    traces = [TokenTrace(prompt_ids=[1], completion_ids=[2] * len(lp or ()), logprobs=lp) for lp in logprobs]
     points = [_point(t, t) for t in range(1, len(traces) + 2)]  # after turn t, the next turn is traces[t]
     chosen = select_points(BranchPlan(2, entropy=n), points, traces)
     score = {p.turn: turn_surprisal(traces[p.traces_before]) if p.traces_before < len(traces) else None
@@ -208,7 +208,9 @@ class SureExceptAtTheFix:
         action = await self.inner.act(request)
         turn = sum(1 for m in request.messages if m.get("role") == "assistant") + 1
         lp = [-4.0, -3.0] if turn == 4 else [-0.1, -0.2]
-        return dataclasses.replace(action, trace=TokenTrace([1, 2], [3, 4], lp))
+        return dataclasses.replace(
+            action, trace=TokenTrace(prompt_ids=[1, 2], completion_ids=[3, 4], logprobs=lp)
+        )
 
     async def close(self) -> None:
         return None

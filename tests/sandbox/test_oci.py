@@ -20,6 +20,7 @@ from sparring.sandbox.base import SandboxSpec, WorkspaceDiff
 from sparring.sandbox.isolation.features import podman_argv
 from sparring.sandbox.oci.backend import CG_PREFIX, CGROUP_ROOT, OCIBackend, OCISandbox
 from sparring.sandbox.oci.cycle import podman_cycle_ms
+from sparring.sandbox.oci.support import SERVER_ARGV
 from tests_support import HANG_S, await_until
 
 
@@ -251,27 +252,13 @@ def test_close_leaves_nothing_and_closed_sandbox_refuses(oci, ws):
     assert _leftovers(sb) == []
 
 
-def _start_ticks(pid: int) -> int:
-    """When ``pid`` started, in clock ticks since boot (field 22 of /proc/PID/stat)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return int(stat[stat.rindex(")") + 2 :].split()[19])
-
-
 def test_killed_exec_server_is_a_clear_error_for_that_sandbox_only(oci):
     async def body():
         victim, other = await oci.create(SandboxSpec()), await oci.create(SandboxSpec())
         try:
             assert (await victim.exec("true")).exit_code == 0  # the server is up
-            shells = [
-                p
-                for p in map(int, (victim._ctrl_dir("pids") / "cgroup.procs").read_text().split())
-                if Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"/bin/sh\0/.sparring/server.sh")
-            ]
-            # the server is the first of them to start: a subshell still finishing the last exec (seen under
-            # load) runs the same script and, once its parent subshell exits, is the init's child like the server
-            ticks = sorted((_start_ticks(p), p) for p in shells)
-            assert ticks and (len(ticks) == 1 or ticks[0][0] < ticks[1][0]), ticks
-            server = [ticks[0][1]]
+            server = [victim.server_pid]  # found by the backend at create (its only process then)
+            assert Path(f"/proc/{server[0]}/cmdline").read_bytes().startswith(SERVER_ARGV)
             os.kill(server[0], signal.SIGKILL)
             with pytest.raises(SandboxError, match="is gone"):
                 await victim.exec("echo hi", timeout=HANG_S)

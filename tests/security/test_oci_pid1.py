@@ -236,3 +236,72 @@ def test_files_left_outside_the_workspace_do_not_reach_the_next_episode(oci):
     assert after.stdout == before.stdout
     assert replaced.stdout == "replaced\n", replaced.stderr
     assert "retired" in raised and "/dev/null changed" in raised, raised
+
+
+def test_a_server_stopped_from_inside_retires_the_sandbox_at_reset(oci):
+    """A command may signal the server (it is PID 2, not the namespace's init, which ignores SIGSTOP):
+    stopped, it would hang every command of the next episode; the host's check at reset sees it."""
+
+    async def body(sb):
+        r = await sb.exec(f"kill -STOP {_ns_pid(sb.server_pid)}; echo sent")
+        stopped = await await_until(
+            lambda: Path(f"/proc/{sb.server_pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T",
+            timeout_s=HANG_S,
+        )
+        healthy = sb.healthy
+        try:
+            await sb.reset()
+            raised = ""
+        except SandboxError as e:
+            raised = str(e)
+        return r.stdout, stopped, healthy, raised, sb.closed
+
+    out, stopped, healthy, raised, closed = in_sandbox(oci, SandboxSpec(), body)
+    assert out == "sent\n" and stopped  # control: the server really is stopped
+    assert not healthy  # a pool would not hand it out
+    assert "retired" in raised and "not running (state T)" in raised, raised
+    assert closed
+
+
+def test_the_servers_and_inits_memory_are_not_the_commands(oci):
+    """/proc/PID/mem (and maps, environ) of a process of one's own uid is open to it while that process is
+    dumpable: the server and the init run execute-only binaries, so they are not (sealed.py)."""
+
+    async def body(sb):
+        server, init = _ns_pid(sb.server_pid), _ns_pid(sb.init_pid)
+        look = (
+            "for p in {}; do head -c 1 /proc/$p/maps >/dev/null 2>&1 && echo open $p || echo denied $p; done"
+        )
+        # control: a sleeping command of the same uid, whose memory map another command may read
+        await sb.exec("sleep 300 >/dev/null 2>&1 &")
+        r = await sb.exec(
+            "s=$(for p in /proc/[0-9]*; do case $(cat $p/cmdline 2>/dev/null) in sleep300) echo ${p#/proc/};; esac; "
+            f"done); {look.format(f'{server} {init} $s')}"
+        )
+        return server, init, r
+
+    server, init, r = in_sandbox(oci, SandboxSpec(), body)
+    lines = r.stdout.splitlines()
+    assert lines[:2] == [f"denied {server}", f"denied {init}"], (r.stdout, r.stderr)
+    assert len(lines) == 3 and lines[2].startswith("open "), (r.stdout, r.stderr)  # the control
+
+
+def test_a_server_whose_session_was_reniced_from_inside_retires_at_reset(oci):
+    """/proc/PID/autogroup is the owner's to write (uid 0 here): a command lowers the priority of the
+    server's whole session; the host's check sees it (InitState.autogroup)."""
+
+    async def body(sb):
+        ns = _ns_pid(sb.server_pid)
+        r = await sb.exec(f"echo 19 > /proc/{ns}/autogroup && cat /proc/{ns}/autogroup")
+        try:
+            await sb.reset()
+            raised = ""
+        except SandboxError as e:
+            raised = str(e)
+        return r, sb.born[sb.server_pid], raised
+
+    r, born, raised = in_sandbox(oci, SandboxSpec(), body)
+    if not born.autogroup:
+        pytest.skip("this kernel has no autogroups")
+    assert r.stdout.endswith("nice 19\n"), (r.stdout, r.stderr)  # control: the write took
+    assert "retired" in raised and "autogroup" in raised, raised

@@ -18,7 +18,7 @@ from sparring.errors import ConfigError, StoreError
 from sparring.store.base import TrajectoryStore, TrajQuery
 from sparring.store.export import export_jsonl, export_parquet
 from sparring.store.sqlite import SCHEMA_VERSION, SQLiteStore
-from sparring.trajectory import ToolStep, Trajectory
+from sparring.trajectory import TokenTrace, ToolStep, Trajectory
 
 
 def make_traj(i: int = 0, **kw: Any) -> Trajectory:
@@ -137,7 +137,7 @@ def test_put_then_get_round_trips_exactly(store: SQLiteStore) -> None:
         3,
         components={"all_pass": 1.0, "lint": 0.5},
         flags=["hardcoded_output"],
-        traces=[{"turn": 0, "prompt_ids": [1, 2], "completion_ids": [3], "logprobs": [-0.5]}],
+        traces=[TokenTrace(turn=0, message_index=2, prompt_ids=[1, 2], completion_ids=[3], logprobs=[-0.5])],
         diff={"files": {"calc.py": {"text": "x = 1\n"}}, "deleted": ["old.py"]},
     )
     store.put(t)

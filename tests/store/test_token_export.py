@@ -25,6 +25,7 @@ from sparring.sandbox.pool import SandboxPool  # noqa: E402
 from sparring.store.base import TrajQuery  # noqa: E402
 from sparring.store.sqlite import SQLiteStore  # noqa: E402
 from sparring.store.tokens import episode_tokens  # noqa: E402
+from sparring.trajectory import TokenTrace  # noqa: E402
 
 GROUP = 2
 MAX_STEPS = 3
@@ -135,9 +136,9 @@ def test_parquet_and_dataset_hold_the_same_rows(run, tmp_path):
 
 
 def test_a_reencoded_boundary_is_a_counted_mismatch_not_a_guess():
-    t0 = {"prompt_ids": [1, 2], "completion_ids": [3, 4], "logprobs": [-0.1, -0.2]}
-    t1 = {"prompt_ids": [1, 2, 3, 4, 9], "completion_ids": [5], "logprobs": [-0.5]}
-    t2 = {"prompt_ids": [1, 2, 30, 9], "completion_ids": [6], "logprobs": None}  # re-tokenised: 3,4 -> 30
+    t0 = TokenTrace(prompt_ids=[1, 2], completion_ids=[3, 4], logprobs=[-0.1, -0.2])
+    t1 = TokenTrace(prompt_ids=[1, 2, 3, 4, 9], completion_ids=[5], logprobs=[-0.5])
+    t2 = TokenTrace(prompt_ids=[1, 2, 30, 9], completion_ids=[6])  # re-tokenised: 3,4 -> 30
     ep = episode_tokens([t0, t1, t2])
     assert ep.mismatches == 1 and len(ep.segments) == 2
     a, b = ep.segments

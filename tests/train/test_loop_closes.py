@@ -37,7 +37,7 @@ def test_rollouts_of_the_model_feed_a_grpo_update(backend, clamp_task, tmp_path)
     assert len(stored) == 3 and all(t.traces for t in stored)
     for t in stored:
         for tr in t.traces:
-            assert len(tr["completion_ids"]) == len(tr["logprobs"]) > 0
+            assert len(tr.completion_ids) == len(tr.logprobs or ()) > 0
     # A random tiny model solves nothing, so the judge gives every sample 0 and the group has
     # no signal: GRPO must skip it rather than train on noise.
     trainer = GRPOTrainer(pol, GRPOConfig(lr=1e-2))

@@ -18,7 +18,7 @@ from sparring.policy.lora_files import is_lora, load_adapter
 from sparring.train.grpo import GRPOConfig, GRPOTrainer, _Seq, completion_logprobs
 from sparring.train.lora import LoRASettings, adapters_disabled, apply_lora
 from sparring.train.model import build_tiny_model
-from sparring.trajectory import Trajectory
+from sparring.trajectory import TokenTrace, Trajectory
 
 pytest.importorskip("peft")
 
@@ -38,11 +38,9 @@ def _lp(model, completion):
 
 
 def _traj(pol, completion, reward):
-    trace = {
-        "prompt_ids": PROMPT,
-        "completion_ids": completion,
-        "logprobs": _lp(pol.model, completion).tolist(),
-    }
+    trace = TokenTrace(
+        prompt_ids=PROMPT, completion_ids=completion, logprobs=_lp(pol.model, completion).tolist()
+    )
     return Trajectory(task_id="t", task_digest="d", policy="p", status="ok", reward=reward, group_id="g",
                       traces=[trace], policy_version=pol.version)  # fmt: skip
 

@@ -11,7 +11,7 @@ from sparring.policy.hf import HFPolicy
 from sparring.train.grpo import GRPOConfig, GRPOTrainer, _Seq, completion_logprobs
 from sparring.train.losses import dapo, dr_grpo, grpo
 from sparring.train.model import build_tiny_model
-from sparring.trajectory import Trajectory
+from sparring.trajectory import TokenTrace, Trajectory
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,9 @@ def _traj(reward, trace, status="ok", group="g", version=0):
 def _trace(pol, prompt, completion):
     with torch.no_grad():
         lp, _ = completion_logprobs(pol.model, [_Seq(prompt, completion)], 0)
-    return {"prompt_ids": prompt, "completion_ids": completion, "logprobs": lp[0, : len(completion)].tolist()}
+    return TokenTrace(
+        prompt_ids=prompt, completion_ids=completion, logprobs=lp[0, : len(completion)].tolist()
+    )
 
 
 def _batch(pol):
@@ -160,8 +162,6 @@ def test_clip_bounds_the_update_from_stored_logprobs(model_dir):
     the clipped branch is constant, so the update has zero gradient."""
     pol = HFPolicy(model_dir, max_new_tokens=8)
     t = _trace(pol, [5, 6, 7], [20, 21])
-    t["logprobs"] = [x - 5.0 for x in t["logprobs"]]
-    b = [_traj(1.0, t), _traj(0.0, dict(t))]
-    b[1].traces[0]["logprobs"] = list(b[1].traces[0]["logprobs"])
-    m = GRPOTrainer(pol, GRPOConfig(lr=1e-2)).step(b[:1] + [_traj(0.0, _trace(pol, [5, 6, 7], [30]))])
+    t = t.model_copy(update={"logprobs": [x - 5.0 for x in t.logprobs or ()]})
+    m = GRPOTrainer(pol, GRPOConfig(lr=1e-2)).step([_traj(1.0, t), _traj(0.0, _trace(pol, [5, 6, 7], [30]))])
     assert m["train/clip_frac"] > 0.0

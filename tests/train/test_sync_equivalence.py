@@ -35,9 +35,7 @@ CONFIG: dict[str, Any] = dict(
 def _key(t: Trajectory) -> tuple[Any, ...]:
     """What a sampled trajectory is, token for token: ids, logprobs, status, reward, version (not its
     record id or group id: a scheduler call draws a fresh nonce for those, so two runs never share them)."""
-    traces = tuple(
-        (tuple(x["prompt_ids"]), tuple(x["completion_ids"]), tuple(x.get("logprobs") or ())) for x in t.traces
-    )
+    traces = tuple((tuple(x.prompt_ids), tuple(x.completion_ids), tuple(x.logprobs or ())) for x in t.traces)
     return (t.task_id, t.sample_index, t.status, t.reward, t.policy_version, traces)
 
 

@@ -18,7 +18,7 @@ from sparring.policy.hf import HFPolicy  # noqa: E402
 from sparring.train.grpo import GRPOConfig, GRPOTrainer, SFTTrainer, _Seq, completion_logprobs, sft_examples  # noqa: E402
 from sparring.train.losses import LOSSES, dapo, dr_grpo, get_loss, grpo  # noqa: E402
 from sparring.train.model import _CORPUS_TOOLS, build_tiny_model  # noqa: E402
-from sparring.trajectory import Trajectory  # noqa: E402
+from sparring.trajectory import TokenTrace, Trajectory  # noqa: E402
 
 TOOLS = _CORPUS_TOOLS
 MESSAGES = [
@@ -41,26 +41,26 @@ def _request(task, **kw) -> ActRequest:
     return ActRequest(messages=list(MESSAGES), tools=TOOLS, task=PolicyTask.of(task), **kw)
 
 
-def _traj(status: str, reward: float, traces: list[dict], group: str = "g", **kw) -> Trajectory:
+def _traj(status: str, reward: float, traces: list[TokenTrace], group: str = "g", **kw) -> Trajectory:
     return Trajectory(
         task_id="t", task_digest="d", policy="hf:test", status=status, reward=reward, group_id=group,
         traces=traces, **kw,
     )  # fmt: skip
 
 
-def _trace(policy: HFPolicy, completion_text: str) -> dict:
-    """A TokenTrace dict for a fixed completion, with its current logprobs as the 'old' ones."""
+def _trace(policy: HFPolicy, completion_text: str) -> TokenTrace:
+    """A TokenTrace for a fixed completion, with its current logprobs as the 'old' ones."""
     prompt = policy.tokenizer.encode(render_prompt(MESSAGES, TOOLS), add_special_tokens=False)
     completion = policy.tokenizer.encode(completion_text, add_special_tokens=False)
     with torch.no_grad():
         lp, _ = completion_logprobs(policy.model, [_Seq(prompt, completion)], policy.tokenizer.pad_token_id)
-    return {"prompt_ids": prompt, "completion_ids": completion, "logprobs": lp[0].tolist()}
+    return TokenTrace(prompt_ids=prompt, completion_ids=completion, logprobs=lp[0].tolist())
 
 
-def _mean_logprob(policy: HFPolicy, trace: dict) -> float:
+def _mean_logprob(policy: HFPolicy, trace: TokenTrace) -> float:
     with torch.no_grad():
         lp, mask = completion_logprobs(
-            policy.model, [_Seq(trace["prompt_ids"], trace["completion_ids"])], policy.tokenizer.pad_token_id
+            policy.model, [_Seq(trace.prompt_ids, trace.completion_ids)], policy.tokenizer.pad_token_id
         )
     return float(lp.sum() / mask.sum())
 
@@ -194,7 +194,7 @@ def test_grpo_step_raises_the_rewarded_completion(model_dir):
     metrics = trainer.step([_traj("ok", 1.0, [good]), _traj("ok", 0.0, [bad])])
     assert metrics["train/skipped"] == 0.0
     assert metrics["train/trajectories"] == 2 and metrics["train/frac_zero_std_groups"] == 0.0
-    assert metrics["train/tokens"] == len(good["completion_ids"]) + len(bad["completion_ids"])
+    assert metrics["train/tokens"] == len(good.completion_ids) + len(bad.completion_ids)
     assert metrics["train/grad_norm"] > 0 and 0.0 <= metrics["train/clip_frac"] <= 1.0
     assert all(k.startswith("train/") and isinstance(v, float) for k, v in metrics.items())
     assert any(not torch.equal(w, p) for w, p in zip(weights, pol.model.parameters(), strict=True))
@@ -248,7 +248,7 @@ def test_batch_without_signal_is_skipped_not_crashed(model_dir):
 def test_grpo_on_sampled_trajectories(model_dir, clamp_task):
     pol = HFPolicy(model_dir, max_new_tokens=12)
     actions = [asyncio.run(pol.act(_request(clamp_task, sample_index=i))) for i in range(3)]
-    batch = [_traj("ok", float(i == 0), [a.trace.to_json()]) for i, a in enumerate(actions)]
+    batch = [_traj("ok", float(i == 0), [a.trace]) for i, a in enumerate(actions)]
     metrics = GRPOTrainer(pol, GRPOConfig(lr=1e-4)).step(batch)
     assert metrics["train/skipped"] == 0.0 and metrics["train/turns"] == 3.0
     # fresh samples: the stored logprobs match the current weights, so nothing was clipped

@@ -78,17 +78,17 @@ def test_the_trainer_trains_a_branch_only_past_its_branch_turn_and_flat_ignores_
     from sparring.policy.hf import HFPolicy
     from sparring.train.grpo import GRPOConfig, GRPOTrainer, _Seq, completion_logprobs
     from sparring.train.model import build_tiny_model
-    from sparring.trajectory import Trajectory
+    from sparring.trajectory import TokenTrace, Trajectory
 
     model = build_tiny_model(tmp_path / "model", seed=0, hidden=32, layers=2, heads=4)
     pol = HFPolicy(model, max_new_tokens=8)
 
-    def trace(text: str) -> dict:
+    def trace(text: str) -> TokenTrace:
         prompt = pol.tokenizer.encode("prompt", add_special_tokens=False)
         completion = pol.tokenizer.encode(text, add_special_tokens=False)
         with torch.no_grad():
             lp, _ = completion_logprobs(pol.model, [_Seq(prompt, completion)], pol.tokenizer.pad_token_id)
-        return {"prompt_ids": prompt, "completion_ids": completion, "logprobs": lp[0].tolist()}
+        return TokenTrace(prompt_ids=prompt, completion_ids=completion, logprobs=lp[0].tolist())
 
     def traj(tid, reward, texts, **kw):
         return Trajectory(id=tid, task_id="t", task_digest="d", policy="hf", status="ok", reward=reward,

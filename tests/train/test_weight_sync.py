@@ -14,7 +14,7 @@ from sparring.policy.server import PolicyServer
 from sparring.train.grpo import GRPOConfig, GRPOTrainer, _Seq, completion_logprobs
 from sparring.train.model import build_tiny_model
 from sparring.train.weight_sync import HTTPWeightSync
-from sparring.trajectory import Trajectory
+from sparring.trajectory import TokenTrace, Trajectory
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def model_dir(tmp_path_factory):
 def _traj(pol, completion, reward):
     with torch.no_grad():
         lp, _ = completion_logprobs(pol.model, [_Seq([5, 6, 7], completion)], 0)
-    trace = {"prompt_ids": [5, 6, 7], "completion_ids": completion, "logprobs": lp[0].tolist()}
+    trace = TokenTrace(prompt_ids=[5, 6, 7], completion_ids=completion, logprobs=lp[0].tolist())
     return Trajectory(task_id="t", task_digest="d", policy="p", status="ok", reward=reward, group_id="g",
                       traces=[trace], policy_version=pol.version)  # fmt: skip
 

@@ -51,11 +51,11 @@ from sparring.sandbox.base import Sandbox, SandboxBackend, WorkspaceDiff
 from sparring.sandbox.config import BackendConfig, LocalBackendConfig, OCIBackendConfig, make_backend
 from sparring.tasks.loader import Task, load_task
 from sparring.tasks.sandbox_spec import aspec_for_task
-from sparring.trajectory import Status, ToolStep
+from sparring.trajectory import Status, TokenTrace, ToolStep
 
 T = TypeVar("T")
 StepInput = dict[str, Any] | SampledTurn
-"""What :meth:`Environment.step` takes: an assistant message, or a sampled turn (its tokens too).
+"""What :meth:`Environment.step` takes: an assistant message, or a sampled turn (its text and tokens).
 (Not the policy's :class:`~sparring.policy.base.Action`, which the rollout turns into one.)"""
 EndStatus = Status
 
@@ -128,7 +128,7 @@ class Environment:
     def _clear(self) -> None:
         self.messages: list[dict[str, Any]] = initial_messages(self.task)
         self.steps: list[ToolStep] = []
-        self.traces: list[dict[str, Any]] = []
+        self.traces: list[TokenTrace] = []
         self.step_count = 0
         self.status: Status = "truncated"
         self.done = False
@@ -180,7 +180,7 @@ class Environment:
 
     def usage(self) -> Usage:
         """What the episode spent, for the judge's ``usage`` component: tool calls and generated tokens."""
-        tokens = sum(len(t.get("completion_ids") or ()) for t in self.traces)
+        tokens = sum(len(t.completion_ids) for t in self.traces)
         return Usage(steps=len(self.steps), tokens=tokens)
 
     # -- sandbox ---------------------------------------------------------------------------------
@@ -274,9 +274,10 @@ class Environment:
         """End the episode from outside (a loop's policy failed or ran out of time)."""
         self.status, self.error, self.done = status, error, True
 
-    async def astep(self, action: StepInput, *, trace: dict[str, Any] | None = None) -> StepResult:
-        """Apply one assistant turn: an OpenAI assistant message (``trace``: its token ids, kept for
-        training) or a :class:`SampledTurn` (raw text and token ids; tool calls parsed from the text)."""
+    async def astep(self, action: StepInput, *, trace: TokenTrace | None = None) -> StepResult:
+        """Apply one assistant turn: an OpenAI assistant message (``trace``: its tokens, kept for
+        training) or a :class:`SampledTurn` (raw text and its trace; tool calls parsed from the text).
+        The trace is kept in :attr:`traces`, placed at this turn and message."""
         self._require_sandbox()
         if self.done:
             raise EnvironmentUsageError(
@@ -289,7 +290,7 @@ class Environment:
         parse_errors = msg.pop("parse_errors", None) or []
         self.messages.append(msg)
         if trace is not None:
-            self.traces.append({"turn": len(self.traces), "message_index": len(self.messages) - 1, **trace})
+            self.traces.append(trace.placed(len(self.traces), len(self.messages) - 1))
         calls = msg.get("tool_calls") or []
         if not calls:
             hint = unparsed_hint(parse_errors, False) if parse_errors else NO_TOOL_CALL
@@ -309,8 +310,8 @@ class Environment:
         return await self._result(new, results, len(calls))
 
     def _message(
-        self, action: StepInput, trace: dict[str, Any] | None
-    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        self, action: StepInput, trace: TokenTrace | None
+    ) -> tuple[dict[str, Any], TokenTrace | None]:
         if isinstance(action, SampledTurn):
             from sparring.chat_format import parse_tool_calls, tool_call_count
 
@@ -318,7 +319,7 @@ class Environment:
             msg = parsed.to_message(id_offset=tool_call_count(self.messages))
             if parsed.errors:
                 msg["parse_errors"] = list(parsed.errors)
-            return msg, action.trace()
+            return msg, action.trace
         if not isinstance(action, dict):
             raise EnvironmentUsageError(
                 f"an action is an assistant message dict or a SampledTurn, got {type(action).__name__}"
@@ -427,7 +428,7 @@ class Environment:
         """Sync form of :meth:`areset`."""
         return self._sync(self.areset(seed), "reset")
 
-    def step(self, action: StepInput, *, trace: dict[str, Any] | None = None) -> StepResult:
+    def step(self, action: StepInput, *, trace: TokenTrace | None = None) -> StepResult:
         """Sync form of :meth:`astep`."""
         return self._sync(self.astep(action, trace=trace), "step")
 

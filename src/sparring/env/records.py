@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparring.trajectory import TokenTrace
+
 
 @dataclass(frozen=True)
 class Observation:
@@ -45,14 +47,9 @@ class StepResult:
 
 @dataclass(frozen=True)
 class SampledTurn:
-    """An action as a model sampled it: raw text and its token ids (tool calls are parsed from
-    ``text`` by :func:`sparring.chat_format.parse_tool_calls`; the ids are kept for training)."""
+    """An action as a model sampled it: raw text, and the :class:`~sparring.trajectory.TokenTrace`
+    it was decoded from when the ids are known (tool calls are parsed from ``text`` by
+    :func:`sparring.chat_format.parse_tool_calls`; the trace is kept for training)."""
 
     text: str
-    completion_ids: list[int]
-    prompt_ids: list[int] = field(default_factory=list)
-    logprobs: list[float] | None = None
-
-    def trace(self) -> dict[str, Any]:
-        return {"prompt_ids": list(self.prompt_ids), "completion_ids": list(self.completion_ids),
-                "logprobs": self.logprobs}  # fmt: skip
+    trace: TokenTrace | None = None

@@ -47,7 +47,7 @@ def _action(text: str) -> dict[str, Any] | SampledTurn:
             and ("tool_calls" in msg or "content" in msg)
         ):
             return msg
-    return SampledTurn(text=text, completion_ids=[])
+    return SampledTurn(text=text)
 
 
 class SparringGymEnv(gymnasium.Env[str, str]):

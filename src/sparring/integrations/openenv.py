@@ -45,6 +45,7 @@ from fastapi.responses import JSONResponse
 from sparring.env import Environment, Observation, SampledTurn, StepResult
 from sparring.errors import SandboxError, SparringError
 from sparring.integrations.tasks import TaskSet
+from sparring.trajectory import TokenTrace
 
 ASGIApp = Callable[
     [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
@@ -109,7 +110,9 @@ def parse_action(raw: Any) -> dict[str, Any] | SampledTurn:
         ids = raw.get("completion_ids") or []
         if not (isinstance(ids, list) and all(isinstance(i, int) for i in ids)):
             raise ClientFault(422, "action.completion_ids must be a list of integers")
-        return SampledTurn(text=raw["text"], completion_ids=ids)
+        return SampledTurn(
+            text=raw["text"], trace=TokenTrace(prompt_ids=[], completion_ids=ids) if ids else None
+        )
     unknown = set(raw) - {"role", "content", "tool_calls", "reasoning_content", "name"}
     if unknown:
         raise ClientFault(

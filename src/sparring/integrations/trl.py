@@ -40,6 +40,7 @@ from sparring.integrations.trl_environment import SparringToolEnv, environment_f
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks import taskfs
 from sparring.tasks.loader import Task
+from sparring.trajectory import TokenTrace
 
 SINGLE_TURN_SYSTEM = (
     "You are a careful software engineer. Answer with the complete new content of every file you change, "
@@ -358,7 +359,7 @@ class SparringRollout:
             for s in stop:
                 text = text.removesuffix(tok.decode([s], skip_special_tokens=False))
             n_before = len(e.env.messages)
-            await e.env.astep(SampledTurn(text=text, completion_ids=ids, logprobs=lp))
+            await e.env.astep(SampledTurn(text, TokenTrace(prompt_ids=[], completion_ids=ids, logprobs=lp)))
             if len(e.completion_ids) >= limit and not e.env.done:
                 e.env.end("truncated")  # TRL's completion budget is spent: judge what the episode left
             if e.env.done:

@@ -122,7 +122,7 @@ class SparringVerifiersEnv(vf.Env[SparringEnvConfig]):
             async with agents.agent.interaction(task) as interaction:
                 segment = await interaction.turn(_first_turn(obs.messages, obs.tools))
                 while not segment.terminated:
-                    res = await env.astep(SampledTurn(text=segment.last_reply, completion_ids=[]))
+                    res = await env.astep(SampledTurn(text=segment.last_reply))
                     if res.done:
                         break
                     segment = await interaction.turn("\n\n".join(str(m["content"]) for m in res.messages))

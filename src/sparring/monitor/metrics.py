@@ -37,7 +37,7 @@ def iteration_metrics(
         groups[f"tier{t.difficulty}"].append(t)
     judged = [t.reward for t in trajs if t.reward is not None]  # unjudged samples have no reward, not 0
     tool_calls = sum(len(t.steps) for t in trajs)
-    tokens = sum(len(tr.get("completion_ids", [])) for t in trajs for tr in t.traces)
+    tokens = sum(len(tr.completion_ids) for t in trajs for tr in t.traces)
     flags = Counter(f for t in trajs for f in t.flags)
     m: dict[str, Any] = {
         "rollout/n": n,
@@ -87,8 +87,8 @@ def response_metrics(trajs: Sequence[Trajectory], max_new_tokens: int | None = N
     ``-log p(token)`` over sampled tokens, whose expectation is the entropy of the sampling
     distribution (no extra forward pass). Turns without a token trace (scripted or API policies)
     count for nothing here."""
-    lengths = [len(tr.get("completion_ids") or []) for t in trajs for tr in t.traces]
-    lps = [float(x) for t in trajs for tr in t.traces for x in (tr.get("logprobs") or []) if x is not None]
+    lengths = [len(tr.completion_ids) for t in trajs for tr in t.traces]
+    lps = [x for t in trajs for tr in t.traces for x in (tr.logprobs or [])]
     m: dict[str, float] = {}
     if lengths:
         m["response_length/mean"] = _mean([float(x) for x in lengths])

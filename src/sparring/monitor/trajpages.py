@@ -246,17 +246,17 @@ def _trace(t: Trajectory, decode: Decode | None) -> str:
         return "<p class='muted'>no token trace stored (a scripted or API policy)</p>"
     parts = []
     for i, tr in enumerate(t.traces, 1):
-        ids = list(tr.get("completion_ids") or [])
-        lps = list(tr.get("logprobs") or [None] * len(ids))
+        ids = tr.completion_ids
+        lps: list[float | None] = [*tr.logprobs] if tr.logprobs else [None] * len(ids)
         toks = []
         for tok, lp in zip(ids, lps, strict=False):
-            p = math.exp(lp) if isinstance(lp, int | float) else None
+            p = math.exp(lp) if lp is not None else None
             shade = "" if p is None else f" style='background: hsl({int(120 * p)}, 70%, 85%)'"
             label = decode(tok) if decode else str(tok)
             tip = f"id {tok}" + ("" if lp is None else f", logprob {lp:.3f}, p {p:.3f}")
             toks.append(f"<span class='tok'{shade} title='{esc(tip)}'>{esc(label)}</span>")
         parts.append(f"<details class='trace'><summary>turn {i}: {len(ids)} sampled tokens "
-                     f"(prompt {len(tr.get('prompt_ids') or [])})</summary><div>{''.join(toks)}</div></details>")  # fmt: skip
+                     f"(prompt {len(tr.prompt_ids)})</summary><div>{''.join(toks)}</div></details>")  # fmt: skip
     return "".join(parts)
 
 

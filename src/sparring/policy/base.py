@@ -1,8 +1,9 @@
 """The Policy protocol: given the conversation so far and the tools, produce one assistant turn.
 
 Messages are OpenAI chat-completions dicts (``role``, ``content``, ``tool_calls``,
-``tool_call_id``). A policy that generates tokens returns a :class:`TokenTrace`
-so training never re-tokenises.
+``tool_call_id``). A policy that generates tokens returns a
+:class:`~sparring.trajectory.TokenTrace` (the one record of a turn's tokens, from
+the policy to the training batch) so training never re-tokenises.
 
 A request carries a :class:`PolicyTask`, what any agent may see of the task
 (its id, family, instruction, tools and initial workspace files), never the
@@ -21,31 +22,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from sparring.tasks.loader import Task
 from sparring.tasks.spec import CustomTool
+from sparring.trajectory import TokenTrace
 
 Message = dict[str, Any]
 ToolSchema = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class TokenTrace:
-    """The tokens a policy saw and produced for one turn (loss goes on completion_ids only)."""
-
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    logprobs: list[float] | None = None
-    top_logprobs: list[list[tuple[int, float]]] | None = None
-    """Per completion token, the most likely (token id, logprob) pairs, when asked for (not stored)."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "prompt_ids": self.prompt_ids,
-            "completion_ids": self.completion_ids,
-            "logprobs": self.logprobs,
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> TokenTrace:
-        return cls(list(d["prompt_ids"]), list(d["completion_ids"]), d.get("logprobs"))
 
 
 @dataclass(frozen=True)
@@ -89,8 +69,8 @@ class ActRequest:
     sample_index: int = 0
     seed: int = 0
     step: int = 0
-    traces: list[dict[str, Any]] = field(default_factory=list)
-    """The token traces of this conversation's earlier assistant turns (each with its
+    traces: list[TokenTrace] = field(default_factory=list)
+    """The token traces of this conversation's earlier assistant turns (placed: each with its
     ``message_index``): a token-level policy continues from their exact ids."""
 
 

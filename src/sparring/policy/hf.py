@@ -45,8 +45,9 @@ from typing import Any
 
 from sparring.chat_format import tool_call_count
 from sparring.errors import PolicyError
-from sparring.policy.base import Action, ActRequest, Message, TokenTrace, ToolSchema
+from sparring.policy.base import Action, ActRequest, Message, ToolSchema
 from sparring.policy.chat_codec import ChatCodec
+from sparring.trajectory import TokenTrace
 
 MAX_TOP_LOGPROBS = 20
 
@@ -158,13 +159,13 @@ class Sample:
     top_logprobs: list[list[tuple[int, float]]] | None = None
 
 
-def _previous_trace(messages: Sequence[Message], traces: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def _previous_trace(messages: Sequence[Message], traces: Sequence[TokenTrace]) -> TokenTrace | None:
     """The latest trace of an assistant turn that is in ``messages`` (the one to continue from)."""
     for t in reversed(traces):
-        i = t.get("message_index")
+        i = t.message_index
         if (
-            isinstance(i, int) and 0 <= i < len(messages) and messages[i].get("role") == "assistant"
-            and t.get("prompt_ids") and t.get("completion_ids")
+            i is not None and 0 <= i < len(messages) and messages[i].get("role") == "assistant"
+            and t.prompt_ids and t.completion_ids
         ):  # fmt: skip
             return t
     return None
@@ -390,7 +391,7 @@ class HFPolicy:
     # ------------------------------------------------------------------ prompts
 
     def encode_prompt(
-        self, messages: list[Message], tools: list[ToolSchema], traces: Sequence[dict[str, Any]] = ()
+        self, messages: list[Message], tools: list[ToolSchema], traces: Sequence[TokenTrace] = ()
     ) -> Prompt:
         """This turn's prompt ids: the previous turn's exact ids continued when there is one, else rendered.
 
@@ -401,11 +402,11 @@ class HFPolicy:
         among them), and only then are the ids left-truncated.
         """
         prev = _previous_trace(messages, traces)
-        if prev is not None:
-            done = prev["completion_ids"][-1] in self.stop_ids
-            cont = self.codec.continuation_ids(messages, tools, prev["message_index"], ended=done)
+        if prev is not None and prev.message_index is not None:
+            done = prev.completion_ids[-1] in self.stop_ids
+            cont = self.codec.continuation_ids(messages, tools, prev.message_index, ended=done)
             if cont is not None:
-                ids = [*prev["prompt_ids"], *prev["completion_ids"], *cont]
+                ids = [*prev.prompt_ids, *prev.completion_ids, *cont]
                 if len(ids) <= self.max_prompt_tokens:
                     return Prompt(ids, continued=True)
         kept = list(messages)
@@ -485,7 +486,10 @@ class HFPolicy:
             "prompt_continued": int(prompt.continued),
             "prompt_reencoded": int(prompt.reencoded),
         }
-        trace = TokenTrace(prompt.ids, sample.completion_ids, sample.logprobs, sample.top_logprobs)
+        trace = TokenTrace(
+            prompt_ids=prompt.ids, completion_ids=sample.completion_ids, logprobs=sample.logprobs,
+            top_logprobs=sample.top_logprobs,
+        )  # fmt: skip
         return Action(message=message, trace=trace, usage=usage)
 
     def _generate(

@@ -33,7 +33,8 @@ from typing import Any
 import httpx
 
 from sparring.errors import PolicyError
-from sparring.policy.base import Action, ActRequest, Message, TokenTrace
+from sparring.policy.base import Action, ActRequest, Message
+from sparring.trajectory import TokenTrace
 
 _RETRY_AFTER_MAX_S = 30.0
 

@@ -35,12 +35,13 @@ import copy
 import hashlib
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sparring.env.environment import Mark
 from sparring.errors import ConfigError, SandboxError, WorkspaceFault
 from sparring.sandbox.base import Sandbox
 from sparring.tasks.loader import Task
+from sparring.trajectory import TokenTrace
 
 if TYPE_CHECKING:
     from sparring.rollout.episode import Episode
@@ -145,17 +146,15 @@ class BranchPoint:
     """How many token traces the root had at this point: the next turn's is ``traces[traces_before]``."""
 
 
-def turn_surprisal(trace: dict[str, Any] | None) -> float | None:
+def turn_surprisal(trace: TokenTrace | None) -> float | None:
     """``-mean(logprob)`` of a turn's sampled tokens (its per-token entropy, estimated); None without them."""
-    lps = (trace or {}).get("logprobs")
+    lps = trace.logprobs if trace is not None else None
     if not lps:
         return None
     return -sum(float(x) for x in lps) / len(lps)
 
 
-def select_points(
-    plan: BranchPlan, points: list[BranchPoint], traces: list[dict[str, Any]]
-) -> list[BranchPoint]:
+def select_points(plan: BranchPlan, points: list[BranchPoint], traces: list[TokenTrace]) -> list[BranchPoint]:
     """The branch points ``plan`` forks at among those the root took: all of them, except under
     ``entropy:N``, where only the N whose next turn had the highest surprisal (earlier first on a tie;
     points with no next turn, or whose next turn has no logprobs, are never chosen). Pure."""
@@ -231,7 +230,7 @@ def fork_episode(root: Episode, point: BranchPoint, k: int) -> Episode:
     env, src = ep.env, root.env
     env.messages = copy.deepcopy(src.messages)
     env.steps = [s.model_copy() for s in src.steps]
-    env.traces = copy.deepcopy(src.traces)
+    env.traces = list(src.traces)  # frozen records: shared, never changed
     env.mark = point.mark
     env.rewind()  # back to the branch point: the root's later turns are dropped, clocks as they were then
     return ep

@@ -62,7 +62,7 @@ class ExperienceBuffer(Protocol):
 
 
 def completion_tokens(traj: Trajectory) -> int:
-    return sum(len(t.get("completion_ids") or ()) for t in traj.traces)
+    return sum(len(t.completion_ids) for t in traj.traces)
 
 
 class ExperienceQueue:

@@ -38,7 +38,7 @@ from sparring.policy.base import Action, ActRequest, Policy, PolicyTask, policy_
 from sparring.rollout.branching import BranchPlan, BranchPoint, capture_extras, fork_episode
 from sparring.sandbox.base import Sandbox, WorkspaceDiff
 from sparring.tasks.loader import Task
-from sparring.trajectory import Status, ToolStep, Trajectory
+from sparring.trajectory import Status, TokenTrace, ToolStep, Trajectory
 
 __all__ = [
     "NO_TOOL_CALL",
@@ -137,7 +137,7 @@ class Episode:
         return self.env.steps
 
     @property
-    def traces(self) -> list[dict[str, Any]]:
+    def traces(self) -> list[TokenTrace]:
         return self.env.traces
 
     @property
@@ -226,8 +226,7 @@ class Episode:
             env.end("policy_error", str(e))
             return
         self.policy_ms += (time.perf_counter() - tp) * 1000
-        trace = action.trace.to_json() if action.trace is not None else None
-        res = await env.astep(action.message, trace=trace)
+        res = await env.astep(action.message, trace=action.trace)
         if self.branch is not None and not res.done and self.branch.forks_at(env.step_count):
             await self._branch_point()
         every = self.snapshot_every
@@ -286,7 +285,7 @@ async def judge_trajectory(
 
 def trajectory_usage(traj: Trajectory) -> Usage:
     """What the rollout spent, for the judge's ``usage`` component: tool calls and generated tokens."""
-    tokens = sum(len(t.get("completion_ids") or ()) for t in traj.traces)
+    tokens = sum(len(t.completion_ids) for t in traj.traces)
     return Usage(steps=len(traj.steps), tokens=tokens)
 
 

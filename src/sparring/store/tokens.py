@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparring.trajectory import Trajectory
+from sparring.trajectory import TokenTrace, Trajectory
 
 
 @dataclass
@@ -71,15 +71,14 @@ class EpisodeTokens:
         return sum(sum(s.policy_mask) for s in self.segments)
 
 
-def episode_tokens(traces: Trajectory | Sequence[dict[str, Any]]) -> EpisodeTokens:
+def episode_tokens(traces: Trajectory | Sequence[TokenTrace]) -> EpisodeTokens:
     """The exact token sequences of an episode from its turn traces (see the module docstring)."""
-    raw = traces.traces if isinstance(traces, Trajectory) else traces
+    turns = traces.traces if isinstance(traces, Trajectory) else traces
     segments: list[TokenSequence] = []
     mismatches = 0
     cur: TokenSequence | None = None
-    for k, t in enumerate(raw):
-        prompt = list(t.get("prompt_ids") or [])
-        sampled = list(t.get("completion_ids") or [])
+    for k, t in enumerate(turns):
+        prompt, sampled = t.prompt_ids, t.completion_ids
         if not prompt and not sampled:
             continue
         if cur is not None:
@@ -90,9 +89,9 @@ def episode_tokens(traces: Trajectory | Sequence[dict[str, Any]]) -> EpisodeToke
                 mismatches += 1
                 cur = None
         if cur is None:
-            cur = TokenSequence(prompt_ids=prompt)
+            cur = TokenSequence(prompt_ids=list(prompt))
             segments.append(cur)
-        cur._add(sampled, t.get("logprobs"), 1)
+        cur._add(sampled, t.logprobs, 1)
         cur.turns.append(k)
     return EpisodeTokens(segments, mismatches)
 

@@ -27,7 +27,7 @@ def _trajectories(
     import torch
 
     from sparring.train.grpo import _Seq, completion_logprobs
-    from sparring.trajectory import Trajectory
+    from sparring.trajectory import TokenTrace, Trajectory
 
     rng = random.Random(seed)
     vocab = int(policy.model.config.vocab_size)
@@ -38,7 +38,7 @@ def _trajectories(
             comp = [rng.randrange(10, vocab) for _ in range(completion_len)]
             with torch.no_grad():
                 lp, _ = completion_logprobs(policy.model, [_Seq(prompt, comp)], 0)
-            trace = {"prompt_ids": prompt, "completion_ids": comp, "logprobs": lp[0].tolist()}
+            trace = TokenTrace(prompt_ids=prompt, completion_ids=comp, logprobs=lp[0].tolist())
             out.append(Trajectory(task_id=f"t{g}", task_digest="d", policy="bench", status="ok",
                                   reward=float(i % 2), group_id=f"g{g}", traces=[trace]))  # fmt: skip
     return out
@@ -102,9 +102,7 @@ def _trl_side(policy: Any, trajs: list[Any], repeats: int, completion_tokens: in
         return {"trl": "not installed (pip install -e '.[bench]')"}
     import trl
 
-    seqs = [
-        _Seq(t.traces[0]["prompt_ids"], t.traces[0]["completion_ids"], t.traces[0]["logprobs"]) for t in trajs
-    ]
+    seqs = [_Seq(t.traces[0].prompt_ids, t.traces[0].completion_ids, t.traces[0].logprobs) for t in trajs]
     advs = grouped_advantages([t.group_id for t in trajs], [t.reward for t in trajs])
     model = policy.model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)

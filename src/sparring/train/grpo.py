@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from sparring.chat_format import render_assistant, render_prompt
-from sparring.policy.base import TokenTrace
 from sparring.policy.lora_files import is_lora
 from sparring.train.advantages import grouped_advantages, zero_std_groups
 from sparring.train.lora import adapters_disabled, trainable_parameters
@@ -195,11 +194,10 @@ class GRPOTrainer:
         used: set[str] = set()
         missing = 0
         for traj, per_turn in zip(trajs, advs, strict=True):
-            for i, raw in enumerate(traj.traces):
+            for i, tr in enumerate(traj.traces):
                 adv = per_turn[i] if i < len(per_turn) else None
                 if adv is None:
                     continue
-                tr = TokenTrace.from_json(raw)
                 if not tr.completion_ids or not tr.prompt_ids:
                     continue
                 old = (

@@ -18,6 +18,11 @@ I/O priority              the ``ioprio_get`` syscall
 CPU affinity              ``sched_getaffinity``
 cgroup membership         ``/proc/PID/cgroup``
 OOM score adjustment      ``/proc/PID/oom_score_adj``
+autogroup nice            ``/proc/PID/autogroup`` (a process of the uid may
+                          lower the priority of PID 1's whole session there;
+                          "" on a kernel without autogroups)
+core dump filter          ``/proc/PID/coredump_filter`` (inherited by every
+                          child; "" where the kernel has none)
 credentials               uids, gids, groups, capabilities, no-new-privs and
                           seccomp mode from ``/proc/PID/status``
 identity                  the start time (a pid reused by another process
@@ -57,6 +62,15 @@ def _read(pid: int, name: str) -> str:
         return f.read()
 
 
+def _read_optional(pid: int, name: str) -> str:
+    """``/proc/PID/name``, or "" where this kernel has no such file (the process itself must exist)."""
+    try:
+        return _read(pid, name).strip()
+    except FileNotFoundError:
+        os.stat(f"/proc/{pid}")  # gone: the caller's OSError
+        return ""
+
+
 @dataclass(frozen=True)
 class InitState:
     """One reading of PID 1's inheritable state (see the module docstring for where each comes from)."""
@@ -71,6 +85,8 @@ class InitState:
     cgroups: str
     oom_score_adj: str
     credentials: str
+    autogroup: str = ""
+    coredump_filter: str = ""
 
     @classmethod
     def read(cls, pid: int) -> InitState:
@@ -89,6 +105,8 @@ class InitState:
                 cgroups=_read(pid, "cgroup"),
                 oom_score_adj=_read(pid, "oom_score_adj").strip(),
                 credentials="; ".join(f"{k}:{' '.join(status.get(k, '').split())}" for k in STATUS_KEYS),
+                autogroup=_read_optional(pid, "autogroup"),
+                coredump_filter=_read_optional(pid, "coredump_filter"),
             )
         except (OSError, IndexError, ValueError) as e:
             raise SandboxError(f"the sandbox's exec server (pid {pid}) cannot be read: {e}") from None

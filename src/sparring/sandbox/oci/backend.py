@@ -18,7 +18,8 @@ command (hundreds of ms here). Instead the container's main process is a
 container's own processes, so it keeps every restriction podman set up
 (namespaces, cgroups, seccomp, no capabilities, no-new-privileges, read-only
 root). One exec costs a few forks inside the container and a handful of
-syscalls on the host. The image needs ``/bin/sh``, ``setsid`` and ``env``.
+syscalls on the host. The server's shell is the host's static busybox, bound in execute-only
+(sealed.py), so the image needs no shell or tools of its own.
 
 Every command first moves itself (before it runs anything) into its own pids cgroup (a sibling of the
 container's, under a parent that carries the pids limit, bound at
@@ -41,6 +42,8 @@ command inherits. So (docs/threat-model.md, issue 33):
   container's cgroups, then check from the host that only those two are left and that both are in the
   state recorded at create (:class:`~sparring.sandbox.isolation.init_state.InitState`); otherwise the
   sandbox is retired (closed, SandboxError), and ``healthy`` is False, so a pool replaces it;
+* the server's shell and podman's init are execute-only copies (sealed.py), so neither is dumpable and no
+  command can read or write their memory through /proc;
 * the same reset returns /tmp, /var/tmp, /run, /dev and /dev/shm to their birth listing (scratch.py) and
   empties the IPC namespace; ctl/ is nobody's, read-only to the commands.
 """
@@ -78,6 +81,7 @@ from sparring.sandbox.isolation.reaper import orphaned
 from sparring.sandbox.oci import scratch
 from sparring.sandbox.oci.image import ensure_image, first_line, ulimit_flags
 from sparring.sandbox.oci.profile import write_profile
+from sparring.sandbox.oci.sealed import sealed_binaries
 from sparring.sandbox.oci.support import (
     BASE_ENV,
     CG_PREFIX,
@@ -86,6 +90,7 @@ from sparring.sandbox.oci.support import (
     NOBODY,
     SERVER_ARGV,
     SERVER_SH,
+    SERVER_SHELL,
     Sink,
     cg_dirs,
     cgroup_procs,
@@ -121,6 +126,8 @@ class OCIBackend:
         (self.root / "oci-layers").mkdir(exist_ok=True)
         # podman's default seccomp profile, and no call that can bend another process (profile.py)
         self.seccomp_profile = write_profile(self.root)
+        # the server's shell and the init, execute-only: not dumpable, their memory not the commands' (sealed.py)
+        self.sealed_sh, self.sealed_init = sealed_binaries(self.root)
         self.snapshots: dict[str, tuple[Path, ...]] = {}
         self.reap_stale()
 
@@ -217,6 +224,15 @@ def _ppid(pid: int) -> int:
         return int(stat[stat.rfind(")") + 2 :].split()[1])
     except (OSError, ValueError, IndexError):
         return -1
+
+
+def _run_state(pid: int) -> str:
+    """The state letter of host process ``pid`` (R, S, D, T stopped, Z...), "" when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rfind(")") + 2 :].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def _cmdline(pid: int) -> bytes:
@@ -318,12 +334,13 @@ class OCISandbox(HostFiles):
             "run", "-d", "--pull", "never", "--name", f"sparring-oci-{self.id}",
             "--label", f"{LABEL}={os.getpid()}", "--label", f"sparring.oci.id={self.id}",
             "--label", f"sparring.oci.dir={self.dir}",
-            "--network", "none", "--cgroupns", "host", "--read-only", "--init", "--log-driver", "none", "--hostname", HOSTNAME,
+            "--network", "none", "--cgroupns", "host", "--read-only", "--init", "--init-path", str(self.backend.sealed_init), "--log-driver", "none", "--hostname", HOSTNAME,
             "--user", "0:0", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
             "--security-opt", f"seccomp={self.backend.seccomp_profile}",
             "--cgroup-parent", f"/{CG_PREFIX}{self.id}",
             "-v", f"{self.ws}:{WORKSPACE}:rslave", "-v", f"{self.ctl}:/.sparring",
-            "-v", f"{self._exec_cg}:/.sparring-cg", *ulimit_flags(),
+            "-v", f"{self._exec_cg}:/.sparring-cg", "-v", f"{self.backend.sealed_sh}:{SERVER_SHELL}:ro",
+            *ulimit_flags(),
         ]  # fmt: skip
         if s.workspace_alias is not None:  # the image's own path of it (/testbed): one more slave of ws/
             argv += ["-v", f"{self.ws}:{s.workspace_alias}:rslave"]
@@ -338,7 +355,7 @@ class OCISandbox(HostFiles):
             argv += ["--pids-limit", str(s.pids)]
         if s.cpus is not None:
             argv += ["--cpus", f"{s.cpus:g}"]
-        argv += [self.image, "/bin/sh", "/.sparring/server.sh"]
+        argv += [self.image, SERVER_SHELL, "/.sparring/server.sh"]
         # conmon inherits the working directory and drops an `oom` marker file there on OOM kills.
         r = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=self.dir)
         if r.returncode != 0:
@@ -427,16 +444,25 @@ class OCISandbox(HostFiles):
         if self.closed or self.retired:
             return False
         try:
-            return all(InitState.read(p) == born for p, born in self.born.items())
+            return all(
+                InitState.read(p) == born and _run_state(p) in ("R", "S", "D")
+                for p, born in self.born.items()
+            )
         except SandboxError:
             return False
 
     # ---------- exec ----------
     def _script(self, n: int, argv: list[str], env: dict[str, str], cwd: str) -> str:
+        """The command's script, run by the server's busybox: ``setsid`` and ``env`` are its applets, and
+        a bare program name is looked up on the command's PATH here (busybox would prefer its own applet
+        of that name to the image's program)."""
         q = shlex.quote
+        dirs = " ".join(q(d) for d in env.get("PATH", "").split(":") if d)
         return "\n".join([
             f"cd -- {q(cwd)} 2>/dev/null || {{ echo {q(f'sparring: cannot chdir to {cwd}')} >&2; exit 125; }}",
-            "exec setsid env -i " + " ".join(q(f"{k}={v}") for k, v in sorted(env.items())) + " " + " ".join(map(q, argv)),
+            f"p={q(argv[0])}",
+            f'case $p in */*) ;; *) for d in {dirs}; do [ -f "$d/$p" ] && [ -x "$d/$p" ] && {{ p="$d/$p"; break; }}; done;; esac',
+            "exec setsid env -i " + " ".join(q(f"{k}={v}") for k, v in sorted(env.items())) + ' "$p" ' + " ".join(map(q, argv[1:])),
             "",
         ])  # fmt: skip
 
@@ -691,13 +717,16 @@ class OCISandbox(HostFiles):
         if left:
             return f"processes other than its exec server outlived the reset (host pids {left[:8]})"
         for pid, born in self.born.items():
+            who = "exec server" if pid == self.server_pid else "init"
             try:
                 changed = born.changes(InitState.read(pid))
             except SandboxError as e:
                 return str(e)
             if changed:
-                who = "exec server" if pid == self.server_pid else "init"
                 return f"its {who}'s state changed since it started (" + "; ".join(changed) + ")"
+            run_state = _run_state(pid)
+            if run_state not in ("R", "S", "D"):  # a command may SIGSTOP the server (PID 2: not immune)
+                return f"its {who} is not running (state {run_state or 'gone'})"
         return ""
 
     async def _retire(self, why: str) -> None:

@@ -30,7 +30,8 @@ BASE_ENV = {
     "HOSTNAME": HOSTNAME,
 }
 
-SERVER_ARGV = b"/bin/sh\0/.sparring/server.sh\0"  # the exec server's command line, as /proc shows it
+SERVER_SHELL = "/.sparring-bin/sh"  # the execute-only static busybox (sealed.py), bound read-only
+SERVER_ARGV = f"{SERVER_SHELL}\0/.sparring/server.sh\0".encode()  # the server's command line in /proc
 SERVER_SH = """cd /
 run() {
   d=/.sparring/x/$1
