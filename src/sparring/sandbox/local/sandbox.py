@@ -458,8 +458,10 @@ class LocalSandbox(Commands, HostFiles):
                 try:
                     snap = await asyncio.to_thread(b.layers.freeze, src, below, self.lower, budget)
                     break
-                except WorkspaceFault as e:  # no freezer: an entry vanished under the walk; walk again
-                    if frozen or e.flag != "workspace_unreadable":
+                except (
+                    WorkspaceFault
+                ) as e:  # no freezer: an entry vanished or moved under the walk; walk again
+                    if frozen or e.flag not in ("workspace_unreadable", "workspace_changed"):
                         raise
                     if attempt == UNFROZEN_SNAPSHOT_TRIES - 1:
                         raise WorkspaceFault(
