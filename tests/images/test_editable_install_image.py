@@ -22,11 +22,14 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from image_support import DEBIAN_RECIPE, debian_layout, entry, layered_layout, tar_bytes
+from image_support import DEBIAN_RECIPE, debian_layout, debian_rootfs_tar, entry, layered_layout, tar_bytes
 
 from sparring.errors import SandboxUnavailableError
 from sparring.images.archive import import_archive
 from sparring.images.store import ImageStore
+from sparring.judge.base import JudgeResult
+from sparring.judge.pytest_judge import PytestJudge
+from sparring.sandbox.base import WorkspaceDiff
 from sparring.sandbox.isolation.features import podman_argv
 from sparring.sandbox.local.backend import LocalBackend
 from sparring.sandbox.oci.backend import OCIBackend
@@ -43,6 +46,7 @@ TAG = "sparring-test/editable-testbed:1"
 MOD = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
 HIDDEN = """\
+import optdep  # a dependency of the tests: it tries an optional module and carries on without it
 import pkg.mod
 
 
@@ -53,17 +57,25 @@ def test_add():
 def test_imported_from_the_install():
     assert pkg.mod.__file__ == "/testbed/src/pkg/mod.py"
 """
+OPTDEP = "try:\n    import fasthelper\nexcept ImportError:\n    fasthelper = None\n"
 PROBE = "cd /tmp && python3 -c 'import pkg.mod; print(pkg.mod.add(2, 3), pkg.mod.__file__)'"
 
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory) -> tuple[ImageStore, str, Path]:
     d = tmp_path_factory.mktemp("editable-image")
+    with tarfile.open(debian_rootfs_tar(DEBIAN_RECIPE)) as tf:  # Debian's own sitecustomize, which a
+        own = [n[2:] for n in tf.getnames() if n.endswith("/sitecustomize.py") and n.startswith("./usr/lib/")]
+    # conda interpreter (SWE-bench's images) has none of: whited out, so the image's Python looks for one
+    # on its whole sys.path, as theirs does
+    whiteouts = [entry(f"{os.path.dirname(n)}/.wh.sitecustomize.py", data=b"") for n in own]
     layer = tar_bytes([
+        *whiteouts,
         entry("testbed/", tarfile.DIRTYPE), entry("testbed/src/", tarfile.DIRTYPE),
         entry("testbed/src/pkg/", tarfile.DIRTYPE), entry("testbed/src/pkg/__init__.py", data=b""),
         entry("testbed/src/pkg/mod.py", data=MOD.encode()),
         entry("usr/lib/python3/dist-packages/__editable__.pkg-1.0.pth", data=b"/testbed/src\n"),
+        entry("usr/lib/python3/dist-packages/optdep.py", data=OPTDEP.encode()),
     ])  # fmt: skip
     layout = layered_layout(debian_layout(DEBIAN_RECIPE), layer, d / "layout")
     store = ImageStore(d / "store")
@@ -171,3 +183,85 @@ def test_the_oci_backend_binds_it_at_the_image_path_too(image, tmp_path):
         subprocess.run([*podman_argv(), "rmi", "-f", name], capture_output=True, timeout=120)
     assert edited == "5 /testbed/src/pkg/mod.py\n" and reset == "-1 /testbed/src/pkg/mod.py\n"
     assert stale == "-1 /testbed/src/pkg/mod.py\n"  # the control: the image's copy
+
+
+CRASH_AT_START = "import os\nos._exit(7)\n"
+
+
+def test_a_sitecustomize_on_the_images_path_runs_before_no_judge(image, tmp_path):
+    """The image's ``.pth`` puts /testbed/src on every interpreter's ``sys.path``, and /testbed is the
+    candidate's workspace, so a ``sitecustomize.py`` written there runs at the start of any Python in the
+    sandbox (the control: the agent's ``python3`` exits 7). The judge's launcher and driver start with
+    ``-S`` and run the site set-up behind a guard that refuses the candidate's modules until the judge's
+    ``start``: a crash planted for interpreter start is no ``judge_error`` (no score, retried) but a run of
+    the candidate's code like any other, scored on its tests."""
+    store, ref, _ = image
+    task = _task(tmp_path / "task", ref, "/testbed")
+    backend = LocalBackend(root=tmp_path / "sb", image_store=store)
+
+    async def go() -> tuple[int, JudgeResult, JudgeResult]:
+        try:
+            sb = await backend.create(spec_for_task(task))
+            try:
+                await sb.write_file("/workspace/src/sitecustomize.py", CRASH_AT_START.encode())
+                started = (await sb.exec("cd /tmp && python3 -c 'print(1)'")).exit_code
+            finally:
+                await sb.close()
+            judge = PytestJudge(backend)
+            unfixed = await judge.score(
+                task, WorkspaceDiff(files={"src/sitecustomize.py": CRASH_AT_START.encode()})
+            )
+            fixed = await judge.score(
+                task,
+                WorkspaceDiff(
+                    files={"src/sitecustomize.py": CRASH_AT_START.encode(), "src/pkg/mod.py": FIXED.encode()}
+                ),
+            )
+            return started, unfixed, fixed
+        finally:
+            await backend.aclose()
+
+    started, unfixed, fixed = asyncio.run(go())
+    assert started == 7  # the control: the planted file runs at every ordinary interpreter's start
+    assert unfixed.status == "ok" and unfixed.reward == 0.0, (unfixed.reason, unfixed.log[-2000:])
+    assert fixed.status == "ok" and fixed.components["all_pass"] == 1.0, (fixed.reason, fixed.log[-2000:])
+    assert (
+        "startup_hook" in fixed.flags and fixed.reward == 0.0
+    )  # the file itself is the static checks' matter
+
+
+# Found by the tests' dependency through the image's path of the workspace (/testbed/src is on sys.path):
+# it patches the unfixed function the hidden test checks.
+FASTHELPER = "import pkg.mod\n\npkg.mod.add = lambda a, b: a + b\n"
+
+
+def test_a_dependency_never_imports_the_candidates_module_through_the_images_path(image, tmp_path):
+    """The judge's import gate covers every path the sandbox shows the workspace at: a module the candidate
+    leaves under /testbed/src, which the tests' dependency ``optdep`` tries as an optional import, is refused
+    and flagged as it would be from /workspace (without that, it patched the unfixed answer: reward 1.0)."""
+    store, ref, _ = image
+    task = _task(tmp_path / "task", ref, "/testbed")
+    backend = LocalBackend(root=tmp_path / "sb", image_store=store)
+
+    async def go() -> tuple[str, JudgeResult, JudgeResult]:
+        try:
+            sb = await backend.create(spec_for_task(task))
+            try:  # the control: an ordinary interpreter there does import it, and is patched
+                await sb.write_file("/workspace/src/fasthelper.py", FASTHELPER.encode())
+                patched = (await sb.exec(PROBE.replace("import pkg.mod;", "import optdep, pkg.mod;"))).stdout
+            finally:
+                await sb.close()
+            judge = PytestJudge(backend)
+            hack = await judge.score(task, WorkspaceDiff(files={"src/fasthelper.py": FASTHELPER.encode()}))
+            honest = await judge.score(task, WorkspaceDiff(files={"src/pkg/mod.py": FIXED.encode()}))
+            return patched, hack, honest
+        finally:
+            await backend.aclose()
+
+    patched, hack, honest = asyncio.run(go())
+    assert patched == "5 /testbed/src/pkg/mod.py\n"  # the control: the payload works where nothing gates it
+    assert hack.status == "ok" and hack.reward == 0.0 and "import_shadowing" in hack.flags, (
+        hack.flags,
+        hack.log[-2000:],
+    )
+    assert honest.status == "ok" and honest.reward == 1.0, (honest.flags, honest.log[-2000:])

@@ -1,6 +1,7 @@
 """The dynamic-test driver. It runs INSIDE the judge's sandbox, in its own process.
 
-``python -s /judge/cfg/judge_driver.py WORKSPACE`` with one JSON line on stdin:
+``python -s -S /judge/cfg/judge_driver.py WORKSPACE [ALIAS...]`` (``ALIAS``: another path the sandbox
+shows the workspace at, an image's ``/testbed``) with one JSON line on stdin:
 ``{"module", "function", "inputs": [[arg, ...], ...]}``. It imports the function
 from the workspace (appended to ``sys.path`` after this script's own imports),
 calls it on every input in the given order and writes one JSON line to a private
@@ -104,13 +105,15 @@ def main(argv: list[str]) -> int:
     out_fd = os.dup(1)
     os.set_inheritable(out_fd, False)
     os.dup2(2, 1)
-    workspace = argv[0]
+    workspace, aliases = argv[0], argv[1:]  # aliases: the image's paths of the workspace (/testbed)
     import judge_imports
 
-    judge_imports.source_only(workspace, bool(job.get("allow_binary")))
+    judge_imports.start_site([workspace, *aliases])  # started with -S: see judge_imports.StartGuard
+    judge_imports.source_only(workspace, bool(job.get("allow_binary")), aliases)
     # Workspace modules serve the candidate's code and this driver only (refusals need no report here: the
     # function's results are compared on the host, and the test run of the same diff reports them).
-    judge_imports.gate(workspace, [os.path.dirname(os.path.abspath(__file__))], lambda name, why: None)
+    here = os.path.dirname(os.path.abspath(__file__))
+    judge_imports.gate(workspace, [here], lambda name, why: None, aliases)
     os.chdir(workspace)
     sys.path.append(workspace)
     results: list[dict[str, Any]] = []

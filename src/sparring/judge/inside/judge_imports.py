@@ -48,20 +48,64 @@ class SourceOnlyLoader(SourceFileLoader):
         raise OSError("the judge reads no cached bytecode from the workspace")
 
 
-def source_only(workspace: str, allow_binary: bool = False) -> None:
-    """Make every directory under ``workspace`` import Python source only."""
+def _under(path: str, roots: Sequence[str]) -> bool:
+    return any(path == r or path.startswith(r + os.sep) for r in roots)
+
+
+def source_only(workspace: str, allow_binary: bool = False, aliases: Sequence[str] = ()) -> None:
+    """Make every directory under ``workspace`` (and each path the image shows it at) import Python source only."""
     if allow_binary:
         return
-    workspace = os.path.abspath(workspace)
+    roots = [os.path.abspath(r) for r in (workspace, *aliases)]
 
     def hook(path: str) -> Any:
         full = os.path.abspath(path or ".")
-        if full == workspace or full.startswith(workspace + os.sep):
+        if _under(full, roots):
             return FileFinder(full, (SourceOnlyLoader, SOURCE_SUFFIXES))
         raise ImportError("not a workspace path")
 
     sys.path_hooks.insert(0, hook)
     sys.path_importer_cache.clear()
+
+
+class StartGuard:
+    """A meta path finder, first on ``sys.meta_path`` from interpreter start until the job's gate replaces it:
+    no module under the candidate's roots is imported, whoever asks.
+
+    The launcher and the driver start with ``-S`` and run the interpreter's site set-up themselves behind
+    this guard (:func:`start_site`): a task whose image puts the workspace's own path on ``sys.path`` (an
+    editable install's ``.pth`` naming ``/testbed``) would otherwise run a candidate's ``sitecustomize.py``,
+    or a module named in a ``.pth`` line or imported by pytest at its start, before the judge says
+    ``start`` (so a crash there would read as the judge's fault)."""
+
+    def __init__(self, roots: Sequence[str]) -> None:
+        self.roots = [os.path.abspath(r) for r in roots]
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None) if finder is not self else None
+            spec = find(fullname, path, target) if find is not None else None
+            if spec is None:
+                continue
+            places = [spec.origin] if spec.origin and spec.has_location else []
+            places += list(spec.submodule_search_locations or ())
+            if any(_under(os.path.abspath(p), self.roots) for p in places):
+                raise ModuleNotFoundError(f"No module named {fullname!r} (the candidate's)", name=fullname)
+            return spec
+        return None
+
+
+def start_site(roots: Sequence[str]) -> StartGuard:
+    """The interpreter's site set-up (site-packages, ``.pth`` files, ``sitecustomize``) behind a
+    :class:`StartGuard` for ``roots``, which stays first on ``sys.meta_path`` until :func:`gate`."""
+    guard = StartGuard(roots)
+    sys.meta_path.insert(0, guard)
+    import site
+
+    site.main()
+    # first again: a .pth line may have put its own finder before it (setuptools' distutils shim does)
+    sys.meta_path[:] = [guard, *(f for f in sys.meta_path if f is not guard)]
+    return guard
 
 
 class WorkspaceGate:
@@ -75,15 +119,20 @@ class WorkspaceGate:
     """
 
     def __init__(
-        self, workspace: str, trusted: Sequence[str], on_refused: Callable[[str, str], None]
+        self,
+        workspace: str,
+        trusted: Sequence[str],
+        on_refused: Callable[[str, str], None],
+        aliases: Sequence[str] = (),
     ) -> None:
         self.workspace = os.path.abspath(workspace)
+        self.roots = [self.workspace, *(os.path.abspath(a) for a in aliases)]
         self.trusted = tuple(os.path.abspath(t).rstrip(os.sep) + os.sep for t in trusted)
         self.on_refused = on_refused
         self._local = threading.local()
 
     def _inside(self, path: str | None) -> bool:
-        return bool(path) and (path == self.workspace or str(path).startswith(self.workspace + os.sep))
+        return bool(path) and _under(str(path), self.roots)
 
     def _from_workspace(self, spec: ModuleSpec) -> bool:
         if spec.origin and spec.has_location:
@@ -137,8 +186,16 @@ class WorkspaceGate:
         return ""
 
 
-def gate(workspace: str, trusted: Sequence[str], on_refused: Callable[[str, str], None]) -> WorkspaceGate:
-    """Install a :class:`WorkspaceGate` first on ``sys.meta_path`` (before the workspace joins ``sys.path``)."""
-    g = WorkspaceGate(workspace, [workspace, *trusted], on_refused)
+def gate(
+    workspace: str,
+    trusted: Sequence[str],
+    on_refused: Callable[[str, str], None],
+    aliases: Sequence[str] = (),
+) -> WorkspaceGate:
+    """Install a :class:`WorkspaceGate` first on ``sys.meta_path`` (before the workspace joins ``sys.path``),
+    in place of the :class:`StartGuard` if one is there. ``aliases``: the other paths the sandbox shows the
+    workspace at (an image's ``/testbed``), the candidate's as much as the workspace."""
+    g = WorkspaceGate(workspace, [workspace, *aliases, *trusted], on_refused, aliases)
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, StartGuard)]
     sys.meta_path.insert(0, g)
     return g

@@ -1,8 +1,9 @@
 """The judge's pytest launcher. It runs INSIDE the judge's sandbox, never on the host.
 
 Copied into the judge's read-only config mount (``/judge/cfg``) and started as
-``python -s /judge/cfg/judge_launcher.py WORKSPACE ROOT`` (``ROOT``: a scratch
-directory to run in) with one JSON line on stdin: ``files`` (probe test files,
+``python -s -S /judge/cfg/judge_launcher.py WORKSPACE ROOT [ALIAS...]`` (``ROOT``: a scratch
+directory to run in; ``ALIAS``: another path the sandbox shows the workspace at, an image's ``/testbed``;
+``-S``: the site set-up runs in the launcher, behind :class:`judge_imports.StartGuard`) with one JSON line on stdin: ``files`` (probe test files,
 relative to ``ROOT``: the judge's tests rewritten on the host so that every
 assert only *observes*, see :mod:`sparring.judge.dynamic.probe`), ``copy`` (read-only
 directories whose files the tests may need, copied under ``ROOT`` first),
@@ -50,7 +51,12 @@ import shutil
 import sys
 from typing import Any
 
-import pytest
+if __name__ == "__main__":  # started with -S: the site set-up runs here, with the candidate's code refused
+    import judge_imports
+
+    judge_imports.start_site([sys.argv[1], *sys.argv[3:]])
+
+import pytest  # noqa: E402
 
 MARK = "@@SPARRING-JUDGE@@"
 # Audit events the candidate's code must not raise: event -> (flag, who counts as the caller).
@@ -88,7 +94,7 @@ IMPORT_FLAG = "import_shadowing"  # judge_imports.FLAG: a workspace module refus
 class Reporter:
     """A pytest plugin object: outcome and observations per test id, as report lines."""
 
-    def __init__(self, fd: int, recorder: Any) -> None:
+    def __init__(self, fd: int, recorder: Any, candidate_roots: list[str] = ["/workspace"]) -> None:  # noqa: B006
         self._fd = fd
         self.seed = 0  # the job's, set by the gate before collection
         self.started = False
@@ -96,7 +102,9 @@ class Reporter:
         self._rec = recorder
         self._state: dict[str, str] = {}
         self._dur: dict[str, float] = {}
-        self._workspace = "/workspace/"
+        self._workspace = tuple(
+            r.rstrip("/") + "/" for r in candidate_roots
+        )  # where the candidate's code lives
         self._stdlib = os.path.dirname(os.__file__) + "/"
         self._in_hook = False
         self._audit_flags: set[str] = set()
@@ -203,9 +211,10 @@ class JobGate:
     session started (plugins imported and registered, fixtures of the plugins parsed), none of which reads
     the job or the workspace."""
 
-    def __init__(self, fd: int, workspace: str, root: str, reporter: Reporter) -> None:
+    def __init__(self, fd: int, workspace: str, root: str, reporter: Reporter, aliases: list[str]) -> None:
         self._fd = fd
         self._workspace = workspace
+        self._aliases = aliases
         self._root = root
         self._reporter = reporter
 
@@ -238,9 +247,9 @@ class JobGate:
         sys.addaudithook(self._reporter.audit)
         import judge_imports  # imported by main() before the job: a lookup here
 
-        judge_imports.source_only(workspace, bool(job.get("allow_binary")))
+        judge_imports.source_only(workspace, bool(job.get("allow_binary")), self._aliases)
         here = os.path.dirname(os.path.abspath(__file__))
-        judge_imports.gate(workspace, [root, here], self._reporter.refused_import)
+        judge_imports.gate(workspace, [root, here], self._reporter.refused_import, self._aliases)
         sys.path.append(workspace)
         os.environ["PYTHONPATH"] = workspace  # for test subprocesses; this interpreter is already up
         self._reporter.start(int(job["seed"]))
@@ -259,6 +268,7 @@ def _stage(root: str, files: dict[str, str], copy: dict[str, str]) -> None:
 
 def main(argv: list[str]) -> int:
     workspace, root = os.path.abspath(argv[0]), os.path.abspath(argv[1])
+    aliases = [os.path.abspath(a) for a in argv[2:]]  # the image's paths of the workspace (/testbed)
     job_fd = os.dup(0)  # the job is read from here once pytest is up (JobGate)
     os.set_inheritable(job_fd, False)
     sys.stdin.close()
@@ -275,8 +285,8 @@ def main(argv: list[str]) -> int:
     import judge_imports  # noqa: F401
     import judge_observe
 
-    reporter = Reporter(report_fd, judge_observe.RECORDER)
-    gate = JobGate(job_fd, workspace, root, reporter)
+    reporter = Reporter(report_fd, judge_observe.RECORDER, [workspace, *aliases])
+    gate = JobGate(job_fd, workspace, root, reporter, aliases)
     args = [
         "-c", os.path.join(os.path.dirname(os.path.abspath(__file__)), "pytest.ini"),
         "--rootdir", root, "--noconftest", "-p", "no:cacheprovider", "-p", "no:stepwise",

@@ -81,9 +81,16 @@ PYTEST_INI = "[pytest]\naddopts =\nconsider_namespace_packages = false\nxfail_st
 PYTHON = "python"
 
 
-def launcher_argv() -> list[str]:
-    """The launcher's command line: everything it needs before its job (it configures pytest first)."""
-    return [PYTHON, "-s", "/judge/cfg/judge_launcher.py", "/workspace", PROBE_ROOT]
+def _aliases(sb: Sandbox) -> list[str]:
+    """The other path ``sb`` shows the workspace at (an image's /testbed): the candidate's code there too."""
+    alias = getattr(getattr(sb, "spec", None), "workspace_alias", None)
+    return [alias] if isinstance(alias, str) and alias else []
+
+
+def launcher_argv(sb: Sandbox) -> list[str]:
+    """The launcher's command line: everything it needs before its job (it configures pytest first).
+    ``-S``: the launcher runs the site set-up itself, with the candidate's code refused until its start."""
+    return [PYTHON, "-s", "-S", "/judge/cfg/judge_launcher.py", "/workspace", PROBE_ROOT, *_aliases(sb)]
 
 
 @dataclass
@@ -237,7 +244,7 @@ class JudgePool:
             del self._warm[sid]
         start = getattr(sb, "prestart", None)
         if self.prestart and start is not None:
-            self._warm[sb.id] = start(launcher_argv())
+            self._warm[sb.id] = start(launcher_argv(sb))
 
     def take_launcher(self, sb: Sandbox) -> Any:
         """``sb``'s prestarted launcher if it is still waiting, once; else None (run it cold)."""
@@ -285,7 +292,7 @@ async def apply_diff(sb: Sandbox, diff: WorkspaceDiff) -> None:
 
 
 async def run_driver(sb: Sandbox, job: dict[str, Any], timeout: float) -> list[dict[str, Any]] | None:
-    r = await sb.exec([PYTHON, "-s", "/judge/cfg/judge_driver.py", "/workspace"], timeout=timeout,
+    r = await sb.exec([PYTHON, "-s", "-S", "/judge/cfg/judge_driver.py", "/workspace", *_aliases(sb)], timeout=timeout,
                       stdin=(json.dumps(job) + "\n").encode())  # fmt: skip
     return await asyncio.to_thread(driver_results, r.stdout)  # the candidate's bytes: read off the loop
 
@@ -313,7 +320,7 @@ async def run_launcher(sb: Sandbox, job: bytes, timeout: float, pool: JudgePool 
     if warm is not None:
         result: ExecResult = await warm.run(job, timeout)
         return result
-    return await sb.exec(launcher_argv(), timeout=timeout, stdin=job)
+    return await sb.exec(launcher_argv(sb), timeout=timeout, stdin=job)
 
 
 async def run_in_sandbox(
