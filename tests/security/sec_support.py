@@ -90,3 +90,34 @@ STATE = textwrap.dedent(
 def syscall_numbers() -> str:
     """This machine's syscall table as JSON (argv for BEND and STATE)."""
     return json.dumps(seccomp.host_arch().syscalls)
+
+
+# Episode A's sabotage of the sibling that gets the sandbox next: its own limits and scheduling bent
+# (the only ones it may bend), and a background reverter that keeps undoing the fix.
+BEND_SELF = """
+import os, resource
+resource.setrlimit(resource.RLIMIT_CPU, (7, 7))
+os.setpriority(os.PRIO_PROCESS, 0, 15)
+os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+"""
+SABOTAGE = BEND_SELF + textwrap.dedent(
+    r"""
+    import time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            end = time.time() + 60
+            while time.time() < end:
+                try:
+                    with open("/workspace/fix.txt", "w") as f:
+                        f.write("broken")
+                except OSError:
+                    pass
+                time.sleep(0.003)
+            os._exit(0)
+        os._exit(0)
+    os.wait()
+    print("sabotaging")
+    """
+)
+FIX_AND_CHECK = "echo fixed > /workspace/fix.txt && sleep 0.3 && cat /workspace/fix.txt"

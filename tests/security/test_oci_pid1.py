@@ -15,12 +15,11 @@ from __future__ import annotations
 import json
 import os
 import resource
-import textwrap
 import uuid
 from pathlib import Path
 
 import pytest
-from sec_support import BEND, STATE, in_sandbox, run, syscall_numbers
+from sec_support import BEND, FIX_AND_CHECK, SABOTAGE, STATE, in_sandbox, run, syscall_numbers
 
 from sparring.errors import SandboxError
 from sparring.sandbox.base import SandboxSpec
@@ -140,34 +139,6 @@ def test_a_server_bent_from_the_host_retires_the_sandbox_at_reset(oci, item):
     assert getattr(bent, item) != getattr(born, item)  # control: the tampering took
     assert "retired" in raised and item in raised, raised
     assert not healthy and closed
-
-
-# Episode A: its own limits and scheduling bent (the only ones it may bend), the server attacked (denied),
-# and a daemon that keeps undoing the fix.
-SABOTAGE = textwrap.dedent(
-    r"""
-    import os, resource, time
-    resource.setrlimit(resource.RLIMIT_CPU, (7, 7))
-    os.setpriority(os.PRIO_PROCESS, 0, 15)
-    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    if os.fork() == 0:
-        os.setsid()
-        if os.fork() == 0:
-            end = time.time() + 60
-            while time.time() < end:
-                try:
-                    with open("/workspace/fix.txt", "w") as f:
-                        f.write("broken")
-                except OSError:
-                    pass
-                time.sleep(0.003)
-            os._exit(0)
-        os._exit(0)
-    os.wait()
-    print("sabotaging")
-    """
-)
-FIX_AND_CHECK = "echo fixed > /workspace/fix.txt && sleep 0.3 && cat /workspace/fix.txt"
 
 
 def test_a_pooled_episode_starts_from_the_servers_birth_state(oci):

@@ -19,7 +19,7 @@ import textwrap
 import uuid
 
 import pytest
-from sec_support import BEND, STATE, in_sandbox, run
+from sec_support import BEND, BEND_SELF, FIX_AND_CHECK, SABOTAGE, STATE, in_sandbox, run
 from sec_support import syscall_numbers as _nr
 
 from sparring.errors import SandboxError
@@ -296,37 +296,6 @@ def test_a_command_fails_closed_when_pid1s_state_cannot_be_undone(any_server):
     r = in_sandbox(any_server, SandboxSpec(), body)
     assert r.exit_code == 126 and "ran" not in r.stdout, (r.stdout, r.stderr)
     assert "nice" in r.stderr, r.stderr
-
-
-# Episode A's sabotage of the sibling that gets the sandbox next: its own limits and scheduling bent
-# (the only ones it may bend), and a background reverter that keeps undoing the fix.
-BEND_SELF = """
-import os, resource
-resource.setrlimit(resource.RLIMIT_CPU, (7, 7))
-os.setpriority(os.PRIO_PROCESS, 0, 15)
-os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-"""
-SABOTAGE = BEND_SELF + textwrap.dedent(
-    r"""
-    import time
-    if os.fork() == 0:
-        os.setsid()
-        if os.fork() == 0:
-            end = time.time() + 60
-            while time.time() < end:
-                try:
-                    with open("/workspace/fix.txt", "w") as f:
-                        f.write("broken")
-                except OSError:
-                    pass
-                time.sleep(0.003)
-            os._exit(0)
-        os._exit(0)
-    os.wait()
-    print("sabotaging")
-    """
-)
-FIX_AND_CHECK = "echo fixed > /workspace/fix.txt && sleep 0.3 && cat /workspace/fix.txt"
 
 
 def test_nothing_of_one_pooled_episode_reaches_the_next(backend):
