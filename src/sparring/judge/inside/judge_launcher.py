@@ -51,10 +51,16 @@ import shutil
 import sys
 from typing import Any
 
+
+def candidate_roots(argv: list[str]) -> list[str]:
+    """``WORKSPACE ROOT [ALIAS...]`` -> the paths the candidate's code lives at: the workspace, then its aliases."""
+    return [os.path.abspath(p) for p in (argv[0], *argv[2:])]
+
+
 if __name__ == "__main__":  # started with -S: the site set-up runs here, with the candidate's code refused
     import judge_imports
 
-    judge_imports.start_site([sys.argv[1], *sys.argv[3:]])
+    judge_imports.start_site(candidate_roots(sys.argv[1:]))
 
 import pytest  # noqa: E402
 
@@ -94,7 +100,7 @@ IMPORT_FLAG = "import_shadowing"  # judge_imports.FLAG: a workspace module refus
 class Reporter:
     """A pytest plugin object: outcome and observations per test id, as report lines."""
 
-    def __init__(self, fd: int, recorder: Any, candidate_roots: list[str] = ["/workspace"]) -> None:  # noqa: B006
+    def __init__(self, fd: int, recorder: Any, candidate_roots: list[str]) -> None:
         self._fd = fd
         self.seed = 0  # the job's, set by the gate before collection
         self.started = False
@@ -267,8 +273,8 @@ def _stage(root: str, files: dict[str, str], copy: dict[str, str]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    workspace, root = os.path.abspath(argv[0]), os.path.abspath(argv[1])
-    aliases = [os.path.abspath(a) for a in argv[2:]]  # the image's paths of the workspace (/testbed)
+    roots, root = candidate_roots(argv), os.path.abspath(argv[1])
+    workspace, aliases = roots[0], roots[1:]  # aliases: the image's paths of the workspace (/testbed)
     job_fd = os.dup(0)  # the job is read from here once pytest is up (JobGate)
     os.set_inheritable(job_fd, False)
     sys.stdin.close()
@@ -285,7 +291,7 @@ def main(argv: list[str]) -> int:
     import judge_imports  # noqa: F401
     import judge_observe
 
-    reporter = Reporter(report_fd, judge_observe.RECORDER, [workspace, *aliases])
+    reporter = Reporter(report_fd, judge_observe.RECORDER, roots)
     gate = JobGate(job_fd, workspace, root, reporter, aliases)
     args = [
         "-c", os.path.join(os.path.dirname(os.path.abspath(__file__)), "pytest.ini"),
