@@ -14,7 +14,7 @@ import pytest
 from sparring.errors import ConfigError, TaskError
 from sparring.judge.static.hacks import static_flags
 from sparring.sandbox.base import WorkspaceDiff
-from sparring.store.failures import promote_tasks
+from sparring.store.failures import cluster, promote_tasks
 from sparring.tasks.loader import load_task, write_task
 from sparring.trajectory import Trajectory
 
@@ -40,6 +40,28 @@ def test_a_flagged_workspace_is_refused_as_a_task(clamp_task, tmp_path):
     with pytest.raises(ConfigError, match=r"flagged .*--as regression"):
         promote_tasks([_t(clamp_task, flags)], tasks, tmp_path / "flagged", "c1", 1)
     assert not (tmp_path / "flagged").exists()
+
+
+@pytest.mark.parametrize(
+    ("status", "flags"), [("ok", []), ("truncated", []), ("ok", ["test_tampering"]), ("infra_error", []),
+                          ("judge_error", []), ("truncated", ["config_tampering", "runtime_probe"])],
+)  # fmt: skip
+def test_what_failures_list_offers_is_what_promote_accepts(clamp_task, tmp_path, status, flags):
+    """`failures list` says per cluster what it can be promoted as; `promote --as tasks` agrees with it."""
+    t = _t(clamp_task, flags).model_copy(
+        update={"status": status, "reward": None if "error" in status else 0.0}
+    )
+    (c,) = cluster([t])
+    assert c.to_json()["promote_as"] == c.promote_as and "regression" in c.promote_as
+    tasks = {(clamp_task.id, clamp_task.digest): clamp_task}
+    if "tasks" in c.promote_as:
+        (made,) = promote_tasks([t], tasks, tmp_path / "new", c.id, 1)
+        assert load_task(made["path"]).id == made["id"]
+    else:
+        with pytest.raises(ConfigError, match="--as regression"):
+            promote_tasks([t], tasks, tmp_path / "new", c.id, 1)
+        assert not (tmp_path / "new").exists()
+    assert ("tasks" in c.promote_as) == (status in ("ok", "truncated") and not flags)
 
 
 @pytest.mark.parametrize(

@@ -62,14 +62,16 @@ def list_cmd(
         return
     table = Table(title=f"{len(clusters)} failure clusters, {sum(c.count for c in clusters)} failures in {store}",
                   title_justify="left", box=box.SIMPLE_HEAD)  # fmt: skip
-    for col in ("cluster", "n", "status", "error / failing tests / flags", "tasks"):
+    for col in ("cluster", "n", "status", "error / failing tests / flags", "tasks", "promote as"):
         table.add_column(col, overflow="fold")
     for c in shown:
         what = c.error_type or ", ".join(c.failing_tests[:4]) or "-"
         if c.flags:
             what += f"  [flags: {', '.join(c.flags)}]"
         tasks = ", ".join(f"{k}×{v}" for k, v in c.tasks.most_common(3))
-        table.add_row(Text(c.id), str(c.count), Text(c.status), Text(what), Text(tasks))
+        table.add_row(
+            Text(c.id), str(c.count), Text(c.status), Text(what), Text(tasks), ", ".join(c.promote_as)
+        )
     out_console.print(table)
 
 

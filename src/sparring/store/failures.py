@@ -83,12 +83,28 @@ class Cluster:
     examples: list[str] = field(default_factory=list)
     newest: float = 0.0
 
+    @property
+    def promote_as(self) -> list[str]:
+        return promote_as(self.status, self.flags)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id, "status": self.status, "error_type": self.error_type,
             "failing_tests": self.failing_tests, "flags": self.flags, "count": self.count,
             "tasks": dict(self.tasks.most_common()), "examples": self.examples,
+            "promote_as": self.promote_as,
         }  # fmt: skip
+
+
+def promote_as(status: str, flags: Iterable[str]) -> list[str]:
+    """What a cluster of this status and these flags can be promoted as (`failures promote --as`).
+
+    Always a regression case; a new task only from the policy's own, unflagged work: an infra or judge
+    error's workspace is not the policy's, and a flagged workspace made a task's initial state would
+    hide what the judge flagged from every later rollout's static checks (see promote_tasks)."""
+    if status in ERROR_STATUSES or any(True for _ in flags):
+        return ["regression"]
+    return ["tasks", "regression"]
 
 
 def cluster(trajs: Iterable[Trajectory]) -> list[Cluster]:
