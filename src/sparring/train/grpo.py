@@ -68,7 +68,9 @@ class GRPOConfig(BaseModel):
         True, description="Divide advantages by the group std (GRPO); False: Dr. GRPO."
     )
     micro_batch_tokens: int = Field(
-        4096, ge=1, description="Padded tokens per forward pass (accumulation unit)."
+        4096,
+        ge=1,
+        description="Padded tokens per forward pass (accumulation unit), in GRPO and the SFT warm start.",
     )
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_completion_tokens: int | None = Field(
