@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from demo_support import demo_control, demo_quick, demo_root  # noqa: F401 (session fixtures)
 from model_support import hub_model_dir, smollm2_dir, tiny_model_dir, tiny_qwen2_model_dir  # noqa: F401 (session fixtures)
@@ -16,6 +17,12 @@ from tests_support import make_clamp_task
 # Tests of the loop's mechanics roll out hand-made fixture tasks: the admission gate lets them through
 # (as --allow-unadmitted). The gate's own tests remove it (tests/admission/test_gate.py, tests/train/test_train_own_tasks.py).
 os.environ.setdefault("SPARRING_ALLOW_UNADMITTED", "1")
+
+# Property tests under load (CI's machine is shared): hypothesis' default 200 ms deadline per example and
+# its "data generation is too slow" health check measure the machine, not the code. Loaded here, before
+# any test module is imported, so every @given and every @settings(...) that leaves these unset inherits it.
+settings.register_profile("sparring", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("sparring")
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
 """Trainer benchmark: GRPO update throughput (tokens/s) on a tiny model, and the same update step
-with TRL's GRPO loss on identical inputs, side by side (``sparring train-bench`` /
+with TRL's GRPO loss on identical inputs, side by side, and the size of the step's vocabulary logits
+(``sparring train-bench`` /
 ``python benchmarks/train_bench.py``; one JSON object).
 
 Inputs: ``groups`` x ``group_size`` synthetic trajectories (random prompt and
@@ -84,8 +85,34 @@ def run_train_bench(groups: int = 4, group_size: int = 8, prompt_len: int = 192,
             "sparring_total_tokens_per_s": round(total_tokens / med, 1),
             "sparring_loss": round(float(m["train/loss"]), 6),
         }  # fmt: skip
+        res.update(_logits_footprint(policy.model, trajs))
         res.update(_trl_side(policy, trajs, repeats, completion_tokens))
         return res
+
+
+def _logits_footprint(model: Any, trajs: list[Any]) -> dict[str, Any]:
+    """The vocabulary logits the output head produces for the step's batch: through
+    completion_logprobs (completion positions only) and, for comparison, a plain forward over every
+    position (what it computed before); measured on the head's output tensors, in MB."""
+    import torch
+
+    from sparring.train.grpo import _Seq, completion_logprobs
+
+    seen: list[int] = []
+    hook = model.get_output_embeddings().register_forward_hook(
+        lambda _m, _i, out: seen.append(out.numel() * out.element_size())
+    )
+    try:
+        seqs = [_Seq(t.traces[0].prompt_ids, t.traces[0].completion_ids) for t in trajs]
+        with torch.no_grad():
+            completion_logprobs(model, seqs, 0)
+            kept = seen.pop()
+            ids = torch.tensor([s.prompt_ids + s.completion_ids for s in seqs])
+            model(input_ids=ids)
+            full = seen.pop()
+    finally:
+        hook.remove()
+    return {"logits_mb": round(kept / 2**20, 2), "logits_mb_all_positions": round(full / 2**20, 2)}
 
 
 def _trl_side(policy: Any, trajs: list[Any], repeats: int, completion_tokens: int) -> dict[str, Any]:

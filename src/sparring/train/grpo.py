@@ -68,7 +68,9 @@ class GRPOConfig(BaseModel):
         True, description="Divide advantages by the group std (GRPO); False: Dr. GRPO."
     )
     micro_batch_tokens: int = Field(
-        4096, ge=1, description="Padded tokens per forward pass (accumulation unit)."
+        4096,
+        ge=1,
+        description="Padded tokens per forward pass (accumulation unit), in GRPO and the SFT warm start.",
     )
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_completion_tokens: int | None = Field(
@@ -122,13 +124,30 @@ def _micro_batches(seqs: list[_Seq], budget: int) -> list[list[_Seq]]:
     return out
 
 
+def _keep_kwarg(model: Any) -> str | None:
+    """The name under which ``model``'s forward takes "compute logits for the last N positions only"
+    (``logits_to_keep``, ``num_logits_to_keep`` before transformers 4.50), or None."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft (LoRA) wrapper
+    try:
+        params = inspect.signature(base.forward).parameters
+    except (TypeError, ValueError):
+        return None
+    return next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in params), None)
+
+
 def completion_logprobs(
     model: Any, seqs: Sequence[_Seq], pad_id: int, device: str = "cpu"
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """log pi(y_t | prefix) of every completion token, padded to [B, C_max], with its mask.
 
     The prompt and completion are concatenated and right-padded; the logits at
-    position P-1+t score completion token t.
+    position P-1+t score completion token t. Logits over the vocabulary are computed
+    only from the shortest prompt's last position on: a prompt position scores nothing,
+    and a real model's vocabulary (49k for SmolLM2, 150k for Qwen) makes its
+    [batch, length, vocab] logits the biggest tensor of a step. Each row is then
+    normalised on its own completion positions only.
     """
     import torch
 
@@ -139,17 +158,23 @@ def completion_logprobs(
     for b, s in enumerate(seqs):
         ids[b, : lengths[b]] = torch.tensor(s.prompt_ids + s.completion_ids, dtype=torch.long)
         attn[b, : lengths[b]] = 1
-    logits = model(input_ids=ids, attention_mask=attn).logits
-    rows = torch.zeros((len(seqs), C, logits.shape[-1]), dtype=torch.float32, device=device)
-    targets = torch.zeros((len(seqs), C), dtype=torch.long, device=device)
+    first = min(len(s.prompt_ids) for s in seqs) - 1  # the first position that scores a completion token
+    kwarg = _keep_kwarg(model)
+    if kwarg is not None and first > 0:
+        logits = model(input_ids=ids, attention_mask=attn, **{kwarg: L - first}).logits
+        off = L - logits.shape[1]  # logits[:, i] is position off + i
+    else:
+        logits, off = model(input_ids=ids, attention_mask=attn).logits, 0
+    rows = []
     mask = torch.zeros((len(seqs), C), dtype=torch.float32, device=device)
     for b, s in enumerate(seqs):
         p, c = len(s.prompt_ids), len(s.completion_ids)
-        rows[b, :c] = logits[b, p - 1 : p + c - 1].float()
-        targets[b, :c] = torch.tensor(s.completion_ids, dtype=torch.long)
+        seg = logits[b, p - 1 - off : p + c - 1 - off].float()
+        target = torch.tensor(s.completion_ids, dtype=torch.long, device=device)
+        lp = torch.gather(seg, -1, target.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(seg, dim=-1)
+        rows.append(torch.nn.functional.pad(lp, (0, C - c)))
         mask[b, :c] = 1.0
-    lp = torch.gather(rows, -1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(rows, dim=-1)
-    return lp * mask, mask
+    return torch.stack(rows) * mask, mask
 
 
 def _finish_step(model: Any, optimizer: Any, total_weight: float, max_grad_norm: float) -> float:

@@ -305,7 +305,7 @@ class RLRecipe:
             # in the model's own chat template (a hub model's, or Sparring's: the same text as above)
             examples = [ex for t in kept for ex in self.policy.codec.sft_pairs(t.messages, tools)]
             self.log(f"warm start: SFT on {len(examples)} teacher turns")
-            sft = SFTTrainer(self.policy, lr=cfg.sft_lr)
+            sft = SFTTrainer(self.policy, lr=cfg.sft_lr, micro_batch_tokens=cfg.grpo.micro_batch_tokens)
             rng = random.Random(cfg.seed)
             losses = []
             self.prog.start("sft", cfg.sft_steps, "warm start: SFT steps")

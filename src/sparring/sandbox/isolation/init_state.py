@@ -5,7 +5,7 @@ process of the sandbox change its limits, priority, scheduling, I/O priority or 
 uids only). The seccomp filter denies every such call aimed at another process (seccomp.py), and the
 server sets each command's state from scratch (execserver.c); this module is the host's check that both
 held: :class:`InitState` is read once when the sandbox starts and again after every ``reset`` and
-``restore``, and any difference retires the sandbox (local/sandbox.py).
+``restore``, and any difference retires the sandbox (local/sandbox.py, oci/reset.py).
 
 Every item is read by the host, through its own /proc and syscalls that take a host pid (none needs
 the server's cooperation, nor access to its memory):
@@ -127,3 +127,14 @@ class InitState:
                 )
             out.append(f"{f.name}: {was} -> {cur}")
         return out
+
+    def drift(self, pid: int, who: str) -> str:
+        """Why host process ``pid`` (the sandbox's ``who``: "exec server", "init") is no longer in this
+        state, its birth state: the changed items, or that it cannot be read; "" when it is unchanged."""
+        try:
+            changed = self.changes(InitState.read(pid))
+        except SandboxError as e:
+            return str(e)
+        if changed:
+            return f"its {who}'s state changed since it started (" + "; ".join(changed) + ")"
+        return ""

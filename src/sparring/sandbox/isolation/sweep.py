@@ -90,7 +90,8 @@ def leftovers(m: Members) -> list[int]:
     return [p for p in m.all() if p not in m.trusted]
 
 
-def _signal(pids: list[int], sig: int) -> None:
+def signal_all(pids: list[int], sig: int) -> None:
+    """Send ``sig`` to each of ``pids`` (host pids); one already gone, or not ours to signal, is skipped."""
     for p in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(p, sig)
@@ -120,7 +121,7 @@ def sweep(m: Members, settle_s: float = SETTLE_S) -> list[int]:
 def _freeze_kill(m: Members) -> None:
     frozen = m.cg.freeze()
     try:
-        _signal(leftovers(m), signal.SIGKILL)  # frozen: nothing forks between the read and the kill
+        signal_all(leftovers(m), signal.SIGKILL)  # frozen: nothing forks between the read and the kill
     finally:
         if frozen:
             m.cg.thaw()
@@ -132,6 +133,6 @@ def _stop_kill(m: Members) -> None:
         new = [p for p in leftovers(m) if p not in stopped]
         if not new:
             break
-        _signal(new, signal.SIGSTOP)
+        signal_all(new, signal.SIGSTOP)
         stopped.update(new)
-    _signal(sorted(stopped), signal.SIGKILL)
+    signal_all(sorted(stopped), signal.SIGKILL)

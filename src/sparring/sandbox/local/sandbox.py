@@ -560,16 +560,9 @@ class LocalSandbox(Commands, HostFiles):
             await self._break(
                 f"retired: processes other than its exec server outlived the reset ({left[:8]})"
             )
-        try:
-            now = InitState.read(m.server)
-        except SandboxError as e:
-            await self._break(f"retired: {e}")
-            raise
-        changed = born.changes(now)
-        if changed:
-            await self._break(
-                "retired: its exec server's state changed since it started (" + "; ".join(changed) + ")"
-            )
+        why = born.drift(m.server, "exec server")
+        if why:
+            await self._break(f"retired: {why}")
 
     async def close(self) -> None:
         if self.closed:

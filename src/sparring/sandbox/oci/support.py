@@ -1,4 +1,5 @@
-"""Host-side pieces of the OCI backend: the exec server script, cgroup chores, FIFO collection, file ops.
+"""Host-side pieces of the OCI backend: the exec server's and each command's script, cgroup chores, FIFO
+collection. The two scripts are written by the host and run inside the container by its busybox.
 
 The workspace of an OCI sandbox is an overlay mounted on the host, so file
 operations under /workspace run on the host without entering the container,
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,6 +49,21 @@ while :; do
   while read -r n; do ( run "$n" & ); done < /.sparring/req
 done
 """
+
+
+def command_script(argv: list[str], env: dict[str, str], cwd: str) -> str:
+    """One command's script (``<n>.sh``), run by the server's busybox: ``setsid`` and ``env`` are its
+    applets, and a bare program name is looked up on the command's PATH here (busybox would prefer its
+    own applet of that name to the image's program)."""
+    q = shlex.quote
+    dirs = " ".join(q(d) for d in env.get("PATH", "").split(":") if d)
+    return "\n".join([
+        f"cd -- {q(cwd)} 2>/dev/null || {{ echo {q(f'sparring: cannot chdir to {cwd}')} >&2; exit 125; }}",
+        f"p={q(argv[0])}",
+        f'case $p in */*) ;; *) for d in {dirs}; do [ -f "$d/$p" ] && [ -x "$d/$p" ] && {{ p="$d/$p"; break; }}; done;; esac',
+        "exec setsid env -i " + " ".join(q(f"{k}={v}") for k, v in sorted(env.items())) + ' "$p" ' + " ".join(map(q, argv[1:])),
+        "",
+    ])  # fmt: skip
 
 
 def cg_dirs(name: str) -> list[Path]:
