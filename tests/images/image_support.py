@@ -13,11 +13,12 @@ import shutil
 import socket
 import subprocess
 import tarfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests_support import wait_until
 
 # What the Debian test image is made from; the cache key, so a change rebuilds it.
 DEBIAN_SUITE = "trixie"  # the host runs bookworm: the image's /etc/os-release and python3 differ
@@ -191,38 +192,58 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _answers(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=5):
+        return True
+    return False
+
+
+def _up(proc: subprocess.Popen, port: int) -> bool:
+    """Whether ``proc`` answers on ``port`` before it exits (waits up to HANG_S: a loaded host starts it slowly)."""
+    return (
+        bool(wait_until(lambda: proc.poll() is not None or _answers(port), interval_s=0.05))
+        and proc.poll() is None
+    )
+
+
 @contextlib.contextmanager
 def registry(workdir: Path) -> Iterator[str]:
-    """Debian's docker-registry on a free loopback port with a temporary config; yields host:port."""
+    """Debian's docker-registry on a free loopback port with a temporary config; yields host:port.
+
+    The port is free when chosen, not when the registry binds it: an outgoing connection of anything else
+    may take it in between (its local port comes from the same range). A registry that exits before it
+    answers is tried again on another port."""
     exe = shutil.which("docker-registry")
     if exe is None:
         pytest.fail("docker-registry is missing: run `make system` (apt-get install docker-registry)")
-    port = _free_port()
     (workdir / "data").mkdir(parents=True, exist_ok=True)
     cfg = workdir / "config.yml"
-    cfg.write_text(
-        "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n"
-        f"    rootdirectory: {workdir / 'data'}\n  delete:\n    enabled: true\n"
-        f"http:\n  addr: 127.0.0.1:{port}\n"
-    )
     log = open(workdir / "registry.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen([exe, "serve", str(cfg)], stdout=log, stderr=log)
+    proc: subprocess.Popen | None = None
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+        for _attempt in range(5):
+            port = _free_port()
+            cfg.write_text(
+                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n"
+                f"    rootdirectory: {workdir / 'data'}\n  delete:\n    enabled: true\n"
+                f"http:\n  addr: 127.0.0.1:{port}\n"
+            )
+            proc = subprocess.Popen([exe, "serve", str(cfg)], stdout=log, stderr=log)
+            if _up(proc, port):
                 break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"docker-registry did not start: {(workdir / 'registry.log').read_text()[-500:]}")
-            time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(5)
-        if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if proc is None or proc.poll() is not None or not _answers(port):
+            pytest.fail(f"docker-registry did not start: {(workdir / 'registry.log').read_text()[-500:]}")
+        yield f"127.0.0.1:{port}"
+    finally:
+        if proc is not None:
+            proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         log.close()
 
 

@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
 from sparring.errors import SandboxError
 from sparring.sandbox.base import SandboxSpec
 from sparring.sandbox.pool import SandboxPool
+from tests_support import HANG_S
 
 # Reads its stdin only when told, then a file that did not exist when it started.
 LATE_READER = "import sys; job = sys.stdin.read(); print(job, open('/workspace/late.txt').read())"
+
+
+async def _until_ok(sb, check: str) -> bool:
+    """Whether the shell command ``check`` succeeds in ``sb`` within HANG_S (polled)."""
+    deadline = time.monotonic() + HANG_S
+    while (await sb.exec(check)).exit_code != 0:
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
 
 
 def test_a_prestarted_command_runs_on_what_it_is_sent_later(backend, workspace):
@@ -39,10 +51,17 @@ def test_timeout_counts_from_the_run_not_the_start(backend, workspace):
         sb = await backend.create(SandboxSpec(workspace=workspace))
         try:
             warm = sb.prestart(
-                ["python", "-c", "import sys, time; sys.stdin.read(); time.sleep(0.3); print('ok')"]
+                [
+                    "python",
+                    "-c",
+                    "import pathlib, sys; pathlib.Path('/tmp/up').touch(); sys.stdin.read(); print('ok')",
+                ]
             )
-            await asyncio.sleep(1.0)  # waiting for stdin is not running: no budget spent
-            fast = await warm.run(b"", timeout=5)
+            # Once it is up (its start-up, slow on a loaded host, is not what is measured), it waits for
+            # longer than its budget: a budget counted from the start would be spent before the run.
+            assert await _until_ok(sb, "test -e /tmp/up")
+            await asyncio.sleep(3.0)  # waiting for stdin is not running: no budget spent
+            fast = await warm.run(b"", timeout=2)
             slow = sb.prestart(["python", "-c", "import sys, time; sys.stdin.read(); time.sleep(30)"])
             hung = await slow.run(b"", timeout=0.5)
             return fast, hung
@@ -52,7 +71,6 @@ def test_timeout_counts_from_the_run_not_the_start(backend, workspace):
     fast, hung = asyncio.run(go())
     assert fast.exit_code == 0 and fast.stdout.strip() == "ok" and not fast.timed_out
     assert hung.timed_out and hung.exit_code == 124
-    assert fast.duration_ms < 5000
 
 
 def test_reset_kills_an_unused_prestarted_command(backend, workspace):
@@ -63,16 +81,17 @@ def test_reset_kills_an_unused_prestarted_command(backend, workspace):
         sb = await backend.create(SandboxSpec(workspace=workspace))
         try:
             warm = sb.prestart(["python", "-c", "import sys; sys.stdin.read()"])
-            before = (await sb.exec("ps -eo args | grep -c '^python -c import sys; sys.stdin.read()'")).stdout
+            # the control: it runs (the server's forked child may not have exec'd python yet under load)
+            before = await _until_ok(sb, "ps -eo args | grep -q '^python -c import sys; sys.stdin.read()'")
             await sb.reset()
             await asyncio.sleep(0.05)
             after = (await sb.exec("ps -eo args | grep -c '^python -c import sys; sys.stdin.read()'")).stdout
-            return before.strip(), after.strip(), warm.alive
+            return before, after.strip(), warm.alive
         finally:
             await sb.close()
 
     before, after, alive = asyncio.run(go())
-    assert before == "1"  # the control: it was running
+    assert before  # the control: it was running
     assert after == "0" and not alive
 
 
