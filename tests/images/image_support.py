@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from sparring.sandbox.isolation.features import podman_argv
 from tests_support import wait_until
 
 # What the Debian test image is made from; the cache key, so a change rebuilds it.
@@ -258,3 +259,15 @@ def push(layout: Path, dest: str) -> None:
     )  # fmt: skip
     if r.returncode != 0:
         pytest.fail(f"skopeo copy failed: {r.stderr.strip()[-400:]}")
+
+
+def podman_image(layout: Path, name: str) -> Iterator[str]:
+    """The image of OCI layout ``layout`` in podman's storage as ``name`` (skopeo keeps its manifest
+    digest, so a reference pinned in Sparring's store names it there too); untagged afterwards."""
+    r = subprocess.run(["skopeo", "copy", "--quiet", f"oci:{layout}", f"containers-storage:{name}"],
+                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-1000:]
+    try:
+        yield name
+    finally:  # no -f: another name of the same image (another test's) keeps it
+        subprocess.run([*podman_argv(), "rmi", name], capture_output=True, timeout=120)

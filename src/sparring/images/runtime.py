@@ -113,7 +113,7 @@ def _with_line(text: str, line: str, uid_field: int) -> str:
     return text + line
 
 
-def _python_alias(root: Path, path: str) -> str | None:
+def python_alias(root: Path, path: str) -> str | None:
     """The image's ``python3`` when its PATH has no ``python`` (Debian's images): what the judge's
     ``python`` command finds, through /.sparring/bin at the end of PATH."""
     dirs = [d for d in path.split(":") if d.startswith("/")]
@@ -124,7 +124,7 @@ def _python_alias(root: Path, path: str) -> str | None:
 
 def prepare(root: Path, path: str = DEFAULT_PATH) -> None:
     """Make ``root`` (a flattened image whose config's PATH is ``path``) usable as a sandbox's ``/``."""
-    alias = _python_alias(root, path)
+    alias = python_alias(root, path)
     rfd = os.open(root, _DIR)
     try:
         if alias is not None:

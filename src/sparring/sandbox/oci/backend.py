@@ -47,6 +47,12 @@ command inherits. So (docs/threat-model.md, issue 33):
 * the same reset returns /tmp, /var/tmp, /run, /dev and /dev/shm to their birth listing (scratch.py) and
   empties the IPC namespace; ctl/ is nobody's, read-only to the commands.
 
+A spec naming a task's own image (``SandboxSpec.image``) runs that image as its whole environment, as
+the local backend does (issue 34): no host Python layer or host /usr is bound in, the commands get the
+image's config (``Env``, PATH with /.sparring/bin last: podman's inspection of the image, once per
+reference, image.py) and a ``python`` in ctl/bin/ to the image's python3 where its PATH has none
+(sandbox.py). The default busybox image gets the spec's layer and the host's /usr (podman.py).
+
 Where each part lives (all of it runs on the host; only the two scripts of support.py run inside):
 this module, :class:`OCIBackend` (checks, the default image, creating sandboxes, reaping what a dead
 owner left); sandbox.py, :class:`OCISandbox` (directories, mounts, exec, diff, snapshot, reset);
@@ -72,7 +78,7 @@ from sparring.sandbox.isolation.cgroups import pids_root
 from sparring.sandbox.isolation.features import podman_argv
 from sparring.sandbox.isolation.reaper import orphaned
 from sparring.sandbox.oci import podman
-from sparring.sandbox.oci.image import ensure_image
+from sparring.sandbox.oci.image import ImageFacts, ensure_image, inspect_image
 from sparring.sandbox.oci.profile import write_profile
 from sparring.sandbox.oci.sandbox import OCISandbox, teardown_dir
 from sparring.sandbox.oci.sealed import sealed_binaries
@@ -104,6 +110,7 @@ class OCIBackend:
         # the server's shell and the init, execute-only: not dumpable, their memory not the commands' (sealed.py)
         self.sealed_sh, self.sealed_init = sealed_binaries(self.root)
         self.snapshots: dict[str, tuple[Path, ...]] = {}
+        self._facts: dict[str, ImageFacts] = {}
         self.reap_stale()
 
     @property
@@ -112,6 +119,14 @@ class OCIBackend:
         if self._image is None:
             self._image = ensure_image()
         return self._image
+
+    def image_facts(self, ref: str) -> ImageFacts:
+        """Podman's id and config of a task's image ``ref``, inspected once per reference (as the local
+        backend resolves a reference once): every sandbox of it runs that id with that config."""
+        found = self._facts.get(ref)
+        if found is None:
+            found = self._facts[ref] = inspect_image(self.podman, ref)
+        return found
 
     async def create(
         self, spec: SandboxSpec, snapshot: str | None = None, image: str | None = None

@@ -5,20 +5,27 @@ image is built locally: a root filesystem made of Debian's statically linked
 busybox (package ``busybox-static``) and a few directories, imported with
 ``podman import``. The tag carries a digest of the busybox binary, so a host
 with a different busybox gets a different image.
+
+A task's own image (``SandboxSpec.image``) is podman's: :func:`inspect_image` reads its id and config
+(``Env``) from podman's storage, the image the container then runs, never from Sparring's image store
+(which may not hold it, or hold another image under the same name).
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import json
 import resource
 import shutil
 import struct
 import subprocess
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from sparring.errors import SandboxError, SandboxUnavailableError
+from sparring.images.runtime import ImageConfig
 from sparring.sandbox.isolation.features import INSTALL_HINT, podman_argv
 
 IMAGE_REPO = "localhost/sparring-busybox"
@@ -105,3 +112,31 @@ def ensure_image() -> str:
     if r.returncode != 0:
         raise SandboxError(f"podman import of {name} failed: {first_line(r.stderr.decode(errors='replace'))}")
     return name
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """What the OCI backend needs of a task's image: podman's id of it (what the container runs, so a
+    tag moved meanwhile changes nothing) and the parts of its config a sandbox applies."""
+
+    id: str
+    config: ImageConfig
+
+
+def inspect_image(podman: list[str], ref: str) -> ImageFacts:
+    """``podman image inspect`` of ``ref``; SandboxError in one line when podman does not hold it."""
+    r = subprocess.run(podman + ["image", "inspect", "--format", "json", ref], capture_output=True,
+                       text=True, timeout=120)  # fmt: skip
+    if r.returncode != 0:
+        msg = first_line(r.stderr)
+        if "image not known" in msg or "no such" in msg.lower():
+            raise SandboxError(f"container image {ref!r} not found locally: build or load it first")
+        raise SandboxError(f"podman could not inspect image {ref!r}: {msg}")
+    try:
+        found = json.loads(r.stdout)[0]
+        cfg = ImageConfig.from_config({"config": found.get("Config") or {}})
+        return ImageFacts(id=str(found["Id"]), config=cfg)
+    except (ValueError, LookupError, TypeError, AttributeError, AssertionError):
+        raise SandboxError(
+            f"podman's inspection of image {ref!r} is not what it should be: {r.stdout[:200]!r}"
+        ) from None

@@ -26,24 +26,22 @@ if TYPE_CHECKING:
 LABEL = "sparring.oci.owner"
 
 
-def environment_mounts(ref: EnvironmentRef | None, host_system: bool = True) -> list[str]:
-    """podman flags that make the spec's Python layer runnable in the container: the base interpreter's
-    prefix and the layer, read-only at their own paths, and with ``host_system`` (the default busybox
-    image, which has no C library) the host's /usr and library directories too; a task's own image
-    keeps its system (and its /bin: the exec server's shell and tools)."""
+def environment_mounts(ref: EnvironmentRef | None) -> list[str]:
+    """podman flags that make the spec's Python layer runnable in the default busybox image (which has no
+    C library): the host's /usr and library directories, the base interpreter's prefix and the layer,
+    read-only at their own paths. A task's own image gets none of them: its system and Python are its own
+    (as on the local backend, whose image sandboxes bind nothing of the host's)."""
     if ref is None:
         return []
     if not (Path(ref.path) / "bin" / "python").exists():
         raise SandboxError(
             f"environment layer {ref.path} has no bin/python: rebuild it (sparring tasks check builds it)"
         )
-    out: list[str] = []
-    if host_system:
-        out += ["-v", "/usr:/usr:ro"]
-        for name in ("lib", "lib64", "lib32", "libx32"):
-            p = Path("/") / name
-            if p.exists():
-                out += ["-v", f"{p.resolve()}:/{name}:ro"]
+    out = ["-v", "/usr:/usr:ro"]
+    for name in ("lib", "lib64", "lib32", "libx32"):
+        p = Path("/") / name
+        if p.exists():
+            out += ["-v", f"{p.resolve()}:/{name}:ro"]
     for p in SandboxEnvironment.of_layer(Path(ref.path)).ro_paths:
         out += ["-v", f"{Path(p).resolve()}:{p}:ro"]
     return out
@@ -53,7 +51,9 @@ def run_argv(
     backend: OCIBackend, sid: str, sdir: Path, exec_cg: Path, spec: SandboxSpec, image: str
 ) -> list[str]:
     """``podman run -d`` of sandbox ``sid``: its directory ``sdir`` (ws/ at /workspace, ctl/ at /.sparring),
-    the commands' cgroups ``exec_cg`` at /.sparring-cg, the spec's mounts and limits, the exec server."""
+    the commands' cgroups ``exec_cg`` at /.sparring-cg, the spec's mounts and limits, the exec server.
+    ``image``: what podman runs (a task's image by podman's id of it); the spec's Python layer only
+    where the spec names no image of its own."""
     ws, ctl = sdir / "ws", sdir / "ctl"
     argv = backend.podman + [
         "run", "-d", "--pull", "never", "--name", f"sparring-oci-{sid}",
@@ -69,7 +69,8 @@ def run_argv(
     ]  # fmt: skip
     if spec.workspace_alias is not None:  # the image's own path of it (/testbed): one more slave of ws/
         argv += ["-v", f"{ws}:{spec.workspace_alias}:rslave"]
-    argv += environment_mounts(spec.environment, host_system=spec.image is None)
+    if spec.image is None:  # a task's image is its whole environment: nothing of the host's bound in
+        argv += environment_mounts(spec.environment)
     for dest, src in sorted(spec.extra_ro.items()):
         argv += ["-v", f"{Path(src).resolve()}:{dest}:ro"]
     for dest, src in sorted(spec.extra_rw.items()):

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparring.errors import SandboxError
+from sparring.images.runtime import python_alias
 from sparring.sandbox.base import OUTPUT_CAP, WORKSPACE, ExecResult, SandboxSpec, WorkspaceDiff
 from sparring.sandbox.environment import SandboxEnvironment
 from sparring.sandbox.isolation import mounts
@@ -97,6 +98,9 @@ class OCISandbox(HostFiles):
         self.init_pid = self.server_pid = 0  # host pids of podman's init and of the exec server
         self.born: dict[int, InitState] = {}  # their state at create, checked after every reset
         self._scratch: scratch.Listing = {}  # /tmp, /run, /dev... at create, restored at every reset
+        self.environment: SandboxEnvironment | None = None
+        """A task image's environment (its config's ``Env`` and PATH, /.sparring/bin last), as the local
+        backend's image sandboxes have it; None on the default image (the spec's layer, if any)."""
 
     # ---------- lifecycle (blocking parts run in a thread) ----------
     @property
@@ -114,6 +118,10 @@ class OCISandbox(HostFiles):
         mounts.mount("none", self.ws, "none", flags=MS_PRIVATE)
         mounts.mount("none", self.ws, "none", flags=MS_SHARED)
         (self.ctl / "x").mkdir(parents=True)
+        owned = [self.ctl, self.ctl / "x"]
+        if s.image is not None:  # /.sparring/bin: `python` where a task's image has only python3
+            (self.ctl / "bin").mkdir()
+            owned.append(self.ctl / "bin")
         # The host touches per-exec files only through this descriptor, exclusively and without
         # following links (defence in depth: commands cannot write x/, see below).
         self._xfd = os.open(self.ctl / "x", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -123,7 +131,7 @@ class OCISandbox(HostFiles):
         # Commands are (capability-less) uid 0: owned by nobody and read-only to others, ctl/ and x/
         # take no new, renamed or removed entry from inside, and the server's script and request FIFO
         # no write; the per-exec files the host makes there stay root's, the server's to open.
-        for f, mode in ((self.ctl, 0o755), (self.ctl / "x", 0o755), (self.ctl / "server.sh", 0o444),
+        for f, mode in (*((d, 0o755) for d in owned), (self.ctl / "server.sh", 0o444),
                         (self.ctl / "req", 0o444)):  # fmt: skip
             os.chown(f, NOBODY, NOBODY)
             os.chmod(f, mode)
@@ -135,14 +143,33 @@ class OCISandbox(HostFiles):
             os.chown(f, NOBODY, NOBODY)
         if s.pids is not None:
             (self._pids_parent / "pids.max").write_text(str(s.pids))
-        argv = podman.run_argv(self.backend, self.id, self.dir, self._exec_cg, s, self.image)
+        # A task's image runs by podman's id of it, the image whose config the commands get.
+        facts = self.backend.image_facts(self.image) if s.image is not None else None
+        run_image = facts.id if facts is not None else self.image
+        argv = podman.run_argv(self.backend, self.id, self.dir, self._exec_cg, s, run_image)
         self.cid = podman.start(argv, self.dir, self.image)
         (self.dir / "cid").write_text(self.cid)
         self.init_pid, self.server_pid = find_residents(self._members, self.id)
+        if facts is not None:
+            self._image_environment(facts.config.env, facts.config.path)
         self.born = {p: InitState.read(p) for p in (self.init_pid, self.server_pid)}
         self._scratch = scratch.listing(self.server_pid)
         # Mount the layers only now: the container's /workspace is a slave of ws/ and receives it.
         self._mount_layers()
+
+    def _image_environment(self, image_env: dict[str, str], path: str) -> None:
+        """The task image's environment, read (as the local backend reads its unpacked root) through
+        the container's root as its init sees it, before any command runs: the image's ``Env``, its
+        PATH with /.sparring/bin last, and there a ``python`` to the image's python3 where its PATH has
+        no ``python``. The link is the host's, in ctl/bin/, which is nobody's and read-only to the
+        commands (capability-less uid 0), so no command can change what ``python`` runs."""
+        root = Path(f"/proc/{self.init_pid}/root")
+        self.environment = SandboxEnvironment.of_image(root, image_env)
+        alias = python_alias(root, path)
+        if alias is not None:
+            link = self.ctl / "bin" / "python"
+            os.symlink(alias, link)
+            os.lchown(link, NOBODY, NOBODY)
 
     def _members(self) -> list[int]:
         """Every process of the container, read from the host (reset.py)."""
@@ -210,7 +237,11 @@ class OCISandbox(HostFiles):
         if not argv:
             raise SandboxError("empty command")
         full_env = dict(BASE_ENV, PYTHONHASHSEED=str(self.spec.seed))
-        if self.spec.environment is not None:
+        if self.environment is not None:  # a task's image: its own Python and config, as on the local backend
+            full_env["PATH"] = ":".join(self.environment.path_dirs)
+            full_env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+            full_env.update(self.environment.variables)
+        elif self.spec.environment is not None:
             layer = SandboxEnvironment.of_layer(Path(self.spec.environment.path))
             full_env["PATH"] = ":".join(layer.path_dirs)
             full_env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
