@@ -117,7 +117,9 @@ class SimDriver(NodeDriver):
         super().__init__({n: capacity for n in nodes}, SchedulerConfig(), DriverOptions(), root)
         self.sim = nodes
 
-    def _submit(self, node_id: str, wire: EpisodeWire, task_ref: Any) -> tuple[asyncio.Future[str], Any]:
+    def _submit(
+        self, node_id: str, wire: EpisodeWire, task_ref: Any, blob_refs: dict[str, Any] | None = None
+    ) -> tuple[asyncio.Future[str], Any]:
         fut = asyncio.ensure_future(self.sim[node_id].run(pickle.dumps(wire)))
         return fut, fut
 

@@ -57,7 +57,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "curriculum": frozenset({"errors", "tasks", "trajectory"}),
     "monitor": frozenset({"errors", "trajectory", "textsafe"}),
     "rollout": ROLLOUT_ROOMS,  # drives env with a policy
-    "distributed": (ROLLOUT_ROOMS - {"chat_format"}) | {"rollout"},
+    # the driver resolves a task's image to a digest in its image store; nodes fill theirs by that digest
+    "distributed": (ROLLOUT_ROOMS - {"chat_format"}) | {"rollout", "images"},
     # consumes trajectories: everything rollout may use, and the rooms that shape training
     "train": ROLLOUT_ROOMS | {"rollout", "curriculum", "monitor", "distributed", "admission"},
     "integrations": ROLLOUT_ROOMS | {"rollout"},  # thin adapters over env

@@ -28,8 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from sparring.distributed.dispatch import PROBE_TIMEOUT_S, Dispatcher, NodeLoad, NoNodeError
+from sparring.distributed.images import NEED_BLOBS, ImageWire, resolve_image
 from sparring.distributed.node import EpisodeWire
 from sparring.distributed.policy_ref import PolicyRef, policy_ref
+from sparring.errors import ConfigError, ImageError
+from sparring.images.store import ImageStore
 from sparring.rollout.run_records import SchedulerConfig
 from sparring.rollout.runner import SampleRequest, unplayed
 from sparring.trajectory import Trajectory
@@ -47,11 +50,16 @@ class DriverOptions:
     """How long a failed node may take to answer again before it is dropped (see PROBE_TIMEOUT_S)."""
     export_dir: Path | None = None
     """Where a driver-side transformers policy is saved per weights version (nodes read it)."""
+    image_root: Path | None = None
+    """The driver's image store, where a task's image reference is resolved to the digest every node
+    runs (None: ``$SPARRING_IMAGE_ROOT`` or ``~/.cache/sparring/images``)."""
 
 
 class NodeDriver:
     lost: tuple[type[BaseException], ...] = (TimeoutError,)
     """The errors that mean "the node lost this episode" (a subclass adds its transport's)."""
+    ship_images: bool = True
+    """Whether nodes get a task's image from here by digest (False: their backend has its own, podman's)."""
 
     def __init__(self, nodes: dict[str, int], scheduler: SchedulerConfig, options: DriverOptions,
                  export_root: Path) -> None:  # fmt: skip
@@ -59,6 +67,9 @@ class NodeDriver:
         self.scheduler_config = scheduler
         self.dispatch = Dispatcher(nodes)
         self._task_refs: dict[str, Any] = {}
+        self._image_wires: dict[str, ImageWire] = {}
+        self._blob_refs: dict[str, dict[str, Any]] = {}
+        self._image_lock = asyncio.Lock()
         self._policy_refs: dict[tuple[int, int], PolicyRef] = {}
         self._probing: set[str] = set()
         self._probes: set[asyncio.Task[None]] = set()
@@ -71,8 +82,15 @@ class NodeDriver:
         """A reference to the task's bytes that nodes fetch once (default: the task itself)."""
         return req.task
 
-    def _submit(self, node_id: str, wire: EpisodeWire, task_ref: Any) -> tuple[asyncio.Future[str], Any]:
-        """Start the episode on the node: (its future answer, a handle for :meth:`_cancel`)."""
+    def _put_blob(self, data: bytes) -> Any:
+        """A reference to an image blob's bytes that nodes fetch only if they lack it (default: the bytes)."""
+        return data
+
+    def _submit(
+        self, node_id: str, wire: EpisodeWire, task_ref: Any, blob_refs: dict[str, Any] | None = None
+    ) -> tuple[asyncio.Future[str], Any]:
+        """Start the episode on the node: (its future answer, a handle for :meth:`_cancel`).
+        ``blob_refs``: the blobs of the task's image the driver ships, by digest (None: none)."""
         raise NotImplementedError
 
     def _cancel(self, handle: Any) -> None:
@@ -97,6 +115,33 @@ class NodeDriver:
             ref = self._task_refs[req.task.digest] = self._put_task(req)
         return ref
 
+    async def _image(self, req: SampleRequest) -> tuple[ImageWire | None, dict[str, Any] | None]:
+        """The task's image resolved to a digest here, once per reference per run (a tag is never
+        resolved on a node), with its blobs put where nodes fetch them when no registry has it."""
+        ref = req.task.spec.environment.image
+        if ref is None or not self.ship_images:
+            return None, None
+        async with self._image_lock:
+            wire = self._image_wires.get(ref)
+            if wire is None:
+                store = await asyncio.to_thread(ImageStore, self.options.image_root)
+                wire = self._image_wires[ref] = await asyncio.to_thread(resolve_image, store, ref)
+                if wire.pull is None:  # no registry to name: the driver ships it
+                    await self._ship(wire, store)
+        return wire, self._blob_refs.get(wire.digest)
+
+    async def _ship(self, wire: ImageWire, store: ImageStore | None = None) -> dict[str, Any]:
+        """The image's blobs where nodes fetch them: put once per image per run (every node fetches
+        what it lacks, at most once)."""
+        refs = self._blob_refs.get(wire.digest)
+        if refs is None:
+            held: ImageStore = store if store is not None else ImageStore(self.options.image_root)
+            refs = {}
+            for d in wire.blobs:
+                refs[d] = self._put_blob(await asyncio.to_thread(held.read_blob, d))
+            self._blob_refs[wire.digest] = refs
+        return refs
+
     async def _policy_ref(self, req: SampleRequest) -> PolicyRef:
         key = (id(req.policy), req.policy.version)
         ref = self._policy_refs.get(key)
@@ -117,6 +162,10 @@ class NodeDriver:
         task_ref = self._task_ref(req)
         pref = await self._policy_ref(req)
         attempts, errors = req.attempts, list(req.infra_errors)
+        try:
+            image, blob_refs = await self._image(req)
+        except (ImageError, ConfigError) as e:  # nothing to send: the episode ends here, no node could run it
+            return self._unsent(req, e)
         exclude: str | None = None
         for _ in range(self.options.max_node_failures + 1):
             try:
@@ -126,10 +175,18 @@ class NodeDriver:
                 errors.append(f"attempt {attempts}: {e}")
                 break
             wire = EpisodeWire(req.task.digest, pref, req.index, req.traj_id, req.group_id, req.run_id, req.seed,
-                               attempts, tuple(errors), req.max_steps)  # fmt: skip
-            fut, handle = self._submit(node.node_id, wire, task_ref)
+                               attempts, tuple(errors), req.max_steps, image)  # fmt: skip
+            fut, handle = self._submit(node.node_id, wire, task_ref, blob_refs)
             try:
                 out = await asyncio.wait_for(fut, self._timeout(req))
+                if out == NEED_BLOBS and image is not None:  # its pull failed there: the driver ships it
+                    try:
+                        async with self._image_lock:
+                            blob_refs = await self._ship(image)
+                    except ImageError as e:
+                        return self._unsent(req, e)
+                    fut, handle = self._submit(node.node_id, wire, task_ref, blob_refs)
+                    out = await asyncio.wait_for(fut, self._timeout(req))
                 traj = Trajectory.model_validate_json(out)
                 node.completed += 1
                 return traj
@@ -151,6 +208,13 @@ class NodeDriver:
         failed = SampleRequest(req.task, req.policy, req.index, req.traj_id, req.group_id, req.run_id, req.seed,
                                attempts, errors)  # fmt: skip
         return unplayed(failed, errors[-1].split(": ", 1)[-1] if errors else "no node could play the episode")
+
+    def _unsent(self, req: SampleRequest, e: Exception) -> Trajectory:
+        """The record of an episode whose image the driver could not send: ``infra_error``, one line."""
+        n = req.attempts + 1
+        failed = SampleRequest(req.task, req.policy, req.index, req.traj_id, req.group_id, req.run_id, req.seed,
+                               n, [*req.infra_errors, f"attempt {n}: {e}"])  # fmt: skip
+        return unplayed(failed, str(e))
 
     async def _suspect(self, node: NodeLoad) -> None:
         """Take ``node`` out of dispatch until it answers again (or drop it if its machine left)."""

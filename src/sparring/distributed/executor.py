@@ -75,6 +75,12 @@ class RayOptions:
     backend: LocalBackendConfig | OCIBackendConfig = field(default_factory=LocalBackendConfig)
     root: Path = field(default_factory=lambda: Path(os.environ.get("SPARRING_RAY_ROOT", "/tmp/sparring-ray")))
     """Where each node keeps its sandboxes and task cache (a local path on every node)."""
+    image_root: Path | None = None
+    """Each node's image store, filled by digest on first use (a local path on every node; None:
+    ``$SPARRING_IMAGE_ROOT`` or ``~/.cache/sparring/images`` there). The driver resolves images in
+    its own store (``$SPARRING_IMAGE_ROOT``, or ``driver_image_root``)."""
+    driver_image_root: Path | None = None
+    """The driver's image store, where task images are resolved to digests (None: the default store)."""
     sandbox_limits: bool = True
     judge: Any = None
     """The nodes' JudgeConfig (None: the training judge; ``sparring eval`` passes the eval split)."""
@@ -98,11 +104,11 @@ class RayExecutor:
         self._owns_ray = connect(options.address, options.capacity)
         try:
             node_cfg = NodeConfig(options.root, options.capacity, scheduler.config, options.backend,
-                                  options.sandbox_limits, options.judge)  # fmt: skip
+                                  options.sandbox_limits, options.judge, options.image_root)  # fmt: skip
             self.runner = RayRunner(node_cfg, RayRunnerOptions(
                 max_node_failures=options.max_node_failures, episode_timeout_s=options.episode_timeout_s,
                 probe_timeout_s=options.probe_timeout_s,
-                export_dir=options.export_dir,
+                export_dir=options.export_dir, image_root=options.driver_image_root,
             ))  # fmt: skip
         except BaseException:
             self._shutdown()

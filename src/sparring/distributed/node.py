@@ -20,11 +20,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from sparring.distributed.images import NEED_BLOBS, BlobsWanted, ImageUnavailable, ImageWire, NodeImages
 from sparring.distributed.policy_ref import PolicyRef
 from sparring.distributed.shipping import TaskCache
+from sparring.images.store import ImageStore
 from sparring.policy.base import Policy
 from sparring.rollout.run_records import SchedulerConfig
-from sparring.rollout.runner import SampleRequest
+from sparring.rollout.runner import SampleRequest, unplayed
 from sparring.rollout.scheduler import RolloutScheduler
 from sparring.sandbox.config import LocalBackendConfig, OCIBackendConfig, make_backend
 from sparring.sandbox.pool import SandboxPool
@@ -41,6 +43,9 @@ class NodeConfig:
     sandbox_limits: bool = True
     judge: Any = None
     """The judge's JudgeConfig (None: the training judge's defaults; eval runs pass split=eval)."""
+    image_root: Path | None = None
+    """This node's image store (a local path on every node; None: ``$SPARRING_IMAGE_ROOT`` or
+    ``~/.cache/sparring/images`` there). Images of tasks reach it by digest on first use."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,8 @@ class EpisodeWire:
     attempts: int
     infra_errors: tuple[str, ...]
     max_steps: int | None = None
+    image: ImageWire | None = None
+    """The task's image, resolved to a digest by the driver (None: the task runs on the host's system)."""
 
 
 class NodeWorker:
@@ -69,6 +76,8 @@ class NodeWorker:
         self.root.mkdir(parents=True, exist_ok=True)
         backend_cfg = cfg.backend.model_copy(update={"root": self.root / "sandboxes"})
         self.backend = make_backend(backend_cfg)  # reaps what a dead predecessor on this root left
+        self.images: NodeImages | None = None  # made on the first image task (image_root is then created)
+        self._image_root = cfg.image_root
         self.pool = SandboxPool(self.backend, max_idle=cfg.capacity, limits=cfg.sandbox_limits)
         self.judge_pool = judge_pool_for(self.backend, cfg.capacity)  # this node's warm judge
         self.judge = PytestJudge(
@@ -109,15 +118,38 @@ class NodeWorker:
                 task = await asyncio.to_thread(self.tasks.put, digest, data)
         return task
 
+    async def _image(self, wire: ImageWire, blob_refs: dict[str, Any] | None) -> None:
+        """The task's image in this node's store, by the driver's digest (fetched once, on first use),
+        and its reference pinned to that digest for this node's sandboxes and judge."""
+        pins = getattr(self.backend, "image_pins", None)
+        if not isinstance(pins, dict):  # the OCI backend: podman's own images, as before
+            return
+        if self.images is None:  # the local backend runs images from this node's own store
+            store = ImageStore(self._image_root)
+            setattr(self.backend, "image_store", store)  # noqa: B010 (not on the SandboxBackend protocol)
+            self.images = NodeImages(store)
+        rec = await self.images.ensure(wire, blob_refs)
+        pins[wire.ref] = rec.digest
+
     async def run(self, wire: EpisodeWire, task_ref: list[Any]) -> str:
         """Play and judge one episode; the trajectory as JSON. ``task_ref`` holds the object-store
-        reference of the packed task, fetched only if this node does not hold the digest yet."""
+        reference of the packed task, fetched only if this node does not hold the digest yet, and for
+        an image the driver ships, its blobs' references (fetched only if this node lacks them)."""
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             task = await self._task(wire.digest, task_ref)
             req = SampleRequest(task, self._policy(wire.policy), wire.index, wire.traj_id, wire.group_id,
                                 wire.run_id, wire.seed, wire.attempts, list(wire.infra_errors), wire.max_steps)  # fmt: skip
+            if wire.image is not None:
+                try:
+                    await self._image(wire.image, task_ref[1] if len(task_ref) > 1 else None)
+                except BlobsWanted:  # its registry failed here: the driver, which holds it, ships it
+                    return NEED_BLOBS
+                except ImageUnavailable as e:  # the episode fails, not the node: no other node does better
+                    req.attempts += 1
+                    req.infra_errors.append(f"attempt {req.attempts}: node {self.node_id[:8]}: {e}")
+                    return unplayed(req, str(e)).model_dump_json()
             traj = await self.sched.play_sample(req)
             traj.timings["node_pid"] = float(self.pid)
             self.played += 1
@@ -130,6 +162,9 @@ class NodeWorker:
             "node_id": self.node_id, "pid": self.pid, "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight, "played": self.played, "tasks_unpacked": self.tasks.unpacked,
             "started": self.started,
+            "images_pulled": self.images.pulled if self.images else 0,
+            "images_received": self.images.received if self.images else 0,
+            "image_root": str(self.images.store.root) if self.images else None,
         }  # fmt: skip
 
     def live_sandboxes(self) -> list[tuple[str, list[str]]]:

@@ -21,6 +21,7 @@ from sparring.distributed.driver import DriverOptions, NodeDriver
 from sparring.distributed.node import EpisodeWire, NodeConfig, NodeWorker
 from sparring.distributed.shipping import pack_task
 from sparring.rollout.runner import SampleRequest
+from sparring.sandbox.config import LocalBackendConfig
 
 NODE_RESOURCE = "sparring_node"
 """The custom resource a sandbox node advertises; its amount is the node's sandbox capacity."""
@@ -49,6 +50,7 @@ class RayRunner(NodeDriver):
         super().__init__(nodes, node_cfg.scheduler, options or DriverOptions(), node_cfg.root)
         self.lost = (RayError, TimeoutError)
         self.node_cfg = node_cfg
+        self.ship_images = isinstance(node_cfg.backend, LocalBackendConfig)  # podman (OCI) has its own images
         actor_cls = ray.remote(NodeWorker)
         self.actors: dict[str, Any] = {}
         for node_id, cap in nodes.items():
@@ -67,8 +69,16 @@ class RayRunner(NodeDriver):
 
         return ray.put(pack_task(req.task))
 
-    def _submit(self, node_id: str, wire: EpisodeWire, task_ref: Any) -> tuple[asyncio.Future[str], Any]:
-        ref = self.actors[node_id].run.remote(wire, [task_ref])  # in a list: not fetched unless needed
+    def _put_blob(self, data: bytes) -> Any:
+        import ray
+
+        return ray.put(data)
+
+    def _submit(
+        self, node_id: str, wire: EpisodeWire, task_ref: Any, blob_refs: dict[str, Any] | None = None
+    ) -> tuple[asyncio.Future[str], Any]:
+        refs = [task_ref] if blob_refs is None else [task_ref, blob_refs]  # in a list: fetched only if needed
+        ref = self.actors[node_id].run.remote(wire, refs)
         return asyncio.wrap_future(ref.future()), ref
 
     def _cancel(self, handle: Any) -> None:

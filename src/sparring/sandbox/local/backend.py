@@ -93,6 +93,9 @@ class LocalBackend:
         self._runtimes: dict[str, tuple[SandboxEnvironment, RootPlan]] = {}
         self._images: dict[str, ImageRuntime] = {}
         self.image_store: ImageStore | None = image_store
+        self.image_pins: dict[str, str] = {}
+        """Reference -> digest, set by whoever resolved the reference elsewhere (a Ray node: the driver's
+        resolution), so a tag is never resolved again in this store."""
         self.server_kind, self.server = install_server(self.root, server or features.exec_server_choice())
         # Network namespaces made ahead of time; the C server's launcher enters them (as root only).
         self.netns: NetnsPool | None = NetnsPool() if self.overlay and self.server_kind == "c" else None
@@ -144,13 +147,14 @@ class LocalBackend:
         resolved once per reference, its root unpacked once per image (sparring.images.store)."""
         if spec.image is None:
             return None
-        found = self._images.get(spec.image)
+        target = self.image_pins.get(spec.image, spec.image)
+        found = self._images.get(target)
         if found is None:
             from sparring.images.store import ImageStore
 
             if self.image_store is None:
                 self.image_store = ImageStore()
-            rec = self.image_store.resolve(spec.image)
+            rec = self.image_store.resolve(target)
             if rec is None:
                 raise SandboxError(
                     f"the sandbox needs image {spec.image!r}, which is not in the image store "
@@ -163,7 +167,7 @@ class LocalBackend:
                 server = ("c", self.server)
             else:  # a dynamic C server needs the host's libc: the image's own Python runs the server
                 server = install_server(self.root, "python")
-            found = self._images[spec.image] = ImageRuntime(
+            found = self._images[target] = ImageRuntime(
                 digest=rec.digest, root=root, environment=env, plan=RootPlan.for_image(),
                 working_dir=rec.working_dir, server_kind=server[0], server=server[1],
             )  # fmt: skip
