@@ -20,7 +20,8 @@ os.environ.setdefault("SPARRING_ALLOW_UNADMITTED", "1")
 
 # Property tests under load (CI's machine is shared): hypothesis' default 200 ms deadline per example and
 # its "data generation is too slow" health check measure the machine, not the code. Loaded here, before
-# any test module is imported, so every @given and every @settings(...) that leaves these unset inherits it.
+# any test module is imported, so every @given and every @settings(...) that leaves these unset inherits it
+# (a test's own suppress_health_check replaces this list: name too_slow there too).
 settings.register_profile("sparring", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("sparring")
 

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 
 from sparring import pyast
+from tests_support import HANG_S
 
 SOURCE = "def f(x):\n" + "".join(
     f"    if x > {i}:\n        y = [a for a in range({i}) if a % 2]\n" for i in range(150)
@@ -61,17 +62,18 @@ def _hammer(parse: Callable[[str], ast.AST], threads: int = 4, rounds: int = 60)
         for t in ts:
             t.start()
         for t in ts:
-            t.join(timeout=120)
+            t.join(timeout=HANG_S * 3)  # minutes on a loaded host: the switch interval makes it slow
     finally:
         sys.setswitchinterval(old_interval)
         gc.set_threshold(*old_threshold)
+    assert not any(t.is_alive() for t in ts), "the parsing threads hung"
     return errors, trees
 
 
 def test_parse_holds_under_threads_and_finalizers():
     if sys.version_info < (3, 12):  # the bug's interpreters: the bare parse must show it
         errors = []
-        for _ in range(5):  # a handful of tries: the race needs a collection at the wrong moment
+        for _ in range(10):  # tries: the race needs a collection at the wrong moment (~1 run in 6 misses it)
             errors, _ = _hammer(ast.parse)
             if errors:
                 break

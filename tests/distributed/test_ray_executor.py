@@ -28,7 +28,7 @@ from sparring.sandbox.isolation.reaper import sandbox_home
 from sparring.store.base import TrajQuery
 from sparring.store.sqlite import SQLiteStore
 from sparring.trajectory import Trajectory
-from tests_support import await_until
+from tests_support import HANG_S, await_until
 
 pytestmark = pytest.mark.slow
 CAP = 2
@@ -88,7 +88,7 @@ async def _busy_node(ex: Any) -> tuple[str, list[tuple[str, list[str]]]]:
         for node_id, actor in ex.runner.actors.items():
             if ex.runner.dispatch.nodes[node_id].state != "up":
                 continue
-            live = ray.get(actor.live_sandboxes.remote(), timeout=10)
+            live = ray.get(actor.live_sandboxes.remote(), timeout=HANG_S)
             if any(cgs for _, cgs in live):
                 found.update(node=node_id, live=live)
                 return True
@@ -244,7 +244,7 @@ def test_a_removed_node_loses_no_sample_and_leaves_nothing(cluster, clamp_task, 
             target = extra.node_id
 
             def busy() -> bool:
-                live = ray.get(ex.runner.actors[target].live_sandboxes.remote(), timeout=10)
+                live = ray.get(ex.runner.actors[target].live_sandboxes.remote(), timeout=HANG_S)
                 return bool(any(cgs for _, cgs in live)) and bool(found.update(live=live) or True)
 
             found: dict[str, Any] = {}

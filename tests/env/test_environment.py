@@ -184,12 +184,13 @@ def test_wall_budget_ends_as_timeout(clamp_task):
 
 
 def test_a_tool_call_past_its_timeout_is_an_observation(clamp_task):
-    with Environment.from_task(clamp_task.path, exec_timeout_s=1.0) as env:
+    # 5 s (not 1) so a loaded host reaches "echo started" before the timeout; the sleep outlasts any wait
+    with Environment.from_task(clamp_task.path, exec_timeout_s=5.0) as env:
         env.reset()
         t0 = time.monotonic()
-        r = env.step(call(0, "bash", command="echo started; sleep 30", timeout=1))
-        assert time.monotonic() - t0 < 15 and not r.done
-        assert "started" in r.messages[0]["content"] and "[timed out after 1s]" in r.messages[0]["content"]
+        r = env.step(call(0, "bash", command="echo started; sleep 300", timeout=5))
+        assert time.monotonic() - t0 < 150 and not r.done  # a liveness bound: it did not wait for the sleep
+        assert "started" in r.messages[0]["content"] and "[timed out after 5s]" in r.messages[0]["content"]
 
 
 def test_long_observations_are_cut_with_a_marker_and_kept_whole_in_info(clamp_task):

@@ -87,7 +87,11 @@ def test_tokenizer_is_saved_with_the_template(tokenizer):
     assert tokenizer.response_template == RESPONSE_TEMPLATE
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(msgs=_conversation, with_tools=st.booleans(), gen=st.booleans())
 def test_apply_chat_template_renders_exactly_what_sparring_renders(tokenizer, msgs, with_tools, gen):
     tools = TOOLS if with_tools else None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import pytest
 
@@ -14,6 +13,7 @@ from sparring.errors import PolicyError  # noqa: E402
 from sparring.policy.base import ActRequest, PolicyTask  # noqa: E402
 from sparring.policy.hf import HFPolicy, droppable_turns  # noqa: E402
 from sparring.train.model import _CORPUS_TOOLS  # noqa: E402
+from tests_support import HANG_S, await_until  # noqa: E402
 
 TOOLS = _CORPUS_TOOLS
 INSTRUCTION = "Fix clamp in mathx/core.py so that the tests pass."
@@ -101,26 +101,35 @@ def test_droppable_turns_never_include_the_head_or_the_last_turn():
 
 
 def test_a_cancelled_generation_stops_and_frees_the_model(tiny_model_dir, clamp_task):
+    """Counted in forward passes (one per token), not in seconds: a loaded host slows both alike."""
     pol = HFPolicy(tiny_model_dir, max_new_tokens=1500, max_prompt_tokens=400, temperature=1.0)
     pol.stop_ids = frozenset({pol.tokenizer.vocab_size + 7})  # no stop token: it would run all 1500 tokens
     req = _req(clamp_task)
-    t0 = time.monotonic()
-    pol.generate_turns([req], max_new_tokens=150)
-    per_token = (time.monotonic() - t0) / 150
     cancel = threading.Event()
-    threading.Timer(0.3, cancel.set).start()
-    t0 = time.monotonic()
-    with pytest.raises(PolicyError, match="cancelled"):
-        pol.generate_turns([req], cancel=cancel)
-    took = time.monotonic() - t0
-    assert took < 0.3 + 0.5 * 1500 * per_token, (took, per_token)  # stopped long before 1500 tokens
+    seen = {"forwards": 0, "cancel_at": 20}
 
-    async def gives_up():
-        with pytest.raises(TimeoutError):
-            await asyncio.wait_for(pol.act(req), 0.3)
+    def count(_module, _args):
+        seen["forwards"] += 1
+        if seen["forwards"] == seen["cancel_at"]:
+            threading.Thread(target=cancel.set).start()  # the caller gives up mid-generation
 
-    asyncio.run(gives_up())
-    t0 = time.monotonic()
-    assert pol.lock.acquire(timeout=0.5 * 1500 * per_token), "the model's lock is still held"
-    pol.lock.release()
-    assert time.monotonic() - t0 < 0.5 * 1500 * per_token
+    hook = pol.model.register_forward_pre_hook(count)
+    try:
+        with pytest.raises(PolicyError, match="cancelled"):
+            pol.generate_turns([req], cancel=cancel)
+        assert 20 <= seen["forwards"] < 1500, seen  # stopped long before 1500 tokens
+
+        async def gives_up():
+            seen.update(forwards=0, cancel_at=0)
+            act = asyncio.ensure_future(pol.act(req))
+            assert await await_until(lambda: seen["forwards"] >= 5), "the generation never started"
+            act.cancel()  # a caller that gives up while its turn is being generated
+            with pytest.raises(asyncio.CancelledError):
+                await act
+
+        asyncio.run(gives_up())
+        assert pol.lock.acquire(timeout=HANG_S), "the model's lock is still held"
+        pol.lock.release()
+        assert seen["forwards"] < 1500, seen  # it stopped at the cancel, not at the end
+    finally:
+        hook.remove()

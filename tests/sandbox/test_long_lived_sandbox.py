@@ -90,7 +90,8 @@ def test_background_processes_persist_between_calls_and_die_on_close(backend):
     async def body(sb):
         start = await sb.exec(f"{marker} > /dev/null 2>&1 &")
         alive = await _started(marker)
-        later = await sb.exec(f"pgrep -f '{marker}' >/dev/null && echo running")
+        # anchored: unanchored, the pattern also matches this command's own shell (its argv holds it)
+        later = await sb.exec(f"pgrep -f '^{marker}$' >/dev/null && echo running")
         return start, alive, later
 
     start, alive, later = run(_with(backend, SandboxSpec(), body))

@@ -41,7 +41,9 @@ def canary(tmp_path) -> Path:
 def host_sleeper() -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """A host process with a unique marker in its argv, killed at the end of the test."""
     marker = f"sparring-host-victim-{uuid.uuid4().hex}"
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", marker])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(3600)", marker]
+    )  # outlives any slow test
     try:
         yield proc, marker
     finally:

@@ -57,7 +57,11 @@ def _copy(src: Path, dst: Path) -> Path:
     return dst
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(part=st.sampled_from(["workspace/mathx/core.py", "hidden/test_hidden_clamp.py", "solution/mathx/core.py", "task.toml"]),
        pos=st.integers(0, 200), byte=st.integers(0, 255))  # fmt: skip
 def test_changing_any_byte_changes_the_digest(clamp_task, tmp_path_factory, part, pos, byte):
