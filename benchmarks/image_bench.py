@@ -24,7 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "images"))
+for _d in ("tests", "tests/images"):  # image_support and the tests_support it imports
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / _d))
 
 from image_support import DEBIAN_RECIPE, debian_layout, push, registry  # noqa: E402
 
