@@ -21,10 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sparring.rollout.trajectory import ToolStep, Trajectory
-
 from sparring.store.base import TrajQuery
 from sparring.store.sqlite import SQLiteStore
+from sparring.trajectory import ToolStep, Trajectory
 
 WORDS = [
     "assert",
