@@ -77,3 +77,10 @@ class StoreError(SparringError, RuntimeError):
 
 class NotBuiltError(SparringError, NotImplementedError):
     """A command or backend that exists in the design but is not built yet."""
+
+
+def one_line(e: BaseException) -> str:
+    """The first line of an error's message (its type's name when it has none): for a record or log
+    line that must stay one line."""
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__

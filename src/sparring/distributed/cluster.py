@@ -6,7 +6,7 @@ import logging
 import os
 import socket
 
-from sparring.errors import ConfigError
+from sparring.errors import ConfigError, one_line
 
 
 def connect(address: str | None, capacity: int) -> bool:
@@ -24,8 +24,7 @@ def connect(address: str | None, capacity: int) -> bool:
         try:
             ray.init(address=address, **common)  # type: ignore[arg-type]
         except (ConnectionError, RuntimeError, ValueError) as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise ConfigError(f"cannot reach the Ray cluster at {address}: {first}") from None
+            raise ConfigError(f"cannot reach the Ray cluster at {address}: {one_line(e)}") from None
         return True
     # address="local": always a new instance of our own. With no address Ray joins whatever cluster
     # RAY_ADDRESS or /tmp/ray/ray_current_cluster names (another run's, another user's), and then

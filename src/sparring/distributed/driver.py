@@ -23,7 +23,7 @@ import asyncio
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -205,16 +205,15 @@ class NodeDriver:
                 await self._suspect(node)
             finally:
                 await self.dispatch.release(node)
-        failed = SampleRequest(req.task, req.policy, req.index, req.traj_id, req.group_id, req.run_id, req.seed,
-                               attempts, errors)  # fmt: skip
+        failed = replace(req, attempts=attempts, infra_errors=errors)
         return unplayed(failed, errors[-1].split(": ", 1)[-1] if errors else "no node could play the episode")
 
     def _unsent(self, req: SampleRequest, e: Exception) -> Trajectory:
         """The record of an episode whose image the driver could not send: ``infra_error``, one line."""
         n = req.attempts + 1
-        failed = SampleRequest(req.task, req.policy, req.index, req.traj_id, req.group_id, req.run_id, req.seed,
-                               n, [*req.infra_errors, f"attempt {n}: {e}"])  # fmt: skip
-        return unplayed(failed, str(e))
+        return unplayed(
+            replace(req, attempts=n, infra_errors=[*req.infra_errors, f"attempt {n}: {e}"]), str(e)
+        )
 
     async def _suspect(self, node: NodeLoad) -> None:
         """Take ``node`` out of dispatch until it answers again (or drop it if its machine left)."""

@@ -30,7 +30,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from sparring.errors import ConfigError, ImageError
+from sparring.errors import ConfigError, ImageError, one_line
 from sparring.images.reference import is_loopback_host, parse
 from sparring.images.store import ImageRecord, ImageStore
 
@@ -131,9 +131,7 @@ class NodeImages:
             try:
                 got = await asyncio.to_thread(pull, self.store, wire.pull, is_loopback_host(ref.registry))
             except (ImageError, ConfigError) as e:
-                failed = self._pull_failed[wire.digest] = (
-                    f"this node cannot pull {wire.pull}: {_first_line(e)}"
-                )
+                failed = self._pull_failed[wire.digest] = f"this node cannot pull {wire.pull}: {one_line(e)}"
             else:
                 self.pulled += 1
                 return self._verified(wire, got.record, f"pulled from {ref.registry}")
@@ -158,7 +156,7 @@ class NodeImages:
             )
         except (ImageError, KeyError) as e:
             raise ImageUnavailable(
-                f"{what}: the blobs the driver shipped were refused: {_first_line(e)}"
+                f"{what}: the blobs the driver shipped were refused: {one_line(e)}"
             ) from None
         self.received += 1
         return self._verified(wire, rec, "received from the driver")
@@ -170,8 +168,3 @@ class NodeImages:
                 "(the same digest must be the same environment on every node)"
             )
         return rec
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__

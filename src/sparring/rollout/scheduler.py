@@ -60,7 +60,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from sparring.errors import ConfigError, SandboxError
+from sparring.errors import ConfigError, SandboxError, one_line
 from sparring.judge.base import Judge
 from sparring.policy.base import Policy
 from sparring.rollout.branching import BranchPoint, branch_id, check_branchable, restore_extras, select_points
@@ -309,7 +309,7 @@ class RolloutScheduler:
                 return traj, diff
             except INFRA_FAULTS as e:
                 what = (
-                    "sandbox start timed out" if isinstance(e, TimeoutError) and sb is None else _one_line(e)
+                    "sandbox start timed out" if isinstance(e, TimeoutError) and sb is None else one_line(e)
                 )
                 last = f"{type(e).__name__}: {what}"
                 resumed = f" (from snapshot at step {from_step})" if from_step else ""
@@ -587,8 +587,3 @@ class RolloutScheduler:
                 doc["pending_ids"] = [s.traj_id for s in pending] if self._stopping else []
                 self.store.finish_run(r.run_id, doc)
         return summary
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return text[0] if text else type(e).__name__
