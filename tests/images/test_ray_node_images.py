@@ -111,9 +111,11 @@ def _task(root: Path, image: str) -> Task:
     return load_task(task.path)
 
 
-def _rollouts(tmp_path: Path, driver: ImageStore, node_images: Path, task: Task, groups: list[int]) -> Any:
+def _rollouts(
+    tmp_path: Path, driver: ImageStore, node_images: Path, task: Task, groups: list[int], piece: int = 0
+) -> Any:
     """Roll ``task`` out once per entry of ``groups`` (its group size) on one executor: the summaries,
-    the stored trajectories and the node's stats."""
+    the stored trajectories and the node's stats. ``piece``: the size of the pieces blobs are shipped in."""
     from sparring.policy.scripted import OraclePolicy
 
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -123,6 +125,8 @@ def _rollouts(tmp_path: Path, driver: ImageStore, node_images: Path, task: Task,
         sched = RolloutScheduler(None, None, store, max_retries=0, replay_rounds=0)
         opts = RayOptions(root=tmp_path / "nodes", image_root=node_images, driver_image_root=driver.root)
         ex = make_executor("ray", sched, opts)
+        if piece:
+            ex.runner.blob_chunk_bytes = piece
         try:
             out = [
                 await ex.rollout([task], OraclePolicy(), n, run_id=f"r{i}", seed=i)
@@ -162,11 +166,14 @@ def test_an_image_only_the_driver_has_is_shipped(cluster, driver_store, tmp_path
     assert resolve_image(driver_store, "sparring-test/local-only:1").pull is None  # control: nothing to pull
     node_images = tmp_path / "node-images"
     task = _task(tmp_path / "task", "sparring-test/local-only:1")
-    (summary,), trajs, stats = _rollouts(tmp_path, driver_store, node_images, task, [2])
+    (summary,), trajs, stats = _rollouts(tmp_path, driver_store, node_images, task, [2], piece=1 << 20)
     assert summary.statuses == {"ok": 2}, [t.error for t in trajs[summary.run_id]]
     (st,) = stats
     assert st["images_received"] == 1 and st["images_pulled"] == 0, st
     assert [r.digest for r in ImageStore(node_images).records()] == [rec.digest]
+    # in 1 MiB pieces: the Debian layer took many (neither side held it whole)
+    sizes = [driver_store.blob_path(d).stat().st_size for d in resolve_image(driver_store, rec.digest).blobs]
+    assert st["image_pieces_received"] == sum(-(-n // (1 << 20)) for n in sizes) > len(sizes) + 2, (st, sizes)
 
 
 def test_when_the_registry_fails_on_the_node_the_driver_ships_the_image(cluster, driver_store, tmp_path):
@@ -225,18 +232,40 @@ def test_an_image_that_is_not_the_drivers_digest_is_refused(served, tmp_path):
     shipped = resolve_image(driver, rec.digest)
     assert shipped.pull is None and shipped.digest == other
 
-    def blob(d: str) -> _Ready:
-        data = driver.read_blob(d)
-        return _Ready(gzip.compress(b"tampered") if d == rec.layers[0].digest else data)
+    def pieces(d: str, size: int = 1 << 20) -> list[_Ready]:
+        return [_Ready(c) for c in driver.read_blob_chunks(d, size)]
+
+    def tampered(d: str) -> list[_Ready]:
+        return [_Ready(gzip.compress(b"tampered"))] if d == rec.layers[0].digest else pieces(d)
 
     fresh = NodeImages(ImageStore(tmp_path / "node2"))
     with pytest.raises(ImageUnavailable, match="blobs the driver shipped were refused"):
-        asyncio.run(fresh.ensure(shipped, {d: blob(d) for d in shipped.blobs}))
+        asyncio.run(fresh.ensure(shipped, {d: tampered(d) for d in shipped.blobs}))
     assert fresh.store.get(other) is None and fresh.received == 0
 
-    # control: the same wire with the true blobs is received and recorded under the driver's digest
-    got = asyncio.run(fresh.ensure(shipped, {d: _Ready(driver.read_blob(d)) for d in shipped.blobs}))
+    # in pieces (here 7 bytes each): pieces out of order, or one left out, are refused; nothing recorded
+    def swapped(d: str) -> list[_Ready]:
+        got = pieces(d, 7)
+        return got[::-1] if d == rec.layers[0].digest else got
+
+    def short(d: str) -> list[_Ready]:
+        got = pieces(d, 7)
+        return got[:-1] if d == rec.config_digest else got
+
+    for i, bad in enumerate((swapped, short)):
+        node = NodeImages(ImageStore(tmp_path / f"node-bad{i}"))
+        with pytest.raises(ImageUnavailable, match="does not match its digest"):
+            asyncio.run(node.ensure(shipped, {d: bad(d) for d in shipped.blobs}))
+        assert node.store.get(other) is None and node.received == 0
+        assert not node.store.has_blob(rec.config_digest if bad is short else rec.layers[0].digest)
+
+    # control: the same wire with the true pieces, in order, is received and recorded under the digest
+    fresh = NodeImages(ImageStore(tmp_path / "node3"))
+    got = asyncio.run(fresh.ensure(shipped, {d: pieces(d, 7) for d in shipped.blobs}))
     assert got.digest == other and fresh.received == 1
+    sizes = [driver.blob_path(d).stat().st_size for d in shipped.blobs]
+    assert fresh.received_pieces == sum(-(-n // 7) for n in sizes) > len(sizes)  # every piece, one at a time
+    assert all(fresh.store.read_blob(d) == driver.read_blob(d) for d in shipped.blobs)
 
 
 class _Ready:

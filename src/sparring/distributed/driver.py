@@ -59,6 +59,8 @@ class NodeDriver:
     lost: tuple[type[BaseException], ...] = (TimeoutError,)
     """The errors that mean "the node lost this episode" (a subclass adds its transport's)."""
     ship_images: bool = True
+    blob_chunk_bytes: int = 16 << 20
+    """The size of the pieces an image blob is shipped in (the most of it the driver or a node holds)."""
     """Whether nodes get a task's image from here by digest (False: their backend has its own, podman's)."""
 
     def __init__(self, nodes: dict[str, int], scheduler: SchedulerConfig, options: DriverOptions,
@@ -83,14 +85,16 @@ class NodeDriver:
         return req.task
 
     def _put_blob(self, data: bytes) -> Any:
-        """A reference to an image blob's bytes that nodes fetch only if they lack it (default: the bytes)."""
+        """A reference to a piece of an image blob that nodes fetch only if they lack the blob (default:
+        the bytes)."""
         return data
 
     def _submit(
         self, node_id: str, wire: EpisodeWire, task_ref: Any, blob_refs: dict[str, Any] | None = None
     ) -> tuple[asyncio.Future[str], Any]:
         """Start the episode on the node: (its future answer, a handle for :meth:`_cancel`).
-        ``blob_refs``: the blobs of the task's image the driver ships, by digest (None: none)."""
+        ``blob_refs``: the blobs of the task's image the driver ships, by digest, each as the references
+        to its pieces in order (None: none)."""
         raise NotImplementedError
 
     def _cancel(self, handle: Any) -> None:
@@ -138,9 +142,14 @@ class NodeDriver:
             held: ImageStore = store if store is not None else ImageStore(self.options.image_root)
             refs = {}
             for d in wire.blobs:
-                refs[d] = self._put_blob(await asyncio.to_thread(held.read_blob, d))
+                refs[d] = await asyncio.to_thread(self._put_chunks, held, d)
             self._blob_refs[wire.digest] = refs
         return refs
+
+    def _put_chunks(self, store: ImageStore, digest: str) -> tuple[Any, ...]:
+        """Blob ``digest`` as references to its pieces, in order: read and put one piece at a time, so
+        the driver never holds a whole layer (a node writes them in order to one file, then verifies)."""
+        return tuple(self._put_blob(c) for c in store.read_blob_chunks(digest, self.blob_chunk_bytes))
 
     async def _policy_ref(self, req: SampleRequest) -> PolicyRef:
         key = (id(req.policy), req.policy.version)

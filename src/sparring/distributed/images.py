@@ -14,7 +14,8 @@ between two nodes' pulls would give them different environments) and sends the n
 - **From the driver** when the image exists only in the driver's store (imported or built there), or
   when a node's pull failed (a registry on the driver's loopback, a login only the driver has) and the
   driver holds the image: its blobs (manifest, config, layers; content-addressed) go into Ray's object
-  store once per run, each node fetches only the blobs it lacks and verifies each against its digest as
+  store once per run, in pieces of ``blob_chunk_bytes`` (neither the driver nor a node ever holds a
+  whole layer), each node fetches only the blobs it lacks and verifies each against its digest as
   it stores it, and records the image (``store.add_image``). A node whose pull failed answers
   :data:`NEED_BLOBS` instead of a trajectory; the driver then ships and sends the episode again.
 
@@ -27,6 +28,7 @@ reason (:class:`ImageUnavailable`), and the node actor lives on.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,7 +99,8 @@ def resolve_image(store: ImageStore, ref: str) -> ImageWire:
 
 class NodeImages:
     """A node's image store, filled on first use by digest (one fetch per digest, however many episodes
-    of the image start at once). ``pulled`` and ``received`` count images fetched, for tests and stats."""
+    of the image start at once). ``pulled`` and ``received`` count images fetched, ``received_pieces`` the
+    pieces of blobs the driver shipped: for tests and stats."""
 
     def __init__(self, store: ImageStore) -> None:
         self.store = store
@@ -105,10 +108,12 @@ class NodeImages:
         self._pull_failed: dict[str, str] = {}
         self.pulled = 0
         self.received = 0
+        self.received_pieces = 0
 
     async def ensure(self, wire: ImageWire, blob_refs: dict[str, Any] | None) -> ImageRecord:
         """The image ``wire`` names, in this node's store. ``blob_refs`` maps each shipped blob's digest
-        to something awaitable that gives its bytes (Ray object refs), or None when nothing is shipped.
+        to its pieces in order, each awaitable for its bytes (Ray object refs), or None when nothing is
+        shipped.
         Raises :class:`ImageUnavailable` (one line) when the image cannot be had or is not the digest,
         :class:`BlobsWanted` when its registry failed and the driver could ship it but has not."""
         rec = self.store.get(wire.digest)
@@ -149,8 +154,7 @@ class NodeImages:
         try:
             for d in wire.blobs:
                 if not self.store.has_blob(d):
-                    data = await blob_refs[d]
-                    await asyncio.to_thread(self.store.put_blob_bytes, data, d)  # verified, then renamed
+                    await self._receive(d, blob_refs[d])
             rec = await asyncio.to_thread(
                 self.store.add_image, wire.digest, f"from the driver ({wire.source})"
             )
@@ -160,6 +164,22 @@ class NodeImages:
             ) from None
         self.received += 1
         return self._verified(wire, rec, "received from the driver")
+
+    async def _receive(self, digest: str, pieces: Sequence[Any]) -> None:
+        """Blob ``digest`` from the driver's pieces (each awaitable: a Ray object reference), fetched one
+        at a time and written in order to a temp file, verified against the digest, then renamed into
+        the store: the node holds one piece at a time, however big the layer."""
+        loop = asyncio.get_running_loop()
+
+        async def get(ref: Any) -> bytes:
+            return bytes(await ref)
+
+        def in_order() -> Iterator[bytes]:
+            for ref in pieces:
+                self.received_pieces += 1
+                yield asyncio.run_coroutine_threadsafe(get(ref), loop).result()
+
+        await asyncio.to_thread(self.store.put_blob_stream, digest, in_order())
 
     def _verified(self, wire: ImageWire, rec: ImageRecord, how: str) -> ImageRecord:
         if rec.digest != wire.digest:

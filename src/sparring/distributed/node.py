@@ -164,6 +164,7 @@ class NodeWorker:
             "started": self.started,
             "images_pulled": self.images.pulled if self.images else 0,
             "images_received": self.images.received if self.images else 0,
+            "image_pieces_received": self.images.received_pieces if self.images else 0,
             "image_root": str(self.images.store.root) if self.images else None,
         }  # fmt: skip
 

@@ -178,12 +178,25 @@ class ImageStore:
         return digest
 
     def read_blob(self, digest: str) -> bytes:
+        return b"".join(self.read_blob_chunks(digest, size=1 << 30))
+
+    def read_blob_chunks(self, digest: str, size: int = 16 << 20) -> Iterator[bytes]:
+        """Blob ``digest`` in pieces of at most ``size`` bytes (a layer of gigabytes is never in memory
+        whole). Raises :class:`ImageError` at once when the store does not hold it."""
         p = self.blob_path(digest)
-        if not p.is_file():
+        try:
+            f = open(p, "rb")  # noqa: SIM115 (closed by the generator below)
+        except FileNotFoundError:
             raise ImageError(
                 f"blob {digest} is not in the image store {self.root}: pull or import the image again"
-            )
-        return p.read_bytes()
+            ) from None
+
+        def pieces() -> Iterator[bytes]:
+            with f:
+                while data := f.read(size):
+                    yield data
+
+        return pieces()
 
     # ---------- layers and roots ----------
     def layer_dir(self, digest: str) -> Path:
