@@ -72,8 +72,9 @@ def entry(
 
 
 def write_layout(
-    dest: Path, layers: list[bytes], env: list[str] | None = None, workdir: str = "", ref_name: str = ""
-) -> str:
+    dest: Path, layers: list[bytes], env: list[str] | None = None, workdir: str = "", ref_name: str = "",
+    arch: str = "amd64",
+) -> str:  # fmt: skip
     """An OCI image layout at ``dest`` with ``layers`` (uncompressed tars, gzipped here); its manifest digest."""
     blobs = dest / "blobs" / "sha256"
     blobs.mkdir(parents=True, exist_ok=True)
@@ -91,7 +92,7 @@ def write_layout(
         )
         diff_ids.append(_digest(raw))
     config = {
-        "architecture": "amd64", "os": "linux",
+        "architecture": arch, "os": "linux",
         "config": {"Env": env or IMAGE_ENV, "WorkingDir": workdir},
         "rootfs": {"type": "layers", "diff_ids": diff_ids},
     }  # fmt: skip
@@ -248,13 +249,38 @@ def registry(workdir: Path) -> Iterator[str]:
         log.close()
 
 
-def push(layout: Path, dest: str) -> None:
-    """skopeo copy of an OCI layout to ``docker://dest`` (plain HTTP: a loopback registry)."""
+def index_layout(dest: Path, images: dict[str, list[bytes]]) -> tuple[str, dict[str, str]]:
+    """A multi-platform OCI layout at ``dest``: one image per architecture (``{"amd64": layers, ...}``)
+    under one image index. (The index's digest, {architecture: its manifest's digest}); push it with
+    ``push(..., all_platforms=True)``."""
+    per_arch = {arch: write_layout(dest, layers, arch=arch) for arch, layers in images.items()}
+    blobs = dest / "blobs" / "sha256"
+    manifests = []
+    for arch, md in per_arch.items():
+        size = (blobs / md.split(":", 1)[1]).stat().st_size
+        manifests.append({
+            "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": md, "size": size,
+            "platform": {"architecture": arch, "os": "linux"},
+        })  # fmt: skip
+    index = json.dumps(
+        {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests}
+    ).encode()
+    idx = _digest(index)
+    (blobs / idx.split(":", 1)[1]).write_bytes(index)
+    top = {"mediaType": "application/vnd.oci.image.index.v1+json", "digest": idx, "size": len(index)}
+    (dest / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [top]}))
+    return idx, per_arch
+
+
+def push(layout: Path, dest: str, all_platforms: bool = False) -> None:
+    """skopeo copy of an OCI layout to ``docker://dest`` (plain HTTP: a loopback registry); with
+    ``all_platforms``, a multi-platform layout's index and every image under it."""
     exe = shutil.which("skopeo")
     if exe is None:
         pytest.fail("skopeo is missing: run `make system` (apt-get install skopeo)")
+    more = ["--all"] if all_platforms else []
     r = subprocess.run(
-        [exe, "copy", "--quiet", "--dest-tls-verify=false", f"oci:{layout}", f"docker://{dest}"],
+        [exe, "copy", "--quiet", *more, "--dest-tls-verify=false", f"oci:{layout}", f"docker://{dest}"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     if r.returncode != 0:

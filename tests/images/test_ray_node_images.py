@@ -27,6 +27,7 @@ from image_support import (
     DEBIAN_SUITE,
     debian_layout,
     entry,
+    index_layout,
     layered_layout,
     push,
     registry,
@@ -277,3 +278,43 @@ class _Ready:
     def __await__(self) -> Any:
         return self.data
         yield  # a generator: what __await__ must return
+
+
+def test_a_multi_platform_index_digest_is_pulled_as_this_platforms_image(served, tmp_path):
+    """A task pinned by the digest of a multi-platform index the driver does not hold: the node pulls
+    that index by digest and runs the manifest it names for the node's platform (the driver's digest is
+    the index's: checked by the pull), and later episodes find it without pulling again."""
+    from sparring.images.registry import host_platform
+
+    host, _ = served
+    arch = host_platform()[1]
+    other_arch = "arm64" if arch != "arm64" else "amd64"
+    idx, per_arch = index_layout(
+        tmp_path / "multi",
+        {
+            arch: [tar_bytes([entry("which", data=f"{arch}\n".encode())])],
+            other_arch: [tar_bytes([entry("which", data=f"{other_arch}\n".encode())])],
+        },
+    )
+    push(tmp_path / "multi", f"{host}/sparring-test/multi:1", all_platforms=True)
+    pinned = f"{host}/sparring-test/multi@{idx}"
+    wire = resolve_image(ImageStore(tmp_path / "driver"), pinned)  # the driver does not hold it
+    assert wire.digest == idx and wire.pull == pinned and not wire.blobs
+
+    node = NodeImages(ImageStore(tmp_path / "node"))
+    rec = asyncio.run(node.ensure(wire, None))
+    assert rec.digest == per_arch[arch] != idx and node.pulled == 1  # this platform's manifest
+    again = NodeImages(node.store)  # a restarted node actor on the same store: held, not pulled again
+    assert asyncio.run(again.ensure(wire, None)).digest == per_arch[arch] and again.pulled == 0
+
+    # control: a manifest digest is still held to exactly itself (the index's other platform is refused)
+    wrong = ImageWire(ref="x", digest=per_arch[other_arch], pull=pinned)
+    with pytest.raises(ImageUnavailable, match="not the driver's"):
+        asyncio.run(NodeImages(ImageStore(tmp_path / "node2")).ensure(wrong, None))
+
+    # an index with no image for this platform: one line naming what it has
+    only_other, _ = index_layout(tmp_path / "other", {other_arch: [tar_bytes([entry("x", data=b"x\n")])]})
+    push(tmp_path / "other", f"{host}/sparring-test/other:1", all_platforms=True)
+    no_arch = resolve_image(ImageStore(tmp_path / "driver"), f"{host}/sparring-test/other@{only_other}")
+    with pytest.raises(ImageUnavailable, match=f"has no linux/{arch} image .it has: linux/{other_arch}"):
+        asyncio.run(NodeImages(ImageStore(tmp_path / "node3")).ensure(no_arch, None))

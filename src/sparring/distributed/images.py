@@ -116,14 +116,22 @@ class NodeImages:
         shipped.
         Raises :class:`ImageUnavailable` (one line) when the image cannot be had or is not the digest,
         :class:`BlobsWanted` when its registry failed and the driver could ship it but has not."""
-        rec = self.store.get(wire.digest)
+        rec = self._held(wire)
         if rec is not None:
             return rec
         lock = self._locks.setdefault(wire.digest, asyncio.Lock())
         async with lock:
-            rec = self.store.get(wire.digest)
+            rec = self._held(wire)
             if rec is None:
                 rec = await self._fetch(wire, blob_refs)
+        return rec
+
+    def _held(self, wire: ImageWire) -> ImageRecord | None:
+        """The image, if this node holds it: by the driver's digest, or (a multi-platform index's
+        digest) as the manifest this node's platform got when it pulled that pinned reference."""
+        rec = self.store.get(wire.digest)
+        if rec is None and wire.pull is not None:
+            rec = self.store.resolve(wire.pull)
         return rec
 
     async def _fetch(self, wire: ImageWire, blob_refs: dict[str, Any] | None) -> ImageRecord:
@@ -139,6 +147,8 @@ class NodeImages:
                 failed = self._pull_failed[wire.digest] = f"this node cannot pull {wire.pull}: {one_line(e)}"
             else:
                 self.pulled += 1
+                if got.index_digest == wire.digest:  # an index: this platform's manifest, the registry's
+                    return got.record  # choice under exactly the driver's digest (pull checked it)
                 return self._verified(wire, got.record, f"pulled from {ref.registry}")
         if wire.blobs and blob_refs is None:  # the driver holds it: ask for its blobs (registry first)
             raise BlobsWanted(f"{what}: {failed}")

@@ -42,6 +42,8 @@ class PullResult:
     layers: int
     size_bytes: int
     record: ImageRecord
+    index_digest: str | None = None
+    """The multi-platform index the reference named, whose entry for this host's platform is ``digest``."""
 
 
 class RegistryClient:
@@ -171,7 +173,9 @@ def pull(
             raise ImageError(f"{ref}: the registry sent a manifest with digest {top_digest}: refused")
         doc = json.loads(data)
         mt = doc.get("mediaType") or mt
+        index_digest = None
         if mt in INDEX_TYPES or "manifests" in doc:
+            index_digest = top_digest
             digest = _pick_platform(doc, ref)
             data, mt = client.manifest(digest)
             if "sha256:" + sha256_hex(data) != digest:
@@ -208,7 +212,12 @@ def pull(
         refs = [str(ref)]  # a tag, or a digest of an index that names this platform's manifest
         rec = store.add_image(digest, source=pinned, refs=refs, progress=status)
         return PullResult(
-            ref=str(ref), digest=digest, layers=len(rec.layers), size_bytes=rec.size_bytes, record=rec
+            ref=str(ref),
+            digest=digest,
+            layers=len(rec.layers),
+            size_bytes=rec.size_bytes,
+            record=rec,
+            index_digest=index_digest,
         )
     finally:
         client.close()
