@@ -280,6 +280,8 @@ class RLRecipe:
             kept = [
                 t for t in demo.trajectories if t.trainable and (t.passed or not cfg.warm_start.passed_only)
             ]
+            # In Sparring's template: what a model built here learns its tokenizer from (the model does
+            # not exist yet). SFT itself trains on the model's own template's pairs, below.
             examples = [ex for t in kept for ex in sft_examples(t, tools)]
             if not examples:
                 raise JudgeError(
@@ -304,6 +306,13 @@ class RLRecipe:
         if examples:
             # in the model's own chat template (a hub model's, or Sparring's: the same text as above)
             examples = [ex for t in kept for ex in self.policy.codec.sft_pairs(t.messages, tools)]
+            res.sft["examples"] = len(examples)  # what SFT trains on (a template may leave turns out)
+            if not examples:
+                raise JudgeError(
+                    f"warm start: the chat template of {self.model_dir} renders none of the teacher's "
+                    "turns as a continuation of its prompt, so SFT has nothing to train on: set sft_steps=0 "
+                    "or use a model whose template renders assistant turns"
+                )
             self.log(f"warm start: SFT on {len(examples)} teacher turns")
             sft = SFTTrainer(self.policy, lr=cfg.sft_lr, micro_batch_tokens=cfg.grpo.micro_batch_tokens)
             rng = random.Random(cfg.seed)
