@@ -9,7 +9,9 @@ one test leaves never changes what another reads.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -25,6 +27,11 @@ DEMO_ARGS = ("demo", "--quick", "--json")
 CONTROL_ARGS = ("demo", "--quick", "--seed", "0", "--no-rl", "--json", "--workdir", ".sparring/control")
 
 
+SQLITE_SIDE_FILES = shutil.ignore_patterns("*.db-wal", "*.db-shm", "*.db-journal")
+"""Left out of a copy of a finished run: a finished writer has checkpointed its WAL into the database,
+and a reader elsewhere (another worker's test) creates and removes these as it opens and closes it."""
+
+
 @dataclass(frozen=True)
 class DemoRun:
     """A finished demo: the directory it ran from, its workdir, its JSON (stdout) and its stderr."""
@@ -36,15 +43,31 @@ class DemoRun:
 
 
 def _run(root: Path, args: tuple[str, ...], workdir: str) -> DemoRun:
-    r = subprocess.run([str(EXE), *args], cwd=root, capture_output=True, text=True, timeout=1800)
-    assert r.returncode == 0, f"`sparring {' '.join(args)}` failed:\n{r.stderr[-3000:]}"
-    return DemoRun(root, root / workdir, json.loads(r.stdout), r.stderr)
+    """The run of ``args`` from ``root``, made once for the whole session: under pytest-xdist the first
+    worker that needs it runs it (one run at a time, under a lock in ``root``) and records its answer
+    next to it; the others wait for that lock and read the answer."""
+    answer = root / f"{Path(workdir).name}.answer.json"
+    with open(root / "runs.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not answer.is_file():
+            r = subprocess.run([str(EXE), *args], cwd=root, capture_output=True, text=True, timeout=1800)
+            assert r.returncode == 0, f"`sparring {' '.join(args)}` failed:\n{r.stderr[-3000:]}"
+            tmp = answer.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"out": json.loads(r.stdout), "stderr": r.stderr}))
+            os.replace(tmp, answer)
+    got = json.loads(answer.read_text())
+    return DemoRun(root, root / workdir, got["out"], got["stderr"])
 
 
 @pytest.fixture(scope="session")
 def demo_root(tmp_path_factory) -> Path:
-    """The directory both shared runs start from (the README's working directory)."""
-    return tmp_path_factory.mktemp("demo-runs")
+    """The directory both shared runs start from (the README's working directory): one per session,
+    shared by the xdist workers (their base temps' common parent)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return tmp_path_factory.mktemp("demo-runs")
+    shared = tmp_path_factory.getbasetemp().parent / "demo-runs"
+    shared.mkdir(exist_ok=True)
+    return shared
 
 
 @pytest.fixture(scope="session")
@@ -59,5 +82,5 @@ def demo_control(demo_root: Path) -> DemoRun:
 
 def copy_run(run: DemoRun, dest: Path) -> Path:
     """A private copy of ``run``'s workdir at ``dest`` (the shared one stays as the demo left it)."""
-    shutil.copytree(run.workdir, dest, symlinks=True)
+    shutil.copytree(run.workdir, dest, symlinks=True, ignore=SQLITE_SIDE_FILES)
     return dest

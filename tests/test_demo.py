@@ -64,6 +64,7 @@ def test_demo_control_has_no_rl_updates(demo_control: DemoRun):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # 3 minutes alone; far more beside the parallel suite's other workers
 def test_demo_look_quick_measures_the_skill(tmp_path):
     """`--family shell-look`: the three-turn demonstrator's warm start, GRPO, and the per-episode
     look-before-acting measure in the JSON, the metrics log, the terminal table and the report."""

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from demo_support import CONTROL_ARGS, DEMO_ARGS, DemoRun
+from demo_support import CONTROL_ARGS, DEMO_ARGS, SQLITE_SIDE_FILES, DemoRun
 
 ROOT = Path(__file__).resolve().parent.parent
 SHELL_FENCES = {"", "bash", "sh", "shell", "console"}
@@ -120,7 +120,9 @@ def test_every_readme_command_runs(tmp_path, demo_quick: DemoRun, demo_control: 
     work.mkdir()
     _scratch(work)
     # the shared runs, as the README's demo commands leave them (both ran from demo_quick.root)
-    shutil.copytree(demo_quick.root / ".sparring", work / ".sparring", symlinks=True)
+    shutil.copytree(
+        demo_quick.root / ".sparring", work / ".sparring", symlinks=True, ignore=SQLITE_SIDE_FILES
+    )
     rc_file = tmp_path / "rc"
     lines = ["set +e", f"cd {work}"]
     for i, c in enumerate(cmds):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gzip
 import hashlib
 import io
@@ -39,6 +40,15 @@ def cache_dir() -> Path:
     d = Path(os.environ.get("SPARRING_TEST_IMAGE_CACHE", Path.home() / ".cache" / "sparring-test-images"))
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+
+@contextlib.contextmanager
+def _building(out: Path) -> Iterator[None]:
+    """One builder of cache entry ``out`` at a time, across processes (parallel workers, benchmarks):
+    the others wait, then find it built."""
+    with open(out.with_name(out.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _digest(data: bytes) -> str:
@@ -119,6 +129,13 @@ def debian_rootfs_tar(recipe: dict | None = None) -> Path:
     out = cache_dir() / f"debian-{recipe['suite']}-{key}.tar"
     if out.is_file():
         return out
+    with _building(out):
+        if not out.is_file():
+            _mmdebstrap(recipe, out)
+    return out
+
+
+def _mmdebstrap(recipe: dict, out: Path) -> None:
     mm = shutil.which("mmdebstrap")
     if mm is None:
         pytest.fail("mmdebstrap is missing: run `make system` (apt-get install mmdebstrap)")
@@ -132,7 +149,6 @@ def debian_rootfs_tar(recipe: dict | None = None) -> Path:
         tmp.unlink(missing_ok=True)
         pytest.fail(f"mmdebstrap failed: {r.stderr.strip().splitlines()[-1:]}")
     os.replace(tmp, out)
-    return out
 
 
 def debian_layout(recipe: dict | None = None) -> Path:
@@ -141,6 +157,13 @@ def debian_layout(recipe: dict | None = None) -> Path:
     out = cache_dir() / (tar.stem + "-oci")
     if (out / "index.json").is_file():
         return out
+    with _building(out):
+        if not (out / "index.json").is_file():
+            _write_debian_layout(tar, out, recipe)
+    return out
+
+
+def _write_debian_layout(tar: Path, out: Path, recipe: dict | None) -> None:
     tmp = out.with_name(out.name + f".{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     marker = tar_bytes(
@@ -153,7 +176,6 @@ def debian_layout(recipe: dict | None = None) -> Path:
         ref_name="sparring-test/debian:" + (recipe or DEBIAN_RECIPE)["suite"],
     )
     os.replace(tmp, out)
-    return out
 
 
 def layered_layout(base: Path, layer: bytes, dest: Path) -> Path:

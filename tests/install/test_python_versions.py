@@ -107,6 +107,7 @@ def find_python313() -> str | None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # its own steps are bounded (venv, install, extras: 120 + 600 + 900 s ...)
 def test_installs_and_imports_on_python_313(tmp_path):
     py = find_python313()
     if py is None:

@@ -21,11 +21,12 @@ T = TypeVar("T")
 
 
 def _console(stderr: bool) -> Console:
-    """A console; when it does not write to a terminal (a log file, a pipe) and COLUMNS is unset, lines
-    are never wrapped at rich's default 80 columns (a status dict split over lines is unreadable)."""
+    """A console; when it does not write to a terminal (a log file, a pipe) lines are never wrapped (a
+    one-line note or a status dict split over lines is unreadable and ungreppable): tables take COLUMNS
+    when it is set, else 1000 columns, and text is never folded at that width."""
     c = InertConsole(stderr=stderr)
-    if not c.is_terminal and not os.environ.get("COLUMNS"):
-        c = InertConsole(stderr=stderr, width=1000, soft_wrap=True)
+    if not c.is_terminal:
+        c = InertConsole(stderr=stderr, width=None if os.environ.get("COLUMNS") else 1000, soft_wrap=True)
     return c
 
 
