@@ -59,9 +59,9 @@ class NodeDriver:
     lost: tuple[type[BaseException], ...] = (TimeoutError,)
     """The errors that mean "the node lost this episode" (a subclass adds its transport's)."""
     ship_images: bool = True
+    """Whether nodes get a task's image from here by digest (False: their backend has its own, podman's)."""
     blob_chunk_bytes: int = 16 << 20
     """The size of the pieces an image blob is shipped in (the most of it the driver or a node holds)."""
-    """Whether nodes get a task's image from here by digest (False: their backend has its own, podman's)."""
 
     def __init__(self, nodes: dict[str, int], scheduler: SchedulerConfig, options: DriverOptions,
                  export_root: Path) -> None:  # fmt: skip
