@@ -161,22 +161,6 @@ class ImageStore:
         self.put_blob_stream(d, [data])
         return d
 
-    def put_blob_file(self, src: Path, digest: str | None = None) -> str:
-        """Copy a file in as a blob (its digest computed, or checked when given)."""
-
-        def chunks() -> Iterator[bytes]:
-            with open(src, "rb") as f:
-                while data := f.read(1 << 20):
-                    yield data
-
-        if digest is None:
-            h = hashlib.sha256()
-            for c in chunks():
-                h.update(c)
-            digest = "sha256:" + h.hexdigest()
-        self.put_blob_stream(digest, chunks())
-        return digest
-
     def read_blob(self, digest: str) -> bytes:
         return b"".join(self.read_blob_chunks(digest, size=1 << 30))
 
