@@ -89,15 +89,16 @@ demo-quick: setup
 # workers than cores), each file on one worker, Ray and SmolLM2 files together (tests/conftest.py).
 # TEST_JOBS=0 runs it in this one process.
 TEST_JOBS ?= 3
+XDIST := $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadgroup)
 test: setup lint typecheck
-	$(VENV)/bin/pytest -q --durations=30 $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadgroup)
+	$(VENV)/bin/pytest -q --durations=30 $(XDIST)
 
 # The documentation site (mkdocs.yml) into site/: open site/index.html.
 docs: setup
 	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 test-fast: setup
-	$(VENV)/bin/pytest -q -m "not slow" $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadgroup)
+	$(VENV)/bin/pytest -q -m "not slow" $(XDIST)
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks
