@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import gzip
 import hashlib
 import io
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from sparring.sandbox.isolation.features import podman_argv
-from tests_support import wait_until
+from tests_support import locked_beside, wait_until
 
 # What the Debian test image is made from; the cache key, so a change rebuilds it.
 DEBIAN_SUITE = "trixie"  # the host runs bookworm: the image's /etc/os-release and python3 differ
@@ -40,15 +39,6 @@ def cache_dir() -> Path:
     d = Path(os.environ.get("SPARRING_TEST_IMAGE_CACHE", Path.home() / ".cache" / "sparring-test-images"))
     d.mkdir(parents=True, exist_ok=True)
     return d
-
-
-@contextlib.contextmanager
-def _building(out: Path) -> Iterator[None]:
-    """One builder of cache entry ``out`` at a time, across processes (parallel workers, benchmarks):
-    the others wait, then find it built."""
-    with open(out.with_name(out.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 def _digest(data: bytes) -> str:
@@ -129,7 +119,7 @@ def debian_rootfs_tar(recipe: dict | None = None) -> Path:
     out = cache_dir() / f"debian-{recipe['suite']}-{key}.tar"
     if out.is_file():
         return out
-    with _building(out):
+    with locked_beside(out):
         if not out.is_file():
             _mmdebstrap(recipe, out)
     return out
@@ -157,7 +147,7 @@ def debian_layout(recipe: dict | None = None) -> Path:
     out = cache_dir() / (tar.stem + "-oci")
     if (out / "index.json").is_file():
         return out
-    with _building(out):
+    with locked_beside(out):
         if not (out / "index.json").is_file():
             _write_debian_layout(tar, out, recipe)
     return out
