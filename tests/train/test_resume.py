@@ -36,6 +36,7 @@ max_steps: 3
 heldout_max_steps: 3
 resample_rounds: 1
 checkpoint_every: 1
+eval_every: 1
 model: {max_new_tokens: 40, max_batch: 1}
 warm_start: {teacher: noisy, epsilon: 0.15, forget_output: 0.5, samples: 2, passed_only: false}
 grpo: {lr: 5.0e-4, minibatches: 2, kl_coef: 0.05}
@@ -43,6 +44,8 @@ grpo: {lr: 5.0e-4, minibatches: 2, kl_coef: 0.05}
 # Enough warm start for rewards that differ within a group, so every iteration runs a real GRPO update
 # (asserted below: a run whose updates are all skipped would resume to equal weights trivially);
 # model.max_batch 1 samples each turn alone, so the seed pins the tokens whatever the sandbox timing.
+# eval_every 1: a held-out evaluation after iterations 1 and 2 as well, before each checkpoint, so the
+# resumed run's held-out curve must hold the one evaluated before the kill.
 
 
 def _cfg(tmp_path: Path, name: str) -> Path:
@@ -125,5 +128,14 @@ def test_kill_and_resume_reaches_the_uninterrupted_state(tmp_path):
 
     assert strip(ra["iterations"]) == strip(rb["iterations"])
     assert ra["heldout"] == rb["heldout"]
+    assert ra["heldout_curve"] == rb["heldout_curve"]
+    calls = [r["sampled_tool_calls"] for r in ra["iterations"]]
+    assert [(p["iteration"], p["sampled_tool_calls"]) for p in ra["heldout_curve"]] == [
+        (0, 0),
+        (1, calls[0]),
+        (2, calls[0] + calls[1]),
+        (3, sum(calls)),
+    ] and calls[0] > 0
+    assert ra["heldout_curve"][-1]["pass_rate"] == ra["heldout"]["after_rl"]
     # the interrupted iteration's rollouts were dropped and redone, not counted twice
     assert _run_rollouts(tmp_path / "b") == _run_rollouts(tmp_path / "a") > 0

@@ -22,6 +22,16 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
+def sampled_tool_calls(t: Trajectory) -> int:
+    """The tool calls the policy sampled in ``t``: all of a root's; of a forked branch only those after
+    its ``branch_turn`` (its first turns are its parent's conversation, counted there)."""
+    if not t.branch_turn:
+        return len(t.steps)
+    turns = [m for m in t.messages if m.get("role") == "assistant"]
+    shared = sum(len(m.get("tool_calls") or []) for m in turns[: t.branch_turn])
+    return max(0, len(t.steps) - shared)
+
+
 def iteration_metrics(
     trajs: Sequence[Trajectory], seconds: float, policy_version: int | None = None,
     max_new_tokens: int | None = None,
@@ -48,6 +58,7 @@ def iteration_metrics(
         "rollout/process_flag_rate": _mean([1.0 if t.process_flags else 0.0 for t in trajs]),
         "rollout/statuses": dict(statuses),
         "rollout/tool_calls": tool_calls,
+        "rollout/sampled_tool_calls": sum(sampled_tool_calls(t) for t in trajs),  # the sampling cost
         "rollout/tokens": tokens,
         "rollout/seconds": seconds,
         "rollout/throughput_per_min": (60.0 * n / seconds) if seconds > 0 else 0.0,

@@ -188,6 +188,12 @@ class RLConfig(BaseModel):
     concurrency: int = Field(2, ge=1, description="Rollouts in flight at once.")
     heldout_max_steps: int = Field(6, ge=1, description="Tool calls per held-out rollout.")
     heldout_samples: int = Field(1, ge=1, description="Rollouts per held-out task (pass rate averages them).")
+    eval_every: int = Field(
+        0,
+        ge=0,
+        description="Also evaluate the held-out tasks every N RL iterations (0: only before and after RL); "
+        "the result's heldout_curve pairs each pass rate with the tool calls sampled so far.",
+    )
     sandbox_limits: bool = Field(True, description="Apply the tasks' memory/pids limits (needs cgroups).")
     backend: BackendConfig = Field(
         default_factory=LocalBackendConfig,

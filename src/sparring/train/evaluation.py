@@ -44,6 +44,27 @@ def heldout_metrics(phase: str, summary: RolloutSummary) -> dict[str, Any]:
     }
 
 
+def curve_point(iterations: list[dict[str, Any]], pass_rate: float, reward_mean: float) -> dict[str, Any]:
+    """A point of a run's held-out curve (``eval_every``): the iterations run so far and the tool calls
+    their batches sampled (a forked branch's calls past its branch turn only), with the pass rate
+    and mean reward of the held-out evaluation made then."""
+    return {
+        "iteration": len(iterations),
+        "sampled_tool_calls": sum(int(r.get("sampled_tool_calls", 0)) for r in iterations),
+        "pass_rate": pass_rate,
+        "reward_mean": reward_mean,
+    }
+
+
+def calls_to_reach(curve: list[dict[str, Any]], target: float) -> int | None:
+    """The sampled tool calls at the first point of a held-out ``curve`` (:func:`curve_point`) whose
+    pass rate reaches ``target`` (None: none does); how issue 37 compares credit assignments."""
+    for p in sorted(curve, key=lambda p: (p["sampled_tool_calls"], p["iteration"])):
+        if p["pass_rate"] >= target - 1e-9:
+            return int(p["sampled_tool_calls"])
+    return None
+
+
 def skill_of(cfg: RLConfig, trajs: list[Trajectory]) -> dict[str, float | None] | None:
     """The look-before-acting measure of ``trajs`` if the run's family teaches it, else None."""
     from sparring.monitor.skill import look_skill

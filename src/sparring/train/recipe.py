@@ -53,7 +53,7 @@ from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.loader import Task
 from sparring.train.components import make_rollout_executor, make_teacher, make_weight_sync, prepare_model
 from sparring.train.config import RLConfig
-from sparring.train.evaluation import evaluate, heldout_metrics, skill_of
+from sparring.train.evaluation import curve_point, evaluate, heldout_metrics, skill_of
 from sparring.train.run_state import check_same_config, interrupted_after, run_state
 from sparring.train.run_tasks import collect_tasks, gate_tasks
 from sparring.train.sampling import sample_batch
@@ -83,11 +83,14 @@ class RunResult:
     weight_syncs: int = 0  # pushes of weights to the configured inference server (this process)
     # per held-out phase, the look-before-acting measure (sparring.monitor.skill) of families that teach it
     skill: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    # with eval_every: the held-out pass rate against the tool calls sampled for training so far
+    heldout_curve: list[dict[str, Any]] = field(default_factory=list)
     # what the admission gate let through: tasks used, tasks skipped (with why), whether it was overridden
     admission: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         skill = {"skill": self.skill} if self.skill else {}  # only families with a skill measure have the key
+        curve = {"heldout_curve": self.heldout_curve} if self.heldout_curve else {}  # only with eval_every
         return {
             "run_id": self.run_id,
             "iterations": self.iterations,
@@ -101,6 +104,7 @@ class RunResult:
             "weight_syncs": self.weight_syncs,
             "admission": self.admission,
             **skill,
+            **curve,
         }
 
 
@@ -113,6 +117,9 @@ class _ModelHolder:
 # A different seed after RL than before: in the control run (no updates) the two numbers differ only
 # by evaluation noise.
 _PHASES = {"before_rl": ("-heldout-before", 7, "before RL"), "after_rl": ("-heldout-after", 8, "after RL")}
+# An evaluation during RL (``eval_every``) samples with the after-RL seed: the curve's points after
+# RL differ by the weights, not by the sampling.
+_DURING_SEED = _PHASES["after_rl"][1]
 
 
 class RLRecipe:
@@ -166,8 +173,9 @@ class RLRecipe:
         self._closing = AsyncExitStack()
         self._t0 = time.perf_counter()
 
-    def _tick(self, _t: Trajectory) -> None:
-        self.prog.advance("rollouts")  # a finished sample, whatever its status
+    def _tick(self, t: Trajectory) -> None:
+        if t.parent_id is None:  # a finished sample, whatever its status; forked branches are extra
+            self.prog.advance("rollouts")
 
     @property
     def reference_dir(self) -> Path:
@@ -372,6 +380,7 @@ class RLRecipe:
         self.rules.load_state_dict(saved["alerts"])
         await self.lag.restore([[Trajectory.model_validate(t) for t in b] for b in saved["pending"]])
         res.skill = saved.get("skill", {})
+        res.heldout_curve = saved.get("heldout_curve", [])
         res.iterations, res.heldout, res.sft, res.alerts = (
             saved["iterations"],
             saved["heldout"],
@@ -381,21 +390,30 @@ class RLRecipe:
         return int(saved["iteration"]) + 1
 
     async def evaluate(self, phase: str) -> None:
-        """The held-out evaluation ``before_rl`` or ``after_rl``: into the result and the metrics sinks."""
+        """The held-out evaluation ``before_rl``, ``after_rl``, or ``during`` RL (``eval_every``: the
+        weights after the iterations run so far): into the result and the metrics sinks. With
+        ``eval_every`` each one is also a point of ``heldout_curve``."""
         cfg, res = self.cfg, self.result
-        suffix, seed_offset, when = _PHASES[phase]
+        done = len(res.iterations)
+        if phase == "during":
+            suffix, seed_offset, when = f"-heldout-iter{done}", _DURING_SEED, f"after iteration {done}"
+        else:
+            suffix, seed_offset, when = _PHASES[phase]
         self.log(f"held-out evaluation {when}")
         summary = await evaluate(
             self.eval_sched, self.heldout_tasks, self.policy, self.run_id + suffix, cfg.seed + seed_offset,
             cfg.heldout_samples, self.prog, f"held-out evaluation {when}",
         )  # fmt: skip
-        res.heldout[phase] = summary.pass_rate
-        res.heldout[f"{phase}_reward"] = summary.reward_mean
         row = heldout_metrics(phase, summary)
-        if (sk := skill_of(cfg, summary.trajectories)) is not None:
-            res.skill[phase] = sk
-            row.update(skill_metrics(f"eval/heldout/{phase}/skill", sk))
-        self.sink.log(0 if phase == "before_rl" else (cfg.iterations if cfg.rl else 0), row)
+        if phase != "during":
+            res.heldout[phase] = summary.pass_rate
+            res.heldout[f"{phase}_reward"] = summary.reward_mean
+            if (sk := skill_of(cfg, summary.trajectories)) is not None:
+                res.skill[phase] = sk
+                row.update(skill_metrics(f"eval/heldout/{phase}/skill", sk))
+        if cfg.eval_every:
+            res.heldout_curve.append(curve_point(res.iterations, summary.pass_rate, summary.reward_mean))
+        self.sink.log(done if phase != "before_rl" else 0, row)
 
     async def _push_weights(self) -> float:
         """Push the policy's weights to the inference server; the seconds it took, rounded."""
@@ -481,6 +499,7 @@ class RLRecipe:
             "pass_rate": metrics["rollout/pass_rate"],
             "statuses": metrics["rollout/statuses"],
             "rollouts": len(trajs),
+            "sampled_tool_calls": metrics["rollout/sampled_tool_calls"],
             "throughput_per_min": metrics["rollout/throughput_per_min"],
             "seconds": seconds,
             "policy_version": self.policy.version,
@@ -522,7 +541,7 @@ class RLRecipe:
             self.cfg, self.run_id, it, self.model_dir, policy_version=self.policy.version,
             curriculum=self.curriculum.state_dict(), drift=self.drift.state_dict(), alerts=self.rules.state_dict(),
             pending=self.lag.pending(), iterations=res.iterations, heldout=res.heldout, sft=res.sft,
-            alerts_raised=res.alerts, skill=res.skill,
+            alerts_raised=res.alerts, skill=res.skill, heldout_curve=res.heldout_curve,
         )  # fmt: skip
         ck = await asyncio.to_thread(
             save_checkpoint, self.cfg.workdir, it, self.policy, self.trainer.optimizer, state
@@ -544,6 +563,8 @@ class RLRecipe:
             self.prog.start("rl", end - start, "RL iterations")
         for it in range(start, end):
             await self.iteration(it)
+            if self.cfg.eval_every and (it + 1) % self.cfg.eval_every == 0 and it + 1 < end:
+                await self.evaluate("during")  # before the checkpoint, which keeps the curve
             if self.checkpoint_due(it):
                 await self.checkpoint(it)
         self.prog.finish("rl")

@@ -65,10 +65,11 @@ def run_state(
     sft: dict[str, Any],
     alerts_raised: list[dict[str, Any]],
     skill: dict[str, Any],
+    heldout_curve: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The state written with the checkpoint of ``iteration``: the ``state_dict()`` of the
     curriculum, drift monitor and alert rules, the sampled batches still waiting for their update
-    (``pending``) and the run's result so far (``skill`` only when measured)."""
+    (``pending``) and the run's result so far (``skill`` and ``heldout_curve`` only when measured)."""
     return {
         "config": cfg.model_dump(mode="json"), "run_id": run_id, "iteration": iteration, "model": str(model_dir),
         "policy_version": policy_version, "curriculum": curriculum, "drift": drift,
@@ -76,4 +77,5 @@ def run_state(
         "iterations": iterations, "heldout": heldout, "sft": sft, "alerts_raised": alerts_raised,
         "saved_at": time.time(),
         **({"skill": skill} if skill else {}),
+        **({"heldout_curve": heldout_curve} if heldout_curve else {}),
     }  # fmt: skip

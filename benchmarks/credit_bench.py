@@ -1,0 +1,124 @@
+"""Tree credit against flat GRPO (issue 37): the sampled tool calls each needs to reach flat GRPO's final
+held-out pass rate, per seed, from the same warm-started weights; prints one JSON object.
+
+    python benchmarks/credit_bench.py [--family shell-look] [--seeds 0,1,2] [--workdir .sparring/credit]
+                                      [--flat-iterations 12] [--tree-iterations 6] [--branch-at 1] [--branches 2]
+                                      [--eval-every 2] [--set KEY=VALUE ...]
+
+Per seed, two ``sparring demo`` runs of the family's demo configuration, each in its own workdir:
+
+1. **flat**: the demo as it is (its warm start, then GRPO), with a held-out evaluation every
+   ``--eval-every`` iterations (``eval_every``: the result's ``heldout_curve`` pairs each pass rate
+   with the tool calls sampled for training so far).
+2. **tree**: from the flat run's warm-started weights (its KL reference, the weights before any
+   update; no second warm start), ``credit: tree`` with rollouts forked ``--branches`` times after
+   the turns ``--branch-at``, evaluated every iteration. A branch's sampled calls count from its
+   branch turn on.
+
+The target is the flat run's final held-out pass rate; each run's cost is the sampled tool calls at
+the first evaluation at or above it (null: not reached). ``ratio`` is tree over flat (issue 37's
+target: <= 0.6). Both runs evaluate with the same sampling seed, so their ``before_rl`` agree when
+the warm start is the same weights. These runs take 10-30 minutes each on 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from sparring.train.evaluation import calls_to_reach
+
+
+def demo(workdir: Path, family: str, seed: int, sets: list[str], quick: bool = False) -> dict[str, Any]:
+    """One ``sparring demo --json`` run (stderr to ``workdir``.log); its JSON."""
+    exe = Path(sys.executable).with_name("sparring")  # the CLI of this interpreter's environment
+    cmd = [str(exe) if exe.exists() else "sparring", "demo", "--family", family, "--seed", str(seed), "--json",
+           "--workdir", str(workdir)] + (["--quick"] if quick else []) + [a for s in sets for a in ("--set", s)]  # fmt: skip
+    with open(f"{workdir}.log", "w") as err:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+    if r.returncode != 0:
+        sys.exit(f"credit_bench: {' '.join(cmd)} failed (exit {r.returncode}); see {workdir}.log")
+    out: dict[str, Any] = json.loads(r.stdout)
+    return out
+
+
+def warm_weights(flat: dict[str, Any], flat_dir: Path, into: Path) -> Path:
+    """The flat run's warm-started model: its base model folder with the reference weights over it."""
+    ref = flat_dir / "checkpoints" / "reference"
+    if not ref.is_dir():
+        sys.exit(f"credit_bench: {ref} missing: the flat run kept no reference weights")
+    shutil.rmtree(into, ignore_errors=True)
+    shutil.copytree(flat["model"], into)
+    for f in ref.iterdir():
+        shutil.copy2(f, into / f.name)
+    return into
+
+
+def summary(run: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "heldout": run["heldout"],
+        "curve": run.get("heldout_curve", []),
+        "sampled_tool_calls": sum(int(r.get("sampled_tool_calls", 0)) for r in run["iterations"]),
+        "iterations": len(run["iterations"]),
+        "seconds": run["seconds"],
+    }
+
+
+def one_seed(a: argparse.Namespace, seed: int) -> dict[str, Any]:
+    """The flat run, then the tree run from its warm-started weights; their comparison."""
+    flat_dir, tree_dir = a.workdir / f"s{seed}-flat", a.workdir / f"s{seed}-tree"
+    flat_sets = [f"iterations={a.flat_iterations}", f"eval_every={a.eval_every}", *a.sets]
+    flat = demo(flat_dir, a.family, seed, flat_sets, a.quick)
+    warm = warm_weights(flat, flat_dir, a.workdir / f"s{seed}-warm")
+    tree = demo(tree_dir, a.family, seed, [
+        f"iterations={a.tree_iterations}", "eval_every=1", "credit=tree", f"branch_at={a.branch_at}",
+        f"branches={a.branches}", f"model.path={warm}", "sft_steps=0", "model.copy_pretrain_steps=0", *a.sets,
+    ], a.quick)  # fmt: skip
+    target = flat["heldout"]["after_rl"]
+    f_calls = calls_to_reach(flat.get("heldout_curve", []), target)
+    t_calls = calls_to_reach(tree.get("heldout_curve", []), target)
+    out = {
+        "seed": seed, "target_pass_rate": target, "flat": summary(flat), "tree": summary(tree),
+        "flat_calls_to_target": f_calls, "tree_calls_to_target": t_calls,
+        "ratio": round(t_calls / f_calls, 3) if t_calls is not None and f_calls else None,
+    }  # fmt: skip
+    print(json.dumps(out), file=sys.stderr, flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--family", default="shell-look")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--workdir", type=Path, default=Path(".sparring/credit"))
+    ap.add_argument("--flat-iterations", type=int, default=12)
+    ap.add_argument("--tree-iterations", type=int, default=6)
+    ap.add_argument("--branch-at", default="1")
+    ap.add_argument("--branches", type=int, default=2)
+    ap.add_argument(
+        "--eval-every", type=int, default=2, help="The flat run's; the tree run evaluates every iteration."
+    )
+    ap.add_argument("--jobs", type=int, default=1, help="Seeds run side by side (each seed's runs in order).")
+    ap.add_argument("--quick", action="store_true", help="The demo's --quick configuration: a smoke run.")
+    ap.add_argument("--set", dest="sets", action="append", default=[], help="Passed to both runs' config.")
+    a = ap.parse_args()
+    a.workdir.mkdir(parents=True, exist_ok=True)
+    seed_list = [int(s) for s in a.seeds.split(",")]
+    with ThreadPoolExecutor(max(1, a.jobs)) as pool:  # each seed's two runs in order, seeds side by side
+        seeds = list(pool.map(lambda seed: one_seed(a, seed), seed_list))
+    ratios = [s["ratio"] for s in seeds]
+    print(json.dumps({
+        "family": a.family, "branch_at": a.branch_at, "branches": a.branches,
+        "flat_iterations": a.flat_iterations, "tree_iterations": a.tree_iterations, "seeds": seeds,
+        "ratios": ratios, "tree_reached_target": sum(r is not None for r in ratios), "target_ratio": 0.6,
+    }))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
