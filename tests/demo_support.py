@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests_support import locked_beside
+from sparring.filelock import beside, locked
 
 EXE = Path(sys.executable).parent / "sparring"
 # Exactly the README's arguments (tests/test_readme.py runs every other README command itself and
@@ -48,7 +48,7 @@ def _run(root: Path, args: tuple[str, ...], workdir: str) -> DemoRun:
     worker that needs it runs it (one run at a time, under a lock in ``root``) and records its answer
     next to it; the others wait for that lock and read the answer."""
     answer = root / f"{Path(workdir).name}.answer.json"
-    with locked_beside(root / "runs"):
+    with locked(beside(root / "runs")):
         if not answer.is_file():
             r = subprocess.run([str(EXE), *args], cwd=root, capture_output=True, text=True, timeout=1800)
             assert r.returncode == 0, f"`sparring {' '.join(args)}` failed:\n{r.stderr[-3000:]}"

@@ -30,8 +30,9 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # errors (the exception tree), trajectory (the record rollout builds, store keeps, train reads),
 # chat_format (the text format policies render and the Environment parses), textsafe (candidate
 # text made inert for a reader: the terminal and the HTML pages), pyast (the one thread-safe ast.parse),
-# pids (whether an owner process is alive: the image store and the sandbox reaper).
-ROOT_ROOMS = ("errors", "trajectory", "chat_format", "textsafe", "pyast", "pids")
+# pids (whether an owner process is alive: the image store and the sandbox reaper), filelock (a lock
+# file held across processes: the image store, the GGUF model cache, the task registry).
+ROOT_ROOMS = ("errors", "trajectory", "chat_format", "textsafe", "pyast", "pids", "filelock")
 
 # room -> the rooms (or single modules, "judge.records") it may import. A room may always import
 # itself. Read bottom-up: errors; images; sandbox; tasks; judge; admission; policy; env; rollout; store; ...; cli.
@@ -44,14 +45,19 @@ ALLOWED: dict[str, frozenset[str]] = {
     "textsafe": frozenset(),
     "pyast": frozenset(),
     "pids": frozenset(),
-    "images": frozenset({"errors", "pids"}),  # the image store: below the sandbox, whose roots it makes
+    "filelock": frozenset(),
+    "images": frozenset(
+        {"errors", "pids", "filelock"}
+    ),  # the image store: below the sandbox, whose roots it makes
     "sandbox": frozenset({"errors", "images", "pids"}),
-    "tasks": frozenset({"errors", "sandbox", "pyast", "images"}),  # protocols only: see CONCRETE_BACKENDS
+    "tasks": frozenset(
+        {"errors", "sandbox", "pyast", "images", "filelock"}
+    ),  # protocols only: see CONCRETE_BACKENDS
     "judge": frozenset({"errors", "sandbox", "tasks", "pyast"}),  # never rollout, policy, train, env, store
     # runs the judge on a task to decide whether it enters the library (check, regress, bench)
     "admission": frozenset({"errors", "sandbox", "tasks", "judge"}),
     "trajectory": frozenset({"errors", "judge.records"}),  # the judge's verdict record, nothing else
-    "policy": frozenset({"errors", "tasks", "chat_format", "trajectory"}),  # never judge
+    "policy": frozenset({"errors", "tasks", "chat_format", "trajectory", "filelock"}),  # never judge
     "env": frozenset({"errors", "sandbox", "tasks", "judge", "trajectory", "chat_format"}),  # never policy
     "store": frozenset({"errors", "trajectory", "tasks", "sandbox"}),  # never rollout
     "curriculum": frozenset({"errors", "tasks", "trajectory"}),

@@ -7,11 +7,9 @@ only one of them can be the module named `conftest` at a time.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -117,15 +115,6 @@ async def await_until(check: Callable[[], T], timeout_s: float = HANG_S, interva
     while not (value := check()) and time.monotonic() < deadline:
         await asyncio.sleep(interval_s)
     return value
-
-
-@contextlib.contextmanager
-def locked_beside(path: Path) -> Iterator[None]:
-    """An exclusive lock on the file ``path`` + ``.lock``, across processes (parallel workers, benchmarks):
-    one maker of ``path`` at a time, the others wait for it."""
-    with open(path.with_name(path.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 def procs_with(marker: str) -> list[int]:

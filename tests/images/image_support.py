@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from sparring.filelock import beside, locked
 from sparring.sandbox.isolation.features import podman_argv
-from tests_support import locked_beside, wait_until
+from tests_support import wait_until
 
 # What the Debian test image is made from; the cache key, so a change rebuilds it.
 DEBIAN_SUITE = "trixie"  # the host runs bookworm: the image's /etc/os-release and python3 differ
@@ -119,7 +120,7 @@ def debian_rootfs_tar(recipe: dict | None = None) -> Path:
     out = cache_dir() / f"debian-{recipe['suite']}-{key}.tar"
     if out.is_file():
         return out
-    with locked_beside(out):
+    with locked(beside(out)):
         if not out.is_file():
             _mmdebstrap(recipe, out)
     return out
@@ -147,7 +148,7 @@ def debian_layout(recipe: dict | None = None) -> Path:
     out = cache_dir() / (tar.stem + "-oci")
     if (out / "index.json").is_file():
         return out
-    with locked_beside(out):
+    with locked(beside(out)):
         if not (out / "index.json").is_file():
             _write_debian_layout(tar, out, recipe)
     return out

@@ -19,7 +19,6 @@ two processes making the same layer at once serialise on its lock, the second fi
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -31,6 +30,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from sparring.errors import ImageError
+from sparring.filelock import locked
 from sparring.images.flatten import flatten
 from sparring.images.reference import is_digest, parse
 from sparring.images.runtime import ImageConfig, prepare
@@ -94,16 +94,6 @@ class ImageRecord(BaseModel):
     @property
     def config(self) -> ImageConfig:
         return ImageConfig(env=dict(self.env), working_dir=self.working_dir, user=self.user)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 class ImageStore:
@@ -189,7 +179,7 @@ class ImageStore:
     def unpack(self, layer: LayerRecord, where: str) -> tuple[Path, set[str], str]:
         """The unpacked layer (made once, under the layer's lock): its root, implicit dirs and diff_id."""
         d = self.layer_dir(layer.digest)
-        with _locked(self.root / "locks" / f"layer-{d.name}.lock"):
+        with locked(self.root / "locks" / f"layer-{d.name}.lock"):
             meta = d / "meta.json"
             if not meta.is_file():
                 tmp = self.temp_path("layer")
@@ -231,7 +221,7 @@ class ImageStore:
         done = d / ".sparring" / f"root-format-{ROOT_FORMAT}"
         if done.is_file():
             return d
-        with _locked(self.root / "locks" / f"root-{d.name}.lock"):
+        with locked(self.root / "locks" / f"root-{d.name}.lock"):
             if done.is_file():
                 return d
             layers = []
@@ -336,7 +326,7 @@ class ImageStore:
     def tag(self, ref: str, digest: str) -> None:
         """Point ``ref`` (normalised: ``debian`` is ``docker.io/library/debian:latest``) at ``digest``."""
         key = str(parse(ref))
-        with _locked(self.root / "locks" / "refs.lock"):
+        with locked(self.root / "locks" / "refs.lock"):
             refs = self.refs()
             refs[key] = digest
             self._write_refs(refs)
@@ -386,7 +376,7 @@ class ImageStore:
         """Forget ``ref``; when no reference names its image any more (or ``ref`` is its digest), the
         image's record and root go too. Returns the digests removed (their blobs wait for ``gc``)."""
         rec = self.require(ref)
-        with _locked(self.root / "locks" / "refs.lock"):
+        with locked(self.root / "locks" / "refs.lock"):
             refs = self.refs()
             text = ref.strip()
             by_digest = rec.digest.split(":", 1)[1].startswith(text.removeprefix("sha256:"))
@@ -399,7 +389,7 @@ class ImageStore:
                 return []
         (self.root / "images" / f"{rec.digest.split(':', 1)[1]}.json").unlink(missing_ok=True)
         d = self.root_dir(rec.digest)
-        with _locked(self.root / "locks" / f"root-{d.name}.lock"):
+        with locked(self.root / "locks" / f"root-{d.name}.lock"):
             if d.exists():
                 self._remove(d)
         return [rec.digest]
@@ -423,7 +413,7 @@ class ImageStore:
                 if p.name in keep:
                     continue
                 lock = self.root / "locks" / f"{kind[:-1]}-{p.name}.lock"
-                with _locked(lock):
+                with locked(lock):
                     if p.exists():
                         self._remove(p)
                 lock.unlink(missing_ok=True)

