@@ -26,6 +26,7 @@ PINNING = {
     "code-repair",
     "shell-ops",
     "shell-look",
+    "shell-look-deep",
     "spreadsheet",
     "service-recovery",
     "sql",

@@ -91,11 +91,21 @@ LOOK_FULL = {**_LOOK, "n_train": 24, "n_heldout": 12, "iterations": 12, "tasks_p
 LOOK_QUICK = {**_LOOK, "n_train": 12, "n_heldout": 6, "iterations": 2, "tasks_per_iteration": 4, "sft_steps": 120,
               "heldout_samples": 2, "warm_start": {**_LOOK_TEACHER, "samples": 4},
               "model": {**_COMMON["model"], "copy_pretrain_steps": 100}}  # fmt: skip
+# `--family shell-look-deep` (issue 37's harder multi-turn variant): the file one folder down, so two
+# looks (`ls`, `ls FOLDER`) before the act on FOLDER/NAME; four tool calls per episode. The training
+# set is one whole cycle of (operation, folder, file) triples (36); otherwise shell-look's recipe.
+_LOOK_DEEP = {**_LOOK, "family": "shell-look-deep", "max_steps": 4, "heldout_max_steps": 4}
+LOOK_DEEP_FULL = {**_LOOK_DEEP, "n_train": 36, "n_heldout": 12, "iterations": 12, "tasks_per_iteration": 8}
+LOOK_DEEP_QUICK = {**LOOK_QUICK, "family": "shell-look-deep", "max_steps": 4, "heldout_max_steps": 4}
 # What the docs say too (tests/test_docs.py checks they agree): measured on 2 quiet cores.
 QUICK_TIME = "about 80 s on 2 quiet cores, longer under load"
 
 # --family NAME -> (full, quick) defaults; shell-ops is the default demo, unchanged
-DEFAULTS = {"shell-ops": (FULL, QUICK), "shell-look": (LOOK_FULL, LOOK_QUICK)}
+DEFAULTS = {
+    "shell-ops": (FULL, QUICK),
+    "shell-look": (LOOK_FULL, LOOK_QUICK),
+    "shell-look-deep": (LOOK_DEEP_FULL, LOOK_DEEP_QUICK),
+}
 
 
 def demo(
@@ -112,7 +122,8 @@ def demo(
     family: str = typer.Option(
         "shell-ops",
         "--family",
-        help="shell-ops (one-command habit) or shell-look (look before acting: ls first).",
+        help="shell-ops (one-command habit), shell-look (look before acting: ls first) or shell-look-deep "
+        "(two looks: ls, then ls in the one folder).",
     ),
     set_: list[str] = typer.Option([], "--set", help="Override a config field: --set group_size=8."),
     json_out: bool = typer.Option(

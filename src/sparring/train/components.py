@@ -88,14 +88,14 @@ def make_weight_sync(cfg: RLConfig) -> HTTPWeightSync | None:
 def make_teacher(cfg: RLConfig) -> Any:
     """The scripted policy whose trajectories the warm start imitates."""
     ws = cfg.warm_start
-    if ws.teacher == "noisy" and cfg.family == "shell-look":
+    if ws.teacher == "noisy" and cfg.family in ("shell-look", "shell-look-deep"):
         from sparring.policy.look_demonstrator import LookDemonstrator
 
         return LookDemonstrator(ws.guess, seed=cfg.seed)
     if ws.teacher == "noisy":
         if cfg.family != "shell-ops":
             raise ConfigError(
-                f"warm_start.teacher=noisy needs family shell-ops or shell-look, not {cfg.family!r}"
+                f"warm_start.teacher=noisy needs family shell-ops, shell-look or shell-look-deep, not {cfg.family!r}"
             )
         from sparring.policy.demonstrator import NoisyDemonstrator
 

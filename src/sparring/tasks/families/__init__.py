@@ -18,6 +18,7 @@ from sparring.tasks.families.data_analysis import DataAnalysisGenerator
 from sparring.tasks.families.function_impl import FunctionImplGenerator
 from sparring.tasks.families.service_recovery import ServiceRecoveryGenerator
 from sparring.tasks.families.shell_look import ShellLookGenerator, is_inspection
+from sparring.tasks.families.shell_look_deep import ShellLookDeepGenerator
 from sparring.tasks.families.shell_ops import ShellOpsGenerator
 from sparring.tasks.families.spreadsheet import SpreadsheetGenerator
 from sparring.tasks.families.sql import SqlGenerator
@@ -50,6 +51,7 @@ FAMILIES: dict[str, FamilyGenerator] = {
     DataAnalysisGenerator.name: DataAnalysisGenerator(),
     ShellOpsGenerator.name: ShellOpsGenerator(),
     ShellLookGenerator.name: ShellLookGenerator(),
+    ShellLookDeepGenerator.name: ShellLookDeepGenerator(),
     SpreadsheetGenerator.name: SpreadsheetGenerator(),
     ServiceRecoveryGenerator.name: ServiceRecoveryGenerator(),
     SqlGenerator.name: SqlGenerator(),
@@ -60,6 +62,7 @@ FAMILIES: dict[str, FamilyGenerator] = {
 # recipe reports the per-episode skill measure (sparring.monitor.skill) for these.
 INSPECTIONS: dict[str, Callable[[str, dict[str, Any] | None], bool]] = {
     ShellLookGenerator.name: is_inspection,
+    ShellLookDeepGenerator.name: is_inspection,
 }
 
 

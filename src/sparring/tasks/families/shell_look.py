@@ -67,7 +67,7 @@ OPS: dict[str, LookOp] = {
 _LETTERS = "abcdefghijklmnoprstuw"
 
 
-def _data(rng: random.Random) -> list[str]:
+def data_lines(rng: random.Random) -> list[str]:
     """5-7 distinct random words, not in sorted order, so every operation gives a different result."""
     while True:
         lines = sorted(  # sorted, not list(): a set's order depends on the process's string hash seed
@@ -98,7 +98,7 @@ def shell_look_task(
     rng = random.Random(zlib.crc32(f"{GENERATOR}:{seed}:{index}".encode()))
     ops, names = _orders(seed)
     op, filename = OPS[ops[index % len(ops)]], names[index % len(names)]
-    lines = _data(rng)
+    lines = data_lines(rng)
     expected = apply_op(op.name, lines)
     spec = TaskSpec.model_validate(
         {
@@ -138,8 +138,17 @@ def task_op(task: Task) -> LookOp:
 
 
 def task_file(task: Task) -> str:
-    """The name of a shell-look task's file (privileged: from its tags, as scripted policies may read)."""
+    """The path of a shell-look task's file in its workspace (privileged: from its tags, as scripted
+    policies may read); ``FOLDER/NAME`` in a ``shell-look-deep`` task."""
     return _tag(task, "file:")
+
+
+def task_dir(task: Task) -> str | None:
+    """The folder holding the file of a ``shell-look-deep`` task (None: the file is at the top)."""
+    try:
+        return _tag(task, "dir:")
+    except KeyError:
+        return None
 
 
 def is_inspection(tool: str, arguments: dict[str, Any] | None) -> bool:
@@ -166,5 +175,6 @@ class ShellLookGenerator:
 
 
 __all__ = [
-    "FAMILY", "NAMES", "OPS", "ShellLookGenerator", "is_inspection", "shell_look_task", "task_file", "task_op",
+    "FAMILY", "NAMES", "OPS", "ShellLookGenerator", "data_lines", "is_inspection", "shell_look_task", "task_dir",
+    "task_file", "task_op",
 ]  # fmt: skip
