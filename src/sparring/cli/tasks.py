@@ -28,7 +28,10 @@ app = typer.Typer(help="Task library: generate families, admission checks, listi
 
 
 # Spelled out so `--help` needs no generator imported; a test keeps it equal to the registry.
-FAMILY_NAMES = "code-repair, data-analysis, function-impl, service-recovery, shell-look, shell-ops, spreadsheet, sql, tool-use"
+FAMILY_NAMES = (
+    "code-repair, data-analysis, function-impl, service-recovery, shell-look, shell-look-deep, shell-ops, "
+    "spreadsheet, sql, tool-use"
+)
 
 
 @app.command("generate")
