@@ -11,16 +11,15 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from look_support import demonstrator_rollouts
 
 from sparring.admission.check import check_tasks
 from sparring.errors import ConfigError
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.monitor.skill import look_skill
 from sparring.policy.look_demonstrator import LookDemonstrator
-from sparring.rollout.scheduler import RolloutScheduler, RolloutSummary
+from sparring.rollout.scheduler import RolloutSummary
 from sparring.sandbox.local.backend import LocalBackend
-from sparring.sandbox.pool import SandboxPool
-from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.families import INSPECTIONS, generate
 from sparring.tasks.families.shell_look import NAMES, OPS, apply_op, is_inspection, shell_look_task, task_file
 
@@ -95,23 +94,7 @@ def test_demonstrator_guesses_at_its_rate_and_otherwise_looks_first(tmp_path: Pa
 @pytest.fixture(scope="module")
 def demo_rollouts(tmp_path_factory: pytest.TempPathFactory) -> RolloutSummary:
     """The demonstrator (guess=0.5) through the real sandbox, tools and judge: 6 tasks x 4 samples."""
-    tmp = tmp_path_factory.mktemp("look")
-    tasks = generate("shell-look", 6, 2, tmp / "t")
-    store = SQLiteStore(tmp / "s.db")
-
-    async def go() -> RolloutSummary:
-        backend = LocalBackend()
-        pool = SandboxPool(backend, max_idle=2)
-        try:
-            sched = RolloutScheduler(pool, PytestJudge(backend), store, concurrency=2, max_steps=3)
-            return await sched.run(tasks, LookDemonstrator(0.5, seed=1), 4, run_id="look", seed=0)
-        finally:
-            await pool.close()
-
-    try:
-        return asyncio.run(go())
-    finally:
-        store.close()
+    return demonstrator_rollouts(tmp_path_factory.mktemp("look"), "shell-look", 6, 2, 4, max_steps=3)
 
 
 def test_demonstrator_looks_then_acts_on_what_ls_showed_in_three_turns(demo_rollouts: RolloutSummary) -> None:

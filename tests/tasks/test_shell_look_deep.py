@@ -11,15 +11,14 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from look_support import demonstrator_rollouts
 
 from sparring.admission.check import check_tasks
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.monitor.skill import look_skill
 from sparring.policy.look_demonstrator import LookDemonstrator
-from sparring.rollout.scheduler import RolloutScheduler, RolloutSummary
+from sparring.rollout.scheduler import RolloutSummary
 from sparring.sandbox.local.backend import LocalBackend
-from sparring.sandbox.pool import SandboxPool
-from sparring.store.sqlite import SQLiteStore
 from sparring.tasks.families import INSPECTIONS, generate
 from sparring.tasks.families.shell_look import NAMES, OPS, apply_op, is_inspection, task_dir, task_file
 from sparring.tasks.families.shell_look_deep import CYCLE, DIRS, shell_look_deep_task
@@ -71,23 +70,7 @@ def test_the_demonstrator_looks_twice_or_guesses_both_names(tmp_path: Path) -> N
 @pytest.fixture(scope="module")
 def rollouts(tmp_path_factory: pytest.TempPathFactory) -> RolloutSummary:
     """The demonstrator (guess=0.5) through the real sandbox, tools and judge: 4 tasks x 4 samples."""
-    tmp = tmp_path_factory.mktemp("deep")
-    tasks = generate("shell-look-deep", 4, 2, tmp / "t")
-    store = SQLiteStore(tmp / "s.db")
-
-    async def go() -> RolloutSummary:
-        backend = LocalBackend()
-        pool = SandboxPool(backend, max_idle=2)
-        try:
-            sched = RolloutScheduler(pool, PytestJudge(backend), store, concurrency=2, max_steps=4)
-            return await sched.run(tasks, LookDemonstrator(0.5, seed=1), 4, run_id="deep", seed=0)
-        finally:
-            await pool.close()
-
-    try:
-        return asyncio.run(go())
-    finally:
-        store.close()
+    return demonstrator_rollouts(tmp_path_factory.mktemp("deep"), "shell-look-deep", 4, 2, 4, max_steps=4)
 
 
 def test_two_looks_show_the_folder_then_the_file_and_the_act_on_both_passes(rollouts: RolloutSummary) -> None:

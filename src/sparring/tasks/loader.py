@@ -7,6 +7,7 @@ import os
 import shutil
 import tempfile
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -181,6 +182,20 @@ def write_task(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return load_task(out)
+
+
+Files = dict[str, str | bytes]
+MakeTask = Callable[[int, int], tuple[TaskSpec, Files, Files, Files]]
+
+
+def write_generated(make: MakeTask, n: int, seed: int, out: Path) -> list[Task]:
+    """Tasks ``0 .. n-1`` of ``seed`` as ``make(index, seed)`` gives them (spec, workspace, hidden,
+    solution), each written under ``out/<task id>/``: a family generator's ``generate``."""
+    out = Path(out)
+    return [
+        write_task(out / spec.id, spec, ws, hidden, sol)
+        for spec, ws, hidden, sol in (make(i, seed) for i in range(n))
+    ]
 
 
 def write_task_record(task: Task, name: str, record: dict[str, Any]) -> Path:

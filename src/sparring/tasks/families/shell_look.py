@@ -34,7 +34,7 @@ from typing import Any
 
 from sparring.tasks.environment import pinned_requirements
 from sparring.tasks.families.shell_ops import apply_op, hidden_test
-from sparring.tasks.loader import Task, write_task
+from sparring.tasks.loader import Task, write_generated
 from sparring.tasks.spec import Environment, JudgeSpec, Limits, Provenance, TaskSpec
 
 FAMILY = "shell-look"
@@ -167,11 +167,7 @@ class ShellLookGenerator:
     version: str = VERSION
 
     def generate(self, n: int, seed: int, out: Path) -> list[Task]:
-        out = Path(out)
-        return [
-            write_task(out / spec.id, spec, ws, hidden, sol)
-            for spec, ws, hidden, sol in (shell_look_task(i, seed) for i in range(n))
-        ]
+        return write_generated(shell_look_task, n, seed, out)
 
 
 __all__ = [

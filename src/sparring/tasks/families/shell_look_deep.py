@@ -26,7 +26,7 @@ from pathlib import Path
 from sparring.tasks.environment import pinned_requirements
 from sparring.tasks.families.shell_look import HIDDEN_TEST_ID, NAMES, OPS, data_lines, is_inspection
 from sparring.tasks.families.shell_ops import apply_op, hidden_test
-from sparring.tasks.loader import Task, write_task
+from sparring.tasks.loader import Task, write_generated
 from sparring.tasks.spec import Environment, JudgeSpec, Limits, Provenance, TaskSpec
 
 FAMILY = "shell-look-deep"
@@ -89,11 +89,7 @@ class ShellLookDeepGenerator:
     version: str = VERSION
 
     def generate(self, n: int, seed: int, out: Path) -> list[Task]:
-        out = Path(out)
-        return [
-            write_task(out / spec.id, spec, ws, hidden, sol)
-            for spec, ws, hidden, sol in (shell_look_deep_task(i, seed) for i in range(n))
-        ]
+        return write_generated(shell_look_deep_task, n, seed, out)
 
 
 __all__ = ["CYCLE", "DIRS", "FAMILY", "ShellLookDeepGenerator", "is_inspection", "shell_look_deep_task"]

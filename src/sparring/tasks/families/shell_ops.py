@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparring.tasks.environment import pinned_requirements
-from sparring.tasks.loader import Task, write_task
+from sparring.tasks.loader import Task, write_generated
 from sparring.tasks.spec import Environment, JudgeSpec, Limits, Provenance, TaskSpec
 
 FAMILY = "shell-ops"
@@ -190,11 +190,7 @@ class ShellOpsGenerator:
     version: str = VERSION
 
     def generate(self, n: int, seed: int, out: Path) -> list[Task]:
-        out = Path(out)
-        return [
-            write_task(out / spec.id, spec, ws, hidden, sol)
-            for spec, ws, hidden, sol in (shell_ops_task(i, seed) for i in range(n))
-        ]
+        return write_generated(shell_ops_task, n, seed, out)
 
 
 __all__ = ["FAMILY", "OPS", "ShellOpsGenerator", "apply_op", "op_order", "shell_ops_task", "task_op"]

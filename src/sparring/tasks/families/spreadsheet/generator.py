@@ -28,7 +28,7 @@ from typing import Any
 
 from sparring.tasks.environment import pinned_requirements
 from sparring.tasks.families.spreadsheet import model, xlsx
-from sparring.tasks.loader import Task, write_task
+from sparring.tasks.loader import Task, write_generated
 from sparring.tasks.spec import CustomTool, Environment, JudgeSpec, Limits, Provenance, TaskSpec
 
 PAYLOAD = Path(__file__).with_name("payload")
@@ -212,6 +212,4 @@ class SpreadsheetGenerator:
     def generate(self, n: int, seed: int, out: Path) -> list[Task]:
         xlsx.require_openpyxl()
         xlsx.require_libreoffice()
-        out = Path(out)
-        return [write_task(out / spec.id, spec, ws, hidden, sol)
-                for spec, ws, hidden, sol in (spreadsheet_task(i, seed) for i in range(n))]  # fmt: skip
+        return write_generated(spreadsheet_task, n, seed, out)
