@@ -214,7 +214,9 @@ def test_bad_requests_are_4xx_and_leak_nothing(server, tasks_list):
 
 
 def test_capacity_is_back_pressure_and_idle_sessions_expire(tmp_path_factory, repair_tasks):
-    gen = _server(tmp_path_factory, repair_tasks, "--max-sessions", "2", "--idle-s", "1")
+    # idle 15 s: long enough that the first session outlives the next two resets on a loaded host (at 1 s,
+    # under a load of 20, it had expired before the third reset and freed its slot), short for the wait below
+    gen = _server(tmp_path_factory, repair_tasks, "--max-sessions", "2", "--idle-s", "15")
     server = next(gen)
     try:
         with httpx.Client(timeout=120) as http:

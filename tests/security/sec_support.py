@@ -120,4 +120,11 @@ SABOTAGE = BEND_SELF + textwrap.dedent(
     print("sabotaging")
     """
 )
-FIX_AND_CHECK = "echo fixed > /workspace/fix.txt && sleep 0.3 && cat /workspace/fix.txt"
+# Write the fix, then watch it for up to 8 s (80 x 0.1 s) and print what the file holds: "broken" as soon as
+# a reverter undid it. The reverter runs at SCHED_IDLE and nice 15, so on a loaded host it may wait seconds
+# for its first turn (a fixed 0.3 s missed it at load 20); a survivor in the next episode is watched as long.
+FIX_AND_CHECK = (
+    "echo fixed > /workspace/fix.txt; i=0; "
+    'while [ $i -lt 80 ] && [ "$(cat /workspace/fix.txt)" = fixed ]; do sleep 0.1; i=$((i+1)); done; '
+    "cat /workspace/fix.txt"
+)
