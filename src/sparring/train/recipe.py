@@ -28,7 +28,7 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +54,7 @@ from sparring.tasks.loader import Task
 from sparring.train.components import make_rollout_executor, make_teacher, make_weight_sync, prepare_model
 from sparring.train.config import RLConfig
 from sparring.train.evaluation import curve_point, evaluate, heldout_metrics, skill_of
-from sparring.train.run_state import check_same_config, interrupted_after, run_state
+from sparring.train.run_state import RunResult, check_same_config, interrupted_after, run_state
 from sparring.train.run_tasks import collect_tasks, gate_tasks
 from sparring.train.sampling import sample_batch
 from sparring.trajectory import Trajectory
@@ -65,47 +65,6 @@ if TYPE_CHECKING:  # torch and transformers behind these: imported where used
     from sparring.train.weight_sync import HTTPWeightSync
 
 Log = Callable[[str], None]
-
-
-@dataclass
-class RunResult:
-    """What a run returns, and (``to_json``) the record the store keeps and ``sparring train --json`` prints."""
-
-    iterations: list[dict[str, Any]] = field(default_factory=list)
-    heldout: dict[str, float] = field(default_factory=dict)
-    sft: dict[str, Any] = field(default_factory=dict)
-    seconds: float = 0.0
-    run_id: str = ""
-    store: str = ""
-    model: str = ""  # the base the run started from
-    trained_model: str | None = None  # the newest checkpoint's weights (None: none was written)
-    alerts: list[dict[str, Any]] = field(default_factory=list)
-    weight_syncs: int = 0  # pushes of weights to the configured inference server (this process)
-    # per held-out phase, the look-before-acting measure (sparring.monitor.skill) of families that teach it
-    skill: dict[str, dict[str, float | None]] = field(default_factory=dict)
-    # with eval_every: the held-out pass rate against the tool calls sampled for training so far
-    heldout_curve: list[dict[str, Any]] = field(default_factory=list)
-    # what the admission gate let through: tasks used, tasks skipped (with why), whether it was overridden
-    admission: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        skill = {"skill": self.skill} if self.skill else {}  # only families with a skill measure have the key
-        curve = {"heldout_curve": self.heldout_curve} if self.heldout_curve else {}  # only with eval_every
-        return {
-            "run_id": self.run_id,
-            "iterations": self.iterations,
-            "heldout": self.heldout,
-            "sft": self.sft,
-            "seconds": round(self.seconds, 3),
-            "store": self.store,
-            "model": self.model,
-            "trained_model": self.trained_model,
-            "alerts": self.alerts,
-            "weight_syncs": self.weight_syncs,
-            "admission": self.admission,
-            **skill,
-            **curve,
-        }
 
 
 @dataclass

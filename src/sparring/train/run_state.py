@@ -1,5 +1,6 @@
-"""The run's resumable state: what a checkpoint's ``state.json`` holds beside the weights, and the
-checks that make ``--resume`` continue the same run.
+"""The run's resumable state: what a checkpoint's ``state.json`` holds beside the weights, the run's
+result so far (:class:`RunResult`, also what a finished run returns), and the checks that make
+``--resume`` continue the same run.
 
 Contract: :func:`run_state` is the JSON-ready dict written with every checkpoint (keys in a fixed
 order; ``skill`` only when measured); a resume reads it back with
@@ -12,12 +13,54 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sparring.errors import ConfigError
 from sparring.train.config import RLConfig
 from sparring.trajectory import Trajectory
+
+
+@dataclass
+class RunResult:
+    """What a run returns, and (``to_json``) the record the store keeps and ``sparring train --json`` prints."""
+
+    iterations: list[dict[str, Any]] = field(default_factory=list)
+    heldout: dict[str, float] = field(default_factory=dict)
+    sft: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    run_id: str = ""
+    store: str = ""
+    model: str = ""  # the base the run started from
+    trained_model: str | None = None  # the newest checkpoint's weights (None: none was written)
+    alerts: list[dict[str, Any]] = field(default_factory=list)
+    weight_syncs: int = 0  # pushes of weights to the configured inference server (this process)
+    # per held-out phase, the look-before-acting measure (sparring.monitor.skill) of families that teach it
+    skill: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    # with eval_every: the held-out pass rate against the tool calls sampled for training so far
+    heldout_curve: list[dict[str, Any]] = field(default_factory=list)
+    # what the admission gate let through: tasks used, tasks skipped (with why), whether it was overridden
+    admission: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        skill = {"skill": self.skill} if self.skill else {}  # only families with a skill measure have the key
+        curve = {"heldout_curve": self.heldout_curve} if self.heldout_curve else {}  # only with eval_every
+        return {
+            "run_id": self.run_id,
+            "iterations": self.iterations,
+            "heldout": self.heldout,
+            "sft": self.sft,
+            "seconds": round(self.seconds, 3),
+            "store": self.store,
+            "model": self.model,
+            "trained_model": self.trained_model,
+            "alerts": self.alerts,
+            "weight_syncs": self.weight_syncs,
+            "admission": self.admission,
+            **skill,
+            **curve,
+        }
 
 
 def learning_config(dump: Any) -> Any:
