@@ -94,9 +94,16 @@ LOOK_QUICK = {**_LOOK, "n_train": 12, "n_heldout": 6, "iterations": 2, "tasks_pe
 # `--family shell-look-deep` (issue 37's harder multi-turn variant): the file one folder down, so two
 # looks (`ls`, `ls FOLDER`) before the act on FOLDER/NAME; four tool calls per episode. The training
 # set is one whole cycle of (operation, folder, file) triples (36); otherwise shell-look's recipe.
-_LOOK_DEEP = {**_LOOK, "family": "shell-look-deep", "max_steps": 4, "heldout_max_steps": 4}
-LOOK_DEEP_FULL = {**_LOOK_DEEP, "n_train": 36, "n_heldout": 12, "iterations": 12, "tasks_per_iteration": 8}
-LOOK_DEEP_QUICK = {**LOOK_QUICK, "family": "shell-look-deep", "max_steps": 4, "heldout_max_steps": 4}
+_DEEP = {"family": "shell-look-deep", "max_steps": 4, "heldout_max_steps": 4}
+LOOK_DEEP_FULL = {
+    **_LOOK,
+    **_DEEP,
+    "n_train": 36,
+    "n_heldout": 12,
+    "iterations": 12,
+    "tasks_per_iteration": 8,
+}
+LOOK_DEEP_QUICK = {**LOOK_QUICK, **_DEEP}
 # What the docs say too (tests/test_docs.py checks they agree): measured on 2 quiet cores.
 QUICK_TIME = "about 80 s on 2 quiet cores, longer under load"
 
