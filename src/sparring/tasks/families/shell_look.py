@@ -100,29 +100,51 @@ def shell_look_task(
     op, filename = OPS[ops[index % len(ops)]], names[index % len(names)]
     lines = data_lines(rng)
     expected = apply_op(op.name, lines)
-    spec = TaskSpec.model_validate(
+    spec = look_spec(
+        task_id=f"shell-look-s{seed}-{index:04d}-{op.name}", family=FAMILY, generator=GENERATOR, seed=seed,
+        index=index,
+        # The ticket names the operation up front and never the file: only a look reveals it.
+        instruction=f"Ticket {op.name.upper()}: write the lines of the one file here {op.phrase} to out.txt, then submit.",
+        success=f"out.txt holds exactly the lines of the workspace's file {op.phrase}.",
+        max_steps=5, difficulty=2, tags=[f"op:{op.name}", f"file:{filename}"],
+    )  # fmt: skip
+    return (spec, *look_files(filename, lines, expected, FAMILY))
+
+
+def look_spec(
+    *, task_id: str, family: str, generator: str, seed: int, index: int, instruction: str, success: str,
+    max_steps: int, difficulty: int, tags: list[str],
+) -> TaskSpec:  # fmt: skip
+    """The spec of a look family's task: what differs is given, the rest (tools, limits, the judge of
+    ``out.txt``, provenance, the pinned environment) is the same in shell-look and shell-look-deep."""
+    return TaskSpec.model_validate(
         {
-            "id": f"shell-look-s{seed}-{index:04d}-{op.name}",
-            "family": FAMILY,
-            # The ticket names the operation up front and never the file: only a look reveals it.
-            "instruction": f"Ticket {op.name.upper()}: write the lines of the one file here {op.phrase} "
-            "to out.txt, then submit.",
-            "success_criteria": f"out.txt holds exactly the lines of the workspace's file {op.phrase}.",
+            "id": task_id,
+            "family": family,
+            "instruction": instruction,
+            "success_criteria": success,
             "tools": ["bash", "submit"],
             "limits": Limits(
-                max_steps=5, wall_s=60.0, exec_timeout_s=10.0, memory_mb=256, pids=64, disk_mb=16
+                max_steps=max_steps, wall_s=60.0, exec_timeout_s=10.0, memory_mb=256, pids=64, disk_mb=16
             ),
             "judge": JudgeSpec(hidden_tests=[HIDDEN_TEST_ID], weights={"all_pass": 1.0}, timeout_s=30.0),
-            "difficulty": 2,
-            "tags": [FAMILY, f"op:{op.name}", f"file:{filename}"],
-            "provenance": Provenance(generator=GENERATOR, seed=seed, source=f"index {index}"),
+            "difficulty": difficulty,
+            "tags": [family, *tags],
+            "provenance": Provenance(generator=generator, seed=seed, source=f"index {index}"),
             "environment": Environment(requirements=pinned_requirements()),
         }
     )
-    workspace: dict[str, str | bytes] = {filename: "\n".join(lines) + "\n"}
-    hidden: dict[str, str | bytes] = {"test_out.py": hidden_test(expected, "shell-look")}
+
+
+def look_files(
+    path: str, lines: list[str], expected: list[str], family: str
+) -> tuple[dict[str, str | bytes], dict[str, str | bytes], dict[str, str | bytes]]:
+    """(workspace, hidden, solution) of a look family's task: the one file at ``path``, the hidden test
+    of ``out.txt``, the reference ``out.txt``."""
+    workspace: dict[str, str | bytes] = {path: "\n".join(lines) + "\n"}
+    hidden: dict[str, str | bytes] = {"test_out.py": hidden_test(expected, family)}
     solution: dict[str, str | bytes] = {"out.txt": "\n".join(expected) + "\n"}
-    return spec, workspace, hidden, solution
+    return workspace, hidden, solution
 
 
 def _tag(task: Task, prefix: str) -> str:
@@ -171,6 +193,6 @@ class ShellLookGenerator:
 
 
 __all__ = [
-    "FAMILY", "NAMES", "OPS", "ShellLookGenerator", "data_lines", "is_inspection", "shell_look_task", "task_dir",
-    "task_file", "task_op",
+    "FAMILY", "NAMES", "OPS", "ShellLookGenerator", "data_lines", "is_inspection", "look_files", "look_spec",
+    "shell_look_task", "task_dir", "task_file", "task_op",
 ]  # fmt: skip

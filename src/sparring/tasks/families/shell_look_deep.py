@@ -23,11 +23,10 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparring.tasks.environment import pinned_requirements
-from sparring.tasks.families.shell_look import HIDDEN_TEST_ID, NAMES, OPS, data_lines, is_inspection
-from sparring.tasks.families.shell_ops import apply_op, hidden_test
+from sparring.tasks.families.shell_look import NAMES, OPS, data_lines, is_inspection, look_files, look_spec
+from sparring.tasks.families.shell_ops import apply_op
 from sparring.tasks.loader import Task, write_generated
-from sparring.tasks.spec import Environment, JudgeSpec, Limits, Provenance, TaskSpec
+from sparring.tasks.spec import TaskSpec
 
 FAMILY = "shell-look-deep"
 VERSION = "1"
@@ -56,29 +55,17 @@ def shell_look_deep_task(
     folder, filename = dirs[index % len(dirs)], names[(index // len(dirs)) % len(names)]
     lines = data_lines(rng)
     expected = apply_op(op.name, lines)
-    spec = TaskSpec.model_validate(
-        {
-            "id": f"{FAMILY}-s{seed}-{index:04d}-{op.name}",
-            "family": FAMILY,
-            # The ticket names the operation and never the folder or the file: only two looks reveal them.
-            "instruction": f"Ticket {op.name.upper()}: write the lines of the one file in the one folder here "
-            f"{op.phrase} to out.txt, then submit.",
-            "success_criteria": f"out.txt holds exactly the lines of the file in the workspace's folder {op.phrase}.",
-            "tools": ["bash", "submit"],
-            "limits": Limits(
-                max_steps=6, wall_s=60.0, exec_timeout_s=10.0, memory_mb=256, pids=64, disk_mb=16
-            ),
-            "judge": JudgeSpec(hidden_tests=[HIDDEN_TEST_ID], weights={"all_pass": 1.0}, timeout_s=30.0),
-            "difficulty": 3,
-            "tags": [FAMILY, f"op:{op.name}", f"file:{folder}/{filename}", f"dir:{folder}"],
-            "provenance": Provenance(generator=GENERATOR, seed=seed, source=f"index {index}"),
-            "environment": Environment(requirements=pinned_requirements()),
-        }
-    )
-    workspace: dict[str, str | bytes] = {f"{folder}/{filename}": "\n".join(lines) + "\n"}
-    hidden: dict[str, str | bytes] = {"test_out.py": hidden_test(expected, FAMILY)}
-    solution: dict[str, str | bytes] = {"out.txt": "\n".join(expected) + "\n"}
-    return spec, workspace, hidden, solution
+    path = f"{folder}/{filename}"
+    spec = look_spec(
+        task_id=f"{FAMILY}-s{seed}-{index:04d}-{op.name}", family=FAMILY, generator=GENERATOR, seed=seed,
+        index=index,
+        # The ticket names the operation and never the folder or the file: only two looks reveal them.
+        instruction=f"Ticket {op.name.upper()}: write the lines of the one file in the one folder here "
+        f"{op.phrase} to out.txt, then submit.",
+        success=f"out.txt holds exactly the lines of the file in the workspace's folder {op.phrase}.",
+        max_steps=6, difficulty=3, tags=[f"op:{op.name}", f"file:{path}", f"dir:{folder}"],
+    )  # fmt: skip
+    return (spec, *look_files(path, lines, expected, FAMILY))
 
 
 @dataclass(frozen=True)
