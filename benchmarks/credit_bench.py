@@ -17,7 +17,8 @@ Per seed, two ``sparring demo`` runs of the family's demo configuration, each in
 
 The target is the flat run's final held-out pass rate; each run's cost is the sampled tool calls at
 the first evaluation at or above it (null: not reached). ``ratio`` is tree over flat (issue 37's
-target: <= 0.6). Both runs evaluate with the same sampling seed, so their ``before_rl`` agree when
+target: <= 0.6). One evaluation's pass rate swings with its sampling, so each run's curve is also
+averaged over the sampled calls both runs made (``budget``; ``*_mean_pass_rate``). Both runs evaluate with the same sampling seed, so their ``before_rl`` agree when
 the warm start is the same weights. These runs take 10-30 minutes each on 2 CPU cores.
 """
 
@@ -32,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from sparring.train.evaluation import calls_to_reach
+from sparring.train.evaluation import calls_to_reach, mean_pass_rate
 
 
 def demo(workdir: Path, family: str, seed: int, sets: list[str], quick: bool = False) -> dict[str, Any]:
@@ -80,16 +81,26 @@ def one_seed(a: argparse.Namespace, seed: int) -> dict[str, Any]:
         f"iterations={a.tree_iterations}", "eval_every=1", "credit=tree", f"branch_at={a.branch_at}",
         f"branches={a.branches}", f"model.path={warm}", "sft_steps=0", "model.copy_pretrain_steps=0", *a.sets,
     ], a.quick)  # fmt: skip
-    target = flat["heldout"]["after_rl"]
-    f_calls = calls_to_reach(flat.get("heldout_curve", []), target)
-    t_calls = calls_to_reach(tree.get("heldout_curve", []), target)
-    out = {
-        "seed": seed, "target_pass_rate": target, "flat": summary(flat), "tree": summary(tree),
-        "flat_calls_to_target": f_calls, "tree_calls_to_target": t_calls,
-        "ratio": round(t_calls / f_calls, 3) if t_calls is not None and f_calls else None,
-    }  # fmt: skip
+    out = {"seed": seed, **compare(summary(flat), summary(tree), flat["heldout"]["after_rl"])}
     print(json.dumps(out), file=sys.stderr, flush=True)
     return out
+
+
+def compare(flat: dict[str, Any], tree: dict[str, Any], target: float) -> dict[str, Any]:
+    """Two runs' summaries compared: the sampled calls each needed to first reach ``target`` (flat's
+    final pass rate) and their ratio; and, less at the mercy of one evaluation's sampling, each curve's
+    mean pass rate over the calls both runs sampled (``budget``)."""
+    f_calls = calls_to_reach(flat["curve"], target)
+    t_calls = calls_to_reach(tree["curve"], target)
+    budget = min(flat["sampled_tool_calls"], tree["sampled_tool_calls"])
+    f_mean, t_mean = mean_pass_rate(flat["curve"], budget), mean_pass_rate(tree["curve"], budget)
+    return {
+        "target_pass_rate": target, "flat": flat, "tree": tree,
+        "flat_calls_to_target": f_calls, "tree_calls_to_target": t_calls,
+        "ratio": round(t_calls / f_calls, 3) if t_calls is not None and f_calls else None,
+        "budget": budget, "flat_mean_pass_rate": None if f_mean is None else round(f_mean, 4),
+        "tree_mean_pass_rate": None if t_mean is None else round(t_mean, 4),
+    }  # fmt: skip
 
 
 def main() -> None:
@@ -117,6 +128,9 @@ def main() -> None:
         "family": a.family, "branch_at": a.branch_at, "branches": a.branches,
         "flat_iterations": a.flat_iterations, "tree_iterations": a.tree_iterations, "seeds": seeds,
         "ratios": ratios, "tree_reached_target": sum(r is not None for r in ratios), "target_ratio": 0.6,
+        "tree_mean_above_flat": sum(
+            (s["tree_mean_pass_rate"] or 0) > (s["flat_mean_pass_rate"] or 0) for s in seeds
+        ),
     }))  # fmt: skip
 
 

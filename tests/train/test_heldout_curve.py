@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from sparring.monitor.metrics import iteration_metrics, sampled_tool_calls
 from sparring.train.config import load_config
-from sparring.train.evaluation import calls_to_reach, curve_point
+from sparring.train.evaluation import calls_to_reach, curve_point, mean_pass_rate
 from sparring.trajectory import ToolStep, Trajectory
 
 
@@ -70,6 +70,26 @@ def test_calls_to_reach_agrees_with_a_scan(rates, target):
     got = calls_to_reach(curve, target)
     hits = [5 * i for i, p in enumerate(rates) if p >= target - 1e-9]
     assert got == (hits[0] if hits else None)
+
+
+def test_mean_pass_rate_is_the_area_under_the_step_curve_over_the_budget():
+    curve = [curve_point([{"sampled_tool_calls": 100}] * i, p, p) for i, p in enumerate([0.4, 0.8, 0.6])]
+    assert mean_pass_rate(curve, 200) == pytest.approx((0.4 * 100 + 0.8 * 100) / 200)
+    assert mean_pass_rate(curve, 50) == pytest.approx(0.4)  # the budget ends before the second point
+    assert mean_pass_rate(curve, 400) == pytest.approx((40 + 80 + 0.6 * 200) / 400)  # the last point holds
+    assert mean_pass_rate(list(reversed(curve)), 200) == mean_pass_rate(curve, 200)
+    assert mean_pass_rate([], 100) is None and mean_pass_rate(curve, 0) is None
+
+
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=12), st.integers(1, 10), st.integers(1, 200))
+def test_mean_pass_rate_lies_between_the_curves_extremes(rates, step, budget):
+    curve = [curve_point([{"sampled_tool_calls": step}] * i, p, p) for i, p in enumerate(rates)]
+    got = mean_pass_rate(curve, budget)
+    assert got is not None
+    seen = rates[: min(len(rates), (budget - 1) // step + 1)]  # the points before the budget ends
+    assert min(seen) - 1e-9 <= got <= max(seen) + 1e-9
+    if len(set(rates)) == 1:
+        assert got == pytest.approx(rates[0])
 
 
 def test_eval_every_is_a_count_of_iterations():

@@ -65,6 +65,25 @@ def calls_to_reach(curve: list[dict[str, Any]], target: float) -> int | None:
     return None
 
 
+def mean_pass_rate(curve: list[dict[str, Any]], budget: int) -> float | None:
+    """The held-out pass rate of a ``curve`` averaged over its first ``budget`` sampled tool calls: each
+    point's pass rate holds until the next point's calls (a step function from the first point), and
+    the area under it up to ``budget`` is divided by the calls it spans (``budget``, where the curve
+    starts before any update). A single evaluation swings with its sampling; the average over a common
+    budget compares two runs' whole curves. None: the curve is empty or ``budget`` is not positive; a
+    curve that stops before ``budget`` holds its last point."""
+    pts = sorted(curve, key=lambda p: (p["sampled_tool_calls"], p["iteration"]))
+    if not pts or budget <= 0:
+        return None
+    area = 0.0
+    for p, nxt in zip(pts, [*pts[1:], None], strict=True):
+        lo = min(int(p["sampled_tool_calls"]), budget)
+        hi = budget if nxt is None else min(int(nxt["sampled_tool_calls"]), budget)
+        area += float(p["pass_rate"]) * (hi - lo)
+    first = min(int(pts[0]["sampled_tool_calls"]), budget)
+    return area / (budget - first) if budget > first else float(pts[0]["pass_rate"])
+
+
 def skill_of(cfg: RLConfig, trajs: list[Trajectory]) -> dict[str, float | None] | None:
     """The look-before-acting measure of ``trajs`` if the run's family teaches it, else None."""
     from sparring.monitor.skill import look_skill
