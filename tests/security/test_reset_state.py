@@ -179,3 +179,37 @@ def test_the_next_rollout_gets_the_memory_a_leftover_segment_held(backend):
     assert a == b  # the same sandbox, reused
     assert not after.oom_killed and after.stdout == "allocated\n", after.stderr
     assert left.stdout == "1\n"  # the header line of /proc/sysvipc/shm only; /dev/shm empty
+
+
+@ROOT_ONLY
+def test_the_host_thread_that_empties_a_sandbox_ipc_namespace_comes_back_to_its_own(backend):
+    """The reset's IPC clearing enters the sandbox's IPC namespace from the host's own thread: it must be
+    back in its own namespace after, and remove nothing of the host's (a host segment survives)."""
+    import ctypes
+    import os
+    from pathlib import Path
+
+    from sparring.sandbox.isolation import ipcns
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    own = os.readlink(ipcns.SELF)
+    host_seg = libc.shmget(0, 4096, 0o1600)  # IPC_PRIVATE, in the host's namespace
+    assert host_seg >= 0, ctypes.get_errno()
+    try:
+
+        async def body(sb):
+            await _fill(sb)
+            dirty = await _survey(sb)
+            removed = ipcns.clear(sb.server_host_pid())
+            after = await _survey(sb)
+            return dirty, removed, after
+
+        dirty, removed, after = in_sandbox(backend, SandboxSpec(disk_mb=64), body)
+        assert all(n >= 1 for n in dirty["ipc"].values()), dirty["ipc"]  # positive control: filled
+        assert all(removed[k] >= 1 for k in ("shm", "sem", "msg", "mqueue")), removed
+        assert after["ipc"] == {"shm": 0, "sem": 0, "msg": 0, "mqueue": 0}
+        assert os.readlink(ipcns.SELF) == own  # the calling thread is home again
+        ids = [line.split()[1] for line in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]]
+        assert str(host_seg) in ids  # the host's own segment untouched
+    finally:
+        libc.shmctl(host_seg, 0, None)  # IPC_RMID
