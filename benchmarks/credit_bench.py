@@ -3,7 +3,7 @@ held-out pass rate, per seed, from the same warm-started weights; prints one JSO
 
     python benchmarks/credit_bench.py [--family shell-look] [--seeds 0,1,2] [--workdir .sparring/credit]
                                       [--flat-iterations 12] [--tree-iterations 6] [--branch-at 1] [--branches 2]
-                                      [--eval-every 2] [--set KEY=VALUE ...]
+                                      [--tree-group-size 4] [--eval-every 2] [--reuse] [--set KEY=VALUE ...]
 
 Per seed, two ``sparring demo`` runs of the family's demo configuration, each in its own workdir:
 
@@ -12,14 +12,19 @@ Per seed, two ``sparring demo`` runs of the family's demo configuration, each in
    with the tool calls sampled for training so far).
 2. **tree**: from the flat run's warm-started weights (its KL reference, the weights before any
    update; no second warm start), ``credit: tree`` with rollouts forked ``--branches`` times after
-   the turns ``--branch-at``, evaluated every iteration. A branch's sampled calls count from its
-   branch turn on.
+   the turns ``--branch-at``, evaluated every ``--tree-eval-every`` iterations. A branch's sampled
+   calls count from its branch turn on. ``--tree-group-size`` roots per task (default 4 against
+   flat's 8): with 2 branches after turn 1 an iteration then samples about as many tool calls as a
+   flat one (32 x 3 + 64 x 2 = 224 against 64 x 3 = 192 on shell-look), so both runs update about
+   as often per sampled call and differ in how they credit turns.
 
 The target is the flat run's final held-out pass rate; each run's cost is the sampled tool calls at
 the first evaluation at or above it (null: not reached). ``ratio`` is tree over flat (issue 37's
 target: <= 0.6). One evaluation's pass rate swings with its sampling, so each run's curve is also
-averaged over the sampled calls both runs made (``budget``; ``*_mean_pass_rate``). Both runs evaluate with the same sampling seed, so their ``before_rl`` agree when
-the warm start is the same weights. These runs take 10-30 minutes each on 2 CPU cores.
+averaged over the sampled calls both runs made (``budget``; ``*_mean_pass_rate``). Both runs
+evaluate with the same sampling seed, so their ``before_rl`` agree when the warm start is the same
+weights. Each run's JSON is kept beside its workdir (``s0-flat.json``); ``--reuse`` takes it instead
+of running again when the arguments are the same. These runs take 20-60 minutes each on 2 CPU cores.
 """
 
 from __future__ import annotations
@@ -36,16 +41,30 @@ from typing import Any
 from sparring.train.evaluation import calls_to_reach, mean_pass_rate
 
 
-def demo(workdir: Path, family: str, seed: int, sets: list[str], quick: bool = False) -> dict[str, Any]:
-    """One ``sparring demo --json`` run (stderr to ``workdir``.log); its JSON."""
+def demo(
+    workdir: Path, family: str, seed: int, sets: list[str], quick: bool = False, reuse: bool = False
+) -> dict[str, Any]:
+    """One ``sparring demo --json`` run (stderr to ``workdir``.log); its JSON, also kept in ``workdir``.json
+    with the arguments that made it. ``reuse``: an earlier invocation's JSON made with the same
+    arguments is returned instead of running again (a long comparison continues where it stopped)."""
+    args = ["--family", family, "--seed", str(seed), "--json", "--workdir", str(workdir)]
+    args += (["--quick"] if quick else []) + [a for s in sets for a in ("--set", s)]
+    kept = Path(f"{workdir}.json")
+    if reuse and kept.is_file():
+        saved = json.loads(kept.read_text())
+        if saved.get("args") == args:
+            out: dict[str, Any] = saved["result"]
+            return out
     exe = Path(sys.executable).with_name("sparring")  # the CLI of this interpreter's environment
-    cmd = [str(exe) if exe.exists() else "sparring", "demo", "--family", family, "--seed", str(seed), "--json",
-           "--workdir", str(workdir)] + (["--quick"] if quick else []) + [a for s in sets for a in ("--set", s)]  # fmt: skip
+    cmd = [str(exe) if exe.exists() else "sparring", "demo", *args]
     with open(f"{workdir}.log", "w") as err:
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
     if r.returncode != 0:
         sys.exit(f"credit_bench: {' '.join(cmd)} failed (exit {r.returncode}); see {workdir}.log")
-    out: dict[str, Any] = json.loads(r.stdout)
+    out = json.loads(r.stdout)
+    tmp = kept.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"args": args, "result": out}))
+    tmp.replace(kept)  # whole or absent: a stopped bench never leaves half a result to reuse
     return out
 
 
@@ -75,12 +94,14 @@ def one_seed(a: argparse.Namespace, seed: int) -> dict[str, Any]:
     """The flat run, then the tree run from its warm-started weights; their comparison."""
     flat_dir, tree_dir = a.workdir / f"s{seed}-flat", a.workdir / f"s{seed}-tree"
     flat_sets = [f"iterations={a.flat_iterations}", f"eval_every={a.eval_every}", *a.sets]
-    flat = demo(flat_dir, a.family, seed, flat_sets, a.quick)
+    flat = demo(flat_dir, a.family, seed, flat_sets, a.quick, a.reuse)
     warm = warm_weights(flat, flat_dir, a.workdir / f"s{seed}-warm")
+    group = [f"group_size={a.tree_group_size}"] if a.tree_group_size else []
     tree = demo(tree_dir, a.family, seed, [
-        f"iterations={a.tree_iterations}", "eval_every=1", "credit=tree", f"branch_at={a.branch_at}",
-        f"branches={a.branches}", f"model.path={warm}", "sft_steps=0", "model.copy_pretrain_steps=0", *a.sets,
-    ], a.quick)  # fmt: skip
+        f"iterations={a.tree_iterations}", f"eval_every={a.tree_eval_every}", "credit=tree",
+        f"branch_at={a.branch_at}", f"branches={a.branches}", *group, f"model.path={warm}", "sft_steps=0",
+        "model.copy_pretrain_steps=0", *a.sets,
+    ], a.quick, a.reuse)  # fmt: skip
     out = {"seed": seed, **compare(summary(flat), summary(tree), flat["heldout"]["after_rl"])}
     print(json.dumps(out), file=sys.stderr, flush=True)
     return out
@@ -115,7 +136,17 @@ def main() -> None:
     ap.add_argument(
         "--eval-every", type=int, default=2, help="The flat run's; the tree run evaluates every iteration."
     )
+    ap.add_argument(
+        "--tree-group-size", type=int, default=4,
+        help="Roots per task in a tree batch (0: the flat run's). 4 roots and 2 branches after turn 1 sample about "
+        "as many tool calls per iteration as flat's 8 episodes, so both update as often per sampled call.",
+    )  # fmt: skip
+    ap.add_argument("--tree-eval-every", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=1, help="Seeds run side by side (each seed's runs in order).")
+    ap.add_argument(
+        "--reuse", action="store_true",
+        help="Reuse a run whose JSON an earlier invocation kept in the workdir with the same arguments.",
+    )  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="The demo's --quick configuration: a smoke run.")
     ap.add_argument("--set", dest="sets", action="append", default=[], help="Passed to both runs' config.")
     a = ap.parse_args()
@@ -125,7 +156,7 @@ def main() -> None:
         seeds = list(pool.map(lambda seed: one_seed(a, seed), seed_list))
     ratios = [s["ratio"] for s in seeds]
     print(json.dumps({
-        "family": a.family, "branch_at": a.branch_at, "branches": a.branches,
+        "family": a.family, "branch_at": a.branch_at, "branches": a.branches, "tree_group_size": a.tree_group_size,
         "flat_iterations": a.flat_iterations, "tree_iterations": a.tree_iterations, "seeds": seeds,
         "ratios": ratios, "tree_reached_target": sum(r is not None for r in ratios), "target_ratio": 0.6,
         "tree_mean_above_flat": sum(
