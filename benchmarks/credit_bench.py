@@ -2,7 +2,7 @@
 held-out pass rate, per seed, from the same warm-started weights; prints one JSON object.
 
     python benchmarks/credit_bench.py [--family shell-look] [--seeds 0,1,2] [--workdir .sparring/credit]
-                                      [--flat-iterations 12] [--tree-iterations 6] [--branch-at 1] [--branches 2]
+                                      [--flat-iterations 12] [--tree-iterations 10] [--branch-at 1] [--branches 2]
                                       [--tree-group-size 4] [--eval-every 2] [--reuse] [--set KEY=VALUE ...]
 
 Per seed, two ``sparring demo`` runs of the family's demo configuration, each in its own workdir:
@@ -130,7 +130,7 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--workdir", type=Path, default=Path(".sparring/credit"))
     ap.add_argument("--flat-iterations", type=int, default=12)
-    ap.add_argument("--tree-iterations", type=int, default=6)
+    ap.add_argument("--tree-iterations", type=int, default=10)
     ap.add_argument("--branch-at", default="1")
     ap.add_argument("--branches", type=int, default=2)
     ap.add_argument(
