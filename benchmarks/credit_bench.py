@@ -134,14 +134,14 @@ def main() -> None:
     ap.add_argument("--branch-at", default="1")
     ap.add_argument("--branches", type=int, default=2)
     ap.add_argument(
-        "--eval-every", type=int, default=2, help="The flat run's; the tree run evaluates every iteration."
+        "--eval-every", type=int, default=2, help="The flat run's; the tree run's is --tree-eval-every."
     )
     ap.add_argument(
         "--tree-group-size", type=int, default=4,
         help="Roots per task in a tree batch (0: the flat run's). 4 roots and 2 branches after turn 1 sample about "
         "as many tool calls per iteration as flat's 8 episodes, so both update as often per sampled call.",
     )  # fmt: skip
-    ap.add_argument("--tree-eval-every", type=int, default=1)
+    ap.add_argument("--tree-eval-every", type=int, default=1, help="The tree run's held-out evaluations.")
     ap.add_argument("--jobs", type=int, default=1, help="Seeds run side by side (each seed's runs in order).")
     ap.add_argument(
         "--reuse", action="store_true",

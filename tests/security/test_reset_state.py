@@ -12,11 +12,15 @@ a leftover shared memory segment would make the next rollout run out.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
+import os
+from pathlib import Path
 
 from sec_support import in_sandbox
 
 from sparring.sandbox.base import SandboxSpec
+from sparring.sandbox.isolation import ipcns
 from sparring.sandbox.pool import SandboxPool
 from tests_support import ROOT_ONLY
 
@@ -185,12 +189,6 @@ def test_the_next_rollout_gets_the_memory_a_leftover_segment_held(backend):
 def test_the_host_thread_that_empties_a_sandbox_ipc_namespace_comes_back_to_its_own(backend):
     """The reset's IPC clearing enters the sandbox's IPC namespace from the host's own thread: it must be
     back in its own namespace after, and remove nothing of the host's (a host segment survives)."""
-    import ctypes
-    import os
-    from pathlib import Path
-
-    from sparring.sandbox.isolation import ipcns
-
     libc = ctypes.CDLL(None, use_errno=True)
     own = os.readlink(ipcns.SELF)
     host_seg = libc.shmget(0, 4096, 0o1600)  # IPC_PRIVATE, in the host's namespace
@@ -212,4 +210,4 @@ def test_the_host_thread_that_empties_a_sandbox_ipc_namespace_comes_back_to_its_
         ids = [line.split()[1] for line in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]]
         assert str(host_seg) in ids  # the host's own segment untouched
     finally:
-        libc.shmctl(host_seg, 0, None)  # IPC_RMID
+        libc.shmctl(host_seg, ipcns.IPC_RMID, None)

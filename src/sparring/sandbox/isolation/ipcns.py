@@ -11,13 +11,16 @@ System V objects are removed by the calling thread itself: it joins the
 sandbox's IPC namespace (``setns`` changes only the calling thread), removes
 what /proc/sysvipc lists there (the objects of the reader's namespace), and
 returns to its own namespace before anything else runs on it, through a
-descriptor of that namespace opened first. (A short-lived helper thread did this
-before: starting and joining it cost more than the removal, 0.8 ms of every
-reset on a loaded host, waiting for the thread to be scheduled.) Nothing else
-can run on the thread meanwhile: the calls are synchronous, no await between
-them, and the return is checked; a thread that could not return raises. POSIX queues are the files of the namespace's mqueue filesystem,
-which the sandbox mounts at /dev/mqueue: the host unlinks them through the
-server's root. Needs root (CAP_SYS_ADMIN over the sandbox's namespaces).
+descriptor of that namespace opened first. (A short-lived helper thread did
+this before: starting and joining it cost more than the removal, 0.8 ms of
+every reset on a loaded host, waiting for the thread to be scheduled.) Nothing
+else can run on the thread meanwhile: the calls are synchronous, no await
+between them, and the return is checked; a thread that could not return
+raises.
+
+POSIX queues are the files of the namespace's mqueue filesystem, which the
+sandbox mounts at /dev/mqueue: the host unlinks them through the server's
+root. Needs root (CAP_SYS_ADMIN over the sandbox's namespaces).
 """
 
 from __future__ import annotations
