@@ -17,6 +17,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from sec_support import in_sandbox
 
 from sparring.sandbox.base import SandboxSpec
@@ -186,9 +187,12 @@ def test_the_next_rollout_gets_the_memory_a_leftover_segment_held(backend):
 
 
 @ROOT_ONLY
-def test_the_host_thread_that_empties_a_sandbox_ipc_namespace_comes_back_to_its_own(backend):
+@pytest.mark.parametrize("how", ["by pid", "held"])
+def test_the_host_thread_that_empties_a_sandbox_ipc_namespace_comes_back_to_its_own(backend, how):
     """The reset's IPC clearing enters the sandbox's IPC namespace from the host's own thread: it must be
-    back in its own namespace after, and remove nothing of the host's (a host segment survives)."""
+    back in its own namespace after, and remove nothing of the host's (a host segment survives). ``held``:
+    through descriptors opened once (what a reset uses), whose lists show the sandbox's objects though
+    read from the host's namespace."""
     libc = ctypes.CDLL(None, use_errno=True)
     own = os.readlink(ipcns.SELF)
     host_seg = libc.shmget(0, 4096, 0o1600)  # IPC_PRIVATE, in the host's namespace
@@ -198,7 +202,17 @@ def test_the_host_thread_that_empties_a_sandbox_ipc_namespace_comes_back_to_its_
         async def body(sb):
             await _fill(sb)
             dirty = await _survey(sb)
-            removed = ipcns.clear(sb.server_host_pid())
+            if how == "by pid":
+                removed = ipcns.clear(sb.server_host_pid())
+            else:
+                held = ipcns.HeldNamespace(sb.server_host_pid())
+                try:
+                    assert all(held.ids(k) for k in ("shm", "sem", "msg"))  # it shows the fill
+                    removed = held.clear()
+                    # empty while the host's segment exists (checked below): the sandbox's lists, not ours
+                    assert not any(held.ids(k) for k in ("shm", "sem", "msg"))
+                finally:
+                    held.close()
             after = await _survey(sb)
             return dirty, removed, after
 

@@ -17,7 +17,9 @@ that finds the pool empty is cold and counted (``prefork_misses``).
 ``burst_create_ms`` makes ``n`` sandboxes back to back without closing any (the
 pool serves its first few), ``sustained_creates_per_s`` creates, runs ``true``
 and closes ``n`` times in a row; ``prefork_idle_rss_*`` is what the waiting pool
-holds. ``--podman`` measures the
+holds. ``alone_reset_ms`` and ``alone_exec_ms`` are one sandbox's reset (after a
+command that wrote a file) and exec with nothing else in flight: what the
+operation itself costs. ``--podman`` measures the
 same create + exec + close cycle through podman in the same run and prints
 the ratio.
 """
@@ -152,6 +154,22 @@ async def _cycles(
     return t, max_alive
 
 
+async def _alone(backend: LocalBackend, spec: SandboxSpec, n: int) -> dict[str, float]:
+    """One sandbox with nothing else in flight (no other cycle, no pool refill on the loop): ``n``
+    times a command that writes a file, then ``reset``. What one operation costs, against the cycles'
+    figures, which include waiting for the others on two cores and one event loop."""
+    t: dict[str, list[float]] = {"exec": [], "reset": []}
+    sb = await backend.create(spec)
+    try:
+        for i in range(n):
+            cmd = ["sh", "-c", f"echo {i} > /workspace/alone.txt"]
+            await _timed(t["exec"], lambda: sb.exec(cmd))  # noqa: B023 (awaited at once)
+            await _timed(t["reset"], sb.reset)
+    finally:
+        await sb.close()
+    return _summary(t, "alone_")
+
+
 async def _throughput(backend: LocalBackend, spec: SandboxSpec, n: int) -> dict[str, Any]:
     """Creates back to back, where a refill cannot keep up: ``burst`` makes ``n`` without closing any
     (a pre-fork pool serves its first few, the rest are cold); ``sustained`` creates, runs one
@@ -250,6 +268,7 @@ async def run_bench(
             await backend.prefork.fill(spec)
             out.update({f"cold_{k}": v for k, v in (await _throughput(cold, spec, n)).items()})
         out.update(await _throughput(backend, spec, n))
+        out.update(await _alone(cold, spec, 5 * n))
         pool = SandboxPool(cold, max_idle=concurrency)
         await pool.warm_spec(plain, concurrency)
         for _ in range(n):

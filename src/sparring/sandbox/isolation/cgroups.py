@@ -74,6 +74,19 @@ def cgroup_procs(d: Path) -> list[int]:
         return []
 
 
+def pread_all(fd: int) -> bytes:
+    """The whole content of a kernel-generated file (procfs, cgroupfs) from its start, read again through
+    a descriptor opened earlier: no path walk, no open and close."""
+    chunks: list[bytes] = []
+    off = 0
+    while True:
+        b = os.pread(fd, 65536, off)
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+        off += len(b)
+
+
 def thaw_dir(d: Path) -> None:
     """Thaw cgroup ``d`` whichever freezer it has (v1 ``freezer.state``, v2 ``cgroup.freeze``): a frozen
     process cannot die."""
@@ -86,7 +99,10 @@ def thaw_dir(d: Path) -> None:
 def kill_members(dirs: list[Path], rounds: int = 500, pause_s: float = 0.001) -> None:
     """SIGKILL every process in the cgroups ``dirs`` until they are empty, at most ``rounds`` passes
     (a fork race ends within the pids limit). The one kill loop of every cgroup teardown: a sandbox's
-    close, the reaper's and the OCI backend's."""
+    close, the reaper's and the OCI backend's. The pause between passes starts at 0.2 ms and doubles up
+    to ``pause_s``: a killed process usually leaves within a fraction of a millisecond, and a close
+    waited a whole ``pause_s`` for it."""
+    pause = min(0.0002, pause_s)
     for _ in range(rounds):
         left = sorted({p for d in dirs for p in cgroup_procs(d)})
         if not left:
@@ -94,7 +110,8 @@ def kill_members(dirs: list[Path], rounds: int = 500, pause_s: float = 0.001) ->
         for p in left:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(p, signal.SIGKILL)
-        time.sleep(pause_s)
+        time.sleep(pause)
+        pause = min(pause * 2, pause_s)
 
 
 def _subtree(d: Path) -> list[Path]:
@@ -155,6 +172,7 @@ class CgroupSet:
     v2: bool = False
     rlimits: dict[str, int] = field(default_factory=dict)
     degraded: tuple[str, ...] = ()
+    _procs_fds: dict[Path, int] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def create(
@@ -356,10 +374,41 @@ class CgroupSet:
             pass
         return 0
 
+    def hold(self) -> None:
+        """On cgroup v2, keep the group's ``cgroup.procs`` open, so :meth:`pids` rereads it without a path
+        walk. Not on v1: there an open ``cgroup.procs`` serves the pid list it built first for up to a
+        second (the kernel's pidlist cache, kept per open file), so a killed process would still be
+        listed; v1 groups are read by path every time. Called once, by the thread that made the groups;
+        :meth:`destroy` closes them."""
+        if not self.v2:
+            return
+        for d in self.dirs.values():
+            if d not in self._procs_fds:
+                with contextlib.suppress(OSError):
+                    self._procs_fds[d] = os.open(d / "cgroup.procs", os.O_RDONLY | os.O_CLOEXEC)
+
     def pids(self) -> list[int]:
-        return sorted({p for d in self.dirs.values() for p in cgroup_procs(d)})
+        out: set[int] = set()
+        for d in self.dirs.values():
+            fd = self._procs_fds.get(d)
+            if fd is None:
+                out.update(cgroup_procs(d))
+                continue
+            try:
+                out.update(int(x) for x in pread_all(fd).split())
+            except (OSError, ValueError):
+                out.update(cgroup_procs(d))  # as without the descriptor: none when the group is gone
+        return sorted(out)
+
+    def release(self) -> None:
+        """Close the descriptors :meth:`hold` opened."""
+        fds, self._procs_fds = self._procs_fds, {}
+        for fd in fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def destroy(self) -> None:
         """Kill whatever is left in the groups and remove them."""
+        self.release()
         empty_and_remove(list(self.dirs.values()))
         self.dirs.clear()

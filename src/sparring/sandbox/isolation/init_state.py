@@ -32,11 +32,13 @@ identity                  the start time (a pid reused by another process
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 from dataclasses import dataclass, fields
 
 from sparring.errors import SandboxError
+from sparring.sandbox.isolation.cgroups import pread_all
 from sparring.sandbox.isolation.seccomp import host_arch
 
 IOPRIO_WHO_PROCESS = 1
@@ -57,18 +59,55 @@ def ioprio_of(pid: int) -> int:
     return v
 
 
-def _read(pid: int, name: str) -> str:
-    with open(f"/proc/{pid}/{name}") as f:
-        return f.read()
+PROC_FILES = ("stat", "status", "limits", "cgroup", "oom_score_adj", "autogroup", "coredump_filter")
+OPTIONAL = frozenset({"autogroup", "coredump_filter"})  # "" on a kernel without them
 
 
-def _read_optional(pid: int, name: str) -> str:
-    """``/proc/PID/name``, or "" where this kernel has no such file (the process itself must exist)."""
-    try:
-        return _read(pid, name).strip()
-    except FileNotFoundError:
-        os.stat(f"/proc/{pid}")  # gone: the caller's OSError
-        return ""
+class ProcFiles:
+    """The /proc files of one host process that :class:`InitState` reads, opened once and read again
+    through their descriptors (``pread``): a reading after every reset costs no open, close or path
+    walk. A descriptor stays bound to the process it was opened for: once that process is gone every
+    read fails (ESRCH), so a reused pid is never read as the server. :meth:`close` when done."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.fds: dict[str, int] = {}
+        try:
+            for name in PROC_FILES:
+                try:
+                    self.fds[name] = os.open(f"/proc/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    if name not in OPTIONAL:
+                        raise
+                    os.stat(f"/proc/{pid}")  # gone: the OSError below
+        except OSError as e:
+            self.close()
+            raise SandboxError(f"the sandbox's exec server (pid {pid}) cannot be read: {e}") from None
+
+    def text(self, name: str) -> str:
+        """The file's content now ("" for an optional file this kernel lacks)."""
+        fd = self.fds.get(name)
+        if fd is None:
+            if name in OPTIONAL:
+                return ""
+            raise OSError(f"/proc/{self.pid}/{name} is closed")
+        return pread_all(fd).decode()
+
+    def read(self) -> InitState:
+        """The process's state now; SandboxError when it is gone or unreadable."""
+        return InitState.from_files(self)
+
+    def close(self) -> None:
+        fds, self.fds = self.fds, {}
+        for fd in fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __enter__(self) -> ProcFiles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @dataclass(frozen=True)
@@ -91,22 +130,29 @@ class InitState:
     @classmethod
     def read(cls, pid: int) -> InitState:
         """Read host process ``pid``; SandboxError when it is gone or unreadable."""
+        with ProcFiles(pid) as files:
+            return cls.from_files(files)
+
+    @classmethod
+    def from_files(cls, files: ProcFiles) -> InitState:
+        """Read the process of ``files`` (its held /proc descriptors, and syscalls by its pid)."""
+        pid = files.pid
         try:
-            stat = _read(pid, "stat")
-            status = dict(ln.split(":", 1) for ln in _read(pid, "status").splitlines() if ":" in ln)
+            stat = files.text("stat")
+            status = dict(ln.split(":", 1) for ln in files.text("status").splitlines() if ":" in ln)
             return cls(
                 start_time=stat[stat.rfind(")") + 2 :].split()[19],
-                rlimits=_read(pid, "limits"),
+                rlimits=files.text("limits"),
                 nice=os.getpriority(os.PRIO_PROCESS, pid),
                 policy=os.sched_getscheduler(pid),
                 priority=os.sched_getparam(pid).sched_priority,
                 ioprio=ioprio_of(pid),
                 affinity=tuple(sorted(os.sched_getaffinity(pid))),
-                cgroups=_read(pid, "cgroup"),
-                oom_score_adj=_read(pid, "oom_score_adj").strip(),
+                cgroups=files.text("cgroup"),
+                oom_score_adj=files.text("oom_score_adj").strip(),
                 credentials="; ".join(f"{k}:{' '.join(status.get(k, '').split())}" for k in STATUS_KEYS),
-                autogroup=_read_optional(pid, "autogroup"),
-                coredump_filter=_read_optional(pid, "coredump_filter"),
+                autogroup=files.text("autogroup").strip(),
+                coredump_filter=files.text("coredump_filter").strip(),
             )
         except (OSError, IndexError, ValueError) as e:
             raise SandboxError(f"the sandbox's exec server (pid {pid}) cannot be read: {e}") from None
@@ -128,11 +174,12 @@ class InitState:
             out.append(f"{f.name}: {was} -> {cur}")
         return out
 
-    def drift(self, pid: int, who: str) -> str:
-        """Why host process ``pid`` (the sandbox's ``who``: "exec server", "init") is no longer in this
-        state, its birth state: the changed items, or that it cannot be read; "" when it is unchanged."""
+    def drift(self, pid: int | ProcFiles, who: str) -> str:
+        """Why host process ``pid`` (the sandbox's ``who``: "exec server", "init"; or its held
+        :class:`ProcFiles`) is no longer in this state, its birth state: the changed items, or that it
+        cannot be read; "" when it is unchanged."""
         try:
-            changed = self.changes(InitState.read(pid))
+            changed = self.changes(pid.read() if isinstance(pid, ProcFiles) else InitState.read(pid))
         except SandboxError as e:
             return str(e)
         if changed:

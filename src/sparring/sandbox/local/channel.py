@@ -36,6 +36,12 @@ class Job:
     err: bytearray = field(default_factory=bytearray)
 
 
+def _retrieved(fut: asyncio.Future[None]) -> None:
+    """Mark a future's exception as seen (it is raised again to whoever awaits it)."""
+    if not fut.cancelled():
+        fut.exception()
+
+
 class ExecChannel:
     """A running exec server. Create with :meth:`open`."""
 
@@ -276,11 +282,21 @@ class ExecChannel:
 
     async def call(self, t: int, timeout: float = 10.0) -> None:
         """Send PING or KILLALL and wait for the server's ACK."""
+        await self.answer(self.ask(t), timeout)
+
+    def ask(self, t: int) -> tuple[int, asyncio.Future[None]]:
+        """Send PING or KILLALL now; :meth:`answer` waits for its ACK (the caller may work meanwhile)."""
         self._bind_loop()
         jid = self._new_id()
         fut: asyncio.Future[None] = self.loop.create_future()
+        fut.add_done_callback(_retrieved)  # a channel that dies before the ACK is awaited logs nothing
         self.acks[jid] = fut
         self._send(t, jid)
+        return jid, fut
+
+    async def answer(self, asked: tuple[int, asyncio.Future[None]], timeout: float = 10.0) -> None:
+        """Wait for the ACK of an :meth:`ask`."""
+        jid, fut = asked
         try:
             await asyncio.wait_for(fut, timeout)
         except TimeoutError:

@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -58,7 +59,7 @@ from sparring.sandbox.environment import AGENT_GID, AGENT_UID, HOSTNAME
 from sparring.sandbox.isolation import ipcns, mounts, reaper, seccomp, sweep
 from sparring.sandbox.isolation.cgroups import CgroupSet
 from sparring.sandbox.isolation.hostfiles import HostFiles
-from sparring.sandbox.isolation.init_state import InitState
+from sparring.sandbox.isolation.init_state import InitState, ProcFiles
 from sparring.sandbox.isolation.netns import set_loopback
 from sparring.sandbox.local import execserver
 from sparring.sandbox.local.channel import ExecChannel
@@ -117,6 +118,12 @@ class LocalSandbox(Commands, HostFiles):
         self._lower_size: int | None = None
         self.members: sweep.Members | None = None  # how the host finds (and kills) the sandbox's processes
         self.born: InitState | None = None  # PID 1's state when it started, checked after every reset
+        self._server_files: ProcFiles | None = None
+        # A fresh rw tmpfs made ahead (overlay mode, after a reset): (its path, its size in MB); the next
+        # reset or restore takes it instead of making one. rw and rw2 alternate as the live one.
+        self._spare: tuple[Path, int] | None = None
+        self._spare_due = False
+        self._ipc: ipcns.HeldNamespace | None = None
 
     @property
     def lower(self) -> Path:
@@ -158,6 +165,7 @@ class LocalSandbox(Commands, HostFiles):
             self._bind_static()
         self._mount_layers(shm=False, workspace=workspace)  # /dev/shm: once bubblewrap bound its point
         self.cg = CgroupSet.create(self.id, s.memory_mb, s.pids, s.cpus, freezer=True)
+        self.cg.hold()
         crash_point("sandbox-cgroups")
         if self.cg.dirs:
             (self.dir / "cgroups").write_text("\n".join(map(str, self.cg.dirs.values())) + "\n")
@@ -196,7 +204,10 @@ class LocalSandbox(Commands, HostFiles):
                 f"sandbox {self.id}: its pid namespace cannot be read ({e.strerror})"
             ) from None
         self.members = sweep.Members(self.cg, ns, bwrap=self.channel.proc.pid, server=server)
-        self.born = InitState.read(server)
+        self._server_files = ProcFiles(server)  # held: read again after every reset (init_state.py)
+        if b.overlay:  # as root: emptied on every reset (ipcns.py)
+            self._ipc = ipcns.HeldNamespace(server)
+        self.born = self._server_files.read()
 
     def _bind_static(self) -> None:
         """Read-only binds that never change, made by the host (root) so bubblewrap needs no access to them."""
@@ -280,23 +291,15 @@ class LocalSandbox(Commands, HostFiles):
         if not self.backend.overlay:
             self._refill_copy()
             return
-        rw, uid = self.rw, self.backend.agent_uid
-        rw.mkdir(exist_ok=True)
-        mounts.mount(
-            "tmpfs",
-            rw,
-            "tmpfs",
-            f"size={self.spec.disk_mb}m,mode=0755",
-            flags=mounts.MS_NOSUID | mounts.MS_NODEV,
-        )
-        self._layer_mounts.append(rw)
-        for d in ("upper", "work", "tmp", "home", "shm"):
-            (rw / d).mkdir()
-        os.chmod(rw / "tmp", 0o1777)
-        os.chmod(rw / "shm", 0o1777)
-        if uid is not None:
-            for d in ("upper", "tmp", "home", "shm"):
-                os.chown(rw / d, uid, uid)
+        spare, self._spare = self._spare, None
+        if spare is not None and spare[1] == self.spec.disk_mb:
+            self.rw = spare[0]
+        else:
+            if spare is not None:  # made for another size (a spec adopted since): not this sandbox's
+                mounts.umount(spare[0])
+            self._new_rw(self.rw)
+        self._layer_mounts.append(self.rw)
+        rw = self.rw
         for sub, dest in (("tmp", "tmp"), ("home", HOME.lstrip("/"))):
             mounts.bind(rw / sub, self.rootdir / dest)
             self._layer_mounts.append(self.rootdir / dest)
@@ -309,6 +312,51 @@ class LocalSandbox(Commands, HostFiles):
             self._mount_workspace()
         if shm:
             self._mount_shm()
+
+    def _new_rw(self, rw: Path) -> None:
+        """A new tmpfs of disk_mb at ``rw`` holding the writable directories (upper, work, tmp, home, shm),
+        owned by the agent; unmounted again if making them fails."""
+        uid = self.backend.agent_uid
+        rw.mkdir(exist_ok=True)
+        mounts.mount(
+            "tmpfs",
+            rw,
+            "tmpfs",
+            f"size={self.spec.disk_mb}m,mode=0755",
+            flags=mounts.MS_NOSUID | mounts.MS_NODEV,
+        )
+        try:
+            for d in ("upper", "work", "tmp", "home", "shm"):
+                (rw / d).mkdir()
+            os.chmod(rw / "tmp", 0o1777)
+            os.chmod(rw / "shm", 0o1777)
+            if uid is not None:
+                for d in ("upper", "tmp", "home", "shm"):
+                    os.chown(rw / d, uid, uid)
+        except OSError as e:
+            with contextlib.suppress(SandboxError):
+                mounts.umount(rw)
+            raise SandboxError(f"preparing {rw.name} failed ({e})") from None
+
+    def _spare_soon(self) -> None:
+        """Make the next reset's rw tmpfs once the loop is free (overlay mode): a reset then only swaps
+        mounts. It is made at whichever of rw and rw2 is not live when it runs; a reset that comes first
+        makes its own, as before."""
+        if self.backend.overlay and self._spare is None and not self._spare_due:
+            self._spare_due = True
+            asyncio.get_running_loop().call_soon(self._make_spare)
+
+    def _make_spare(self) -> None:
+        self._spare_due = False
+        if self.closed or self._spare is not None or self.channel is None or not self.channel.alive:
+            return
+        first = self.dir / "rw"
+        other = self.dir / "rw2" if self.rw == first else first
+        try:
+            self._new_rw(other)
+        except SandboxError:
+            return  # the next reset makes its own and reports what fails then
+        self._spare = (other, self.spec.disk_mb)
 
     def _mount_workspace(self) -> None:
         """The workspace overlay: rw/upper over the snapshot layers over the task's workspace; with a
@@ -361,6 +409,8 @@ class LocalSandbox(Commands, HostFiles):
         self._layer_mounts = []
 
     async def _teardown(self) -> None:
+        if self.members is not None and self.members.by_cgroup:  # all at once: none waits for another to go
+            sweep.signal_all(self.cg.pids(), signal.SIGKILL)
         if self.channel is not None:
             self.channel.kill()
             with contextlib.suppress(SandboxError):
@@ -369,6 +419,10 @@ class LocalSandbox(Commands, HostFiles):
             await self.proxy.close()
         with contextlib.suppress(Exception):
             self.cg.destroy()
+        if self._server_files is not None:
+            self._server_files.close()
+        if self._ipc is not None:
+            self._ipc.close()
         if self._sb_mounted:  # detaching the sandbox's tmpfs takes every mount below it along
             with contextlib.suppress(SandboxError):
                 mounts.umount(self.dir)
@@ -523,10 +577,13 @@ class LocalSandbox(Commands, HostFiles):
 
     async def _remount(self, layers: tuple[Path, ...]) -> None:
         ch = self._live()
-        await self._kill_all(ch)
+        killall = await self._kill_all(ch)  # its ACK arrives while the layers are remounted
         if self.backend.overlay:
             try:  # after the kill: nothing holds a segment, so its memory is uncharged at once
-                ipcns.clear(self.server_host_pid())
+                if self._ipc is not None:
+                    self._ipc.clear()
+                else:
+                    ipcns.clear(self.server_host_pid())
             except SandboxError as e:
                 await self._break(f"its IPC namespace could not be emptied ({e})")
         self._unmount_layers()
@@ -535,11 +592,14 @@ class LocalSandbox(Commands, HostFiles):
             self._mount_layers()
         except SandboxError as e:
             await self._break(f"remounting its layers failed ({e})")
+        await ch.answer(killall)
         await self._check_fresh()
+        self._spare_soon()
 
-    async def _kill_all(self, ch: ExecChannel) -> None:
-        """Every process but PID 1 killed by the host (sweep.py), then the server's KILLALL, which now
-        only reaps and reports the commands that died."""
+    async def _kill_all(self, ch: ExecChannel) -> tuple[int, asyncio.Future[None]]:
+        """Every process but PID 1 killed by the host (sweep.py), then the server's KILLALL sent, which
+        now only reaps and reports the commands that died; returns it, for ``ch.answer`` (the host's
+        check that nothing is left comes after that)."""
         m = self.members
         assert m is not None
         if sweep.leftovers(m):
@@ -548,7 +608,7 @@ class LocalSandbox(Commands, HostFiles):
                 await self._break(
                     f"retired: {len(left)} of its processes survived the kill (host pids {left[:8]})"
                 )
-        await ch.call(execserver.T_KILLALL)
+        return ch.ask(execserver.T_KILLALL)
 
     async def _check_fresh(self) -> None:
         """The host's check after a reset or restore: nothing but PID 1 runs in the sandbox, and PID 1's
@@ -560,7 +620,7 @@ class LocalSandbox(Commands, HostFiles):
             await self._break(
                 f"retired: processes other than its exec server outlived the reset ({left[:8]})"
             )
-        why = born.drift(m.server, "exec server")
+        why = born.drift(self._server_files or m.server, "exec server")
         if why:
             await self._break(f"retired: {why}")
 
