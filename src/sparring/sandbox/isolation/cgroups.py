@@ -137,16 +137,20 @@ def empty_and_remove(dirs: list[Path], wait_s: float = 30.0) -> list[Path]:
     growing pause, until every directory is gone or ``wait_s`` has passed, never given up silently.
     """
     pending = [d for d in dirs if d.is_dir()]
+    trees = {d: _subtree(d) for d in pending}  # listed once: a cgroup directory holds dozens of files
     for d in pending:
-        for sub in _subtree(d):
+        for sub in trees[d]:
             thaw_dir(sub)
     deadline = time.monotonic() + wait_s
     pause = 0.001
     while pending:
-        kill_members([sub for d in pending for sub in _subtree(d)], rounds=50)
+        kill_members([sub for d in pending for sub in trees[d]], rounds=50)
         for d in pending:
-            rmdir_tree(d)  # EBUSY while members are still exiting: retried below
+            for sub in trees[d]:  # deepest first; EBUSY while members are still exiting: retried below
+                with contextlib.suppress(OSError):
+                    sub.rmdir()
         pending = [d for d in pending if d.is_dir()]
+        trees = {d: _subtree(d) for d in pending}  # again only for what is left (a group made meanwhile)
         if not pending or time.monotonic() >= deadline:
             break
         time.sleep(pause)

@@ -123,13 +123,24 @@ def remove_sandbox_dir(d: Path) -> None:
     discard(d)  # iterative and logged: a deep or stubborn tree never stops the reaper
 
 
+SHM = Path("/dev/shm")
+
+
 def run_dir() -> Path:
     """The world-traversable directory holding every backend's sandbox dirs: one per user, so a
-    directory root made first never locks other users out ($SPARRING_SANDBOX_RUN overrides)."""
+    directory root made first never locks other users out ($SPARRING_SANDBOX_RUN overrides).
+
+    As root it is on /dev/shm (a tmpfs wherever Linux runs): there a sandbox's directory is only the
+    point its own tmpfs is mounted on, and making and removing it on a disk costs a journal write, and
+    on a filesystem mounted with ``discard`` a synchronous discard (rmdir 0.46 ms median, 1.9 ms mean
+    on the 2-core machine's ext4, against 0.003 ms on tmpfs). Without root (copy mode) the sandbox's
+    copied workspace, /tmp and home are plain directories under it: /tmp, on disk."""
     env = os.environ.get("SPARRING_SANDBOX_RUN")
     if env:
         return Path(env)
     uid = os.geteuid()
+    if uid == 0 and SHM.is_dir() and not SHM.is_symlink() and os.access(SHM, os.W_OK | os.X_OK):
+        return SHM / "sparring-run"
     return Path("/tmp/sparring-run" if uid == 0 else f"/tmp/sparring-run-{uid}")
 
 
