@@ -76,7 +76,16 @@ def main() -> None:
             )
             out.update(bench)
             host = asyncio.run(run_bench(a.n, a.concurrency, 1000, 10, 20, 0, False, True, 2, None))
-            out.update({f"host_{k}": host[k] for k in ("create_ms", "cold_create_ms", "reset_ms", "exec_ms")})
+            keys = (
+                "create_ms",
+                "cold_create_ms",
+                "reset_ms",
+                "exec_ms",
+                "alone_reset_ms",
+                "alone_exec_ms",
+                "cycle_ms",
+            )
+            out.update({f"host_{k}": host[k] for k in keys})
     print(json.dumps(out))
 
 
