@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -161,7 +162,13 @@ def tune(
 @guarded
 def bench(
     n: int = typer.Option(20, "--n", min=1, help="Sandboxes to cycle through."),
-    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Sandboxes alive at once."),
+    concurrency: int | None = typer.Option(
+        None,
+        "--concurrency",
+        min=1,
+        help="Sandboxes cycled at once (default: the CPU count, at most 4; more than the CPUs and every "
+        "operation's time includes waiting for a core).",
+    ),
     files: int = typer.Option(1000, "--files", min=0, help="Files in the benchmark workspace."),
     changed: int = typer.Option(10, "--changed", min=0, help="Files changed before each snapshot."),
     execs: int = typer.Option(20, "--execs", min=1, help="Exec round trips per sandbox."),
@@ -184,6 +191,8 @@ def bench(
     creates from a pre-fork pool, with the cold path measured in the same run (cold_*)."""
     from sparring.sandbox.bench import OPS, run_bench
 
+    if concurrency is None:
+        concurrency = min(4, os.cpu_count() or 1)
     with err_console.status(f"benchmarking {n} sandboxes, {concurrency} at a time"):
         res = run_async(
             run_bench(n, concurrency, files, changed, execs, alive, podman, limits, prefork, image)
