@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,6 +73,13 @@ def cgroup_procs(d: Path) -> list[int]:
         return [int(x) for x in (d / "cgroup.procs").read_text().split()]
     except (OSError, ValueError):
         return []
+
+
+def close_fds(fds: Iterable[int]) -> None:
+    """Close each of ``fds`` (one already closed is skipped)."""
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def pread_all(fd: int) -> bytes:
@@ -407,9 +415,7 @@ class CgroupSet:
     def release(self) -> None:
         """Close the descriptors :meth:`hold` opened."""
         fds, self._procs_fds = self._procs_fds, {}
-        for fd in fds.values():
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        close_fds(fds.values())
 
     def destroy(self) -> None:
         """Kill whatever is left in the groups and remove them."""

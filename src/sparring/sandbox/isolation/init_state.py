@@ -32,13 +32,12 @@ identity                  the start time (a pid reused by another process
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 from dataclasses import dataclass, fields
 
 from sparring.errors import SandboxError
-from sparring.sandbox.isolation.cgroups import pread_all
+from sparring.sandbox.isolation.cgroups import close_fds, pread_all
 from sparring.sandbox.isolation.seccomp import host_arch
 
 IOPRIO_WHO_PROCESS = 1
@@ -99,9 +98,7 @@ class ProcFiles:
 
     def close(self) -> None:
         fds, self.fds = self.fds, {}
-        for fd in fds.values():
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        close_fds(fds.values())
 
     def __enter__(self) -> ProcFiles:
         return self

@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sparring.errors import SandboxError
-from sparring.sandbox.isolation.cgroups import pread_all
+from sparring.sandbox.isolation.cgroups import close_fds, pread_all
 
 CLONE_NEWIPC = 0x08000000
 SELF = "/proc/thread-self/ns/ipc"
@@ -192,9 +192,7 @@ class HeldNamespace:
         if self.mqueue >= 0:
             fds.append(self.mqueue)
             self.mqueue = -1
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        close_fds(fds)
 
 
 def clear(pid: int) -> dict[str, int]:
