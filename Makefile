@@ -86,7 +86,7 @@ demo-quick: setup
 	$(VENV)/bin/sparring demo --quick
 
 # The suite in parallel: TEST_JOBS workers (most tests wait on subprocesses and sandboxes, so more
-# workers than cores), each file on one worker, Ray and SmolLM2 files together (tests/conftest.py).
+# workers than cores), each file on one worker, Ray and SmolLM2 files together (tests/xdist_units.py).
 # TEST_JOBS=0 runs it in this one process.
 TEST_JOBS ?= 3
 XDIST := $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadgroup)

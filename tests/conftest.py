@@ -50,26 +50,5 @@ def workspace(tmp_path) -> Path:
     return d
 
 
-# The suite in parallel (`make test` runs pytest-xdist with --dist loadgroup): every test goes to a worker
-# with the rest of its file (module-scoped fixtures are built once, and a file's tests keep their order),
-# and the files below share one worker, because each starts a Ray cluster (a dozen processes and a
-# gigabyte each) or holds the real SmolLM2 model (7 GB at its peak): two at once would slow or starve
-# the rest of a 2-core machine. A test's own xdist_group mark wins.
-SHARED_WORKER = {
-    "ray": (
-        "tests/distributed/test_ray_executor.py",
-        "tests/distributed/test_executor.py",
-        "tests/images/test_ray_node_images.py",
-    ),
-    "smollm2": ("tests/policy/test_smollm2.py", "tests/cli/test_model_import.py"),
-}
-_GROUP_OF = {path: group for group, paths in SHARED_WORKER.items() for path in paths}
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    root = Path(str(config.rootpath))
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            rel = Path(str(item.path)).relative_to(root).as_posix()
-            item.add_marker(pytest.mark.xdist_group(_GROUP_OF.get(rel, rel)))
+# The suite in parallel: xdist_units.py (whole files, or groups of them, to one worker).
+from xdist_units import pytest_xdist_make_scheduler  # noqa: E402, F401 (the hook, for xdist)
