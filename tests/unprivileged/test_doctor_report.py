@@ -43,7 +43,7 @@ def test_doctor_json_schema_and_agreement_with_the_backend(tmp_path):
 
 def test_doctor_human_output_says_fallback_and_install(monkeypatch):
     r = sp("doctor", env={"SPARRING_CGROUPS": "off", "SPARRING_SANDBOX_MODE": "copy"})
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 0, r.stdout + r.stderr  # which required check was missing, and why
     lines = {ln.split(":")[0].split()[-1]: ln for ln in r.stdout.splitlines() if ":" in ln}
     assert "degraded" in lines["cgroups"] and "falls back to rlimits" in lines["cgroups"]
     assert "degraded" in lines["overlayfs"] and "copy-mode" in lines["overlayfs"]

@@ -106,11 +106,25 @@ def bwrap_version() -> str | None:
     return out.stdout.strip().removeprefix("bubblewrap ").strip() or None
 
 
+def _probe_root() -> list[str]:
+    """Just enough of the host for ``/bin/true``: /usr, and /bin, /sbin and /lib* as the host has them (links
+    or directories). Not ``--ro-bind / /``: that copies every mount of the host into the probe, one by one
+    (every live sandbox has about twenty), and on a host running a suite's sandboxes it outlasted the
+    probe's timeout, so ``doctor`` said user namespaces were missing."""
+    out = ["--ro-bind", "/usr", "/usr"]
+    for d in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+        if os.path.islink(d):
+            out += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            out += ["--ro-bind", d, d]
+    return out
+
+
 def bwrap_probe(seccomp_program: bytes | None = None) -> tuple[bool, str]:
     """Run ``true`` under bubblewrap in a new user namespace (as unprivileged sandboxes do), with the
     sandbox's seccomp filter when given: ``(worked, bubblewrap's last error line)``."""
     path = require_bwrap()
-    argv = [path, "--unshare-user", "--unshare-pid", "--ro-bind", "/", "/", "--proc", "/proc"]
+    argv = [path, "--unshare-user", "--unshare-pid", *_probe_root(), "--proc", "/proc"]
     fds: tuple[int, ...] = ()
     if seccomp_program is not None:
         r, w = os.pipe()
