@@ -127,10 +127,10 @@ def _subtree(d: Path) -> list[Path]:
     return [Path(p) for p, _, _ in os.walk(d, topdown=False)]
 
 
-def rmdir_tree(d: Path) -> None:
+def rmdir_tree(d: Path, tree: list[Path] | None = None) -> None:
     """Remove a cgroup directory and its children, deepest first (cgroupfs only allows rmdir); a busy
-    or missing one is left as it is."""
-    for sub in _subtree(d):
+    or missing one is left as it is. ``tree``: ``d``'s subtree as :func:`_subtree` listed it already."""
+    for sub in tree if tree is not None else _subtree(d):
         with contextlib.suppress(OSError):
             sub.rmdir()
 
@@ -154,9 +154,7 @@ def empty_and_remove(dirs: list[Path], wait_s: float = 30.0) -> list[Path]:
     while pending:
         kill_members([sub for d in pending for sub in trees[d]], rounds=50)
         for d in pending:
-            for sub in trees[d]:  # deepest first; EBUSY while members are still exiting: retried below
-                with contextlib.suppress(OSError):
-                    sub.rmdir()
+            rmdir_tree(d, trees[d])  # EBUSY while members are still exiting: retried below
         pending = [d for d in pending if d.is_dir()]
         trees = {d: _subtree(d) for d in pending}  # again only for what is left (a group made meanwhile)
         if not pending or time.monotonic() >= deadline:

@@ -60,10 +60,14 @@ def _remove(kind: str, ident: int) -> int:
     return int(_libc.msgctl(ident, IPC_RMID, None))
 
 
+def _parse_ids(listing: str) -> list[int]:
+    """The ids of a /proc/sysvipc list (its column 2, below the header)."""
+    return [int(line.split()[1]) for line in listing.splitlines()[1:] if line.strip()]
+
+
 def _ids(kind: str) -> list[int]:
-    """Ids of the objects of ``kind`` in the calling thread's IPC namespace (column 2 of /proc/sysvipc)."""
-    lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]
-    return [int(line.split()[1]) for line in lines if line.strip()]
+    """Ids of the objects of ``kind`` in the calling thread's IPC namespace."""
+    return _parse_ids(Path(f"/proc/sysvipc/{kind}").read_text())
 
 
 def _enter(fd: int, what: str) -> None:
@@ -124,21 +128,37 @@ def clear_sysv(pid: int) -> dict[str, int]:
         raise SandboxError(f"clearing the sandbox's IPC objects failed: {e}") from None
 
 
-def clear_mqueues(pid: int) -> int:
-    """Unlink every POSIX message queue of the sandbox whose server is host process ``pid``."""
-    d = Path(f"/proc/{pid}/root{MQUEUE}")
+def _mqueue_dir(pid: int) -> int:
+    """A descriptor of the /dev/mqueue of the sandbox whose server is host process ``pid``."""
+    try:
+        return os.open(f"/proc/{pid}/root{MQUEUE}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        raise SandboxError(f"cannot list the sandbox's POSIX message queues ({e.strerror})") from None
+
+
+def _unlink_queues(d: int) -> int:
+    """Unlink every POSIX message queue in the mqueue directory ``d`` (a descriptor); how many."""
     try:
         names = os.listdir(d)
     except OSError as e:
         raise SandboxError(f"cannot list the sandbox's POSIX message queues ({e.strerror})") from None
     for name in names:
         try:
-            os.unlink(d / name)
+            os.unlink(name, dir_fd=d)
         except FileNotFoundError:
             pass
         except OSError as e:
             raise SandboxError(f"cannot remove POSIX message queue {name!r} ({e.strerror})") from None
     return len(names)
+
+
+def clear_mqueues(pid: int) -> int:
+    """Unlink every POSIX message queue of the sandbox whose server is host process ``pid``."""
+    d = _mqueue_dir(pid)
+    try:
+        return _unlink_queues(d)
+    finally:
+        os.close(d)
 
 
 class HeldNamespace:
@@ -156,7 +176,7 @@ class HeldNamespace:
             with _inside(pid):
                 for kind in _KINDS:
                     self.lists[kind] = os.open(f"/proc/sysvipc/{kind}", os.O_RDONLY | os.O_CLOEXEC)
-            self.mqueue = os.open(f"/proc/{pid}/root{MQUEUE}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            self.mqueue = _mqueue_dir(pid)
         except OSError as e:
             self.close()
             raise SandboxError(f"cannot watch the sandbox's IPC namespace ({e})") from None
@@ -166,8 +186,7 @@ class HeldNamespace:
 
     def ids(self, kind: str) -> list[int]:
         """Ids of the sandbox's System V objects of ``kind`` now."""
-        lines = pread_all(self.lists[kind]).decode().splitlines()[1:]
-        return [int(line.split()[1]) for line in lines if line.strip()]
+        return _parse_ids(pread_all(self.lists[kind]).decode())
 
     def clear(self) -> dict[str, int]:
         """Every IPC object of the namespace removed (as :func:`clear`, verified through the held lists);
@@ -179,13 +198,9 @@ class HeldNamespace:
                 left = [kind for kind in _KINDS if self.ids(kind)]
                 if left:
                     raise SandboxError(f"System V {', '.join(left)} object(s) survived removal")
-            names = os.listdir(self.mqueue)
-            for name in names:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(name, dir_fd=self.mqueue)
         except OSError as e:
             raise SandboxError(f"clearing the sandbox's IPC objects failed: {e}") from None
-        return {**found, "mqueue": len(names)}
+        return {**found, "mqueue": _unlink_queues(self.mqueue)}
 
     def close(self) -> None:
         fds, self.lists = list(self.lists.values()), {}

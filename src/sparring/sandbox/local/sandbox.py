@@ -47,7 +47,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -409,8 +408,6 @@ class LocalSandbox(Commands, HostFiles):
         self._layer_mounts = []
 
     async def _teardown(self) -> None:
-        if self.members is not None and self.members.by_cgroup:  # all at once: none waits for another to go
-            sweep.signal_all(self.cg.pids(), signal.SIGKILL)
         if self.channel is not None:
             self.channel.kill()
             with contextlib.suppress(SandboxError):
