@@ -65,6 +65,7 @@ from sparring.sandbox.local.channel import ExecChannel
 from sparring.sandbox.local.commands import Commands
 from sparring.sandbox.local.proxy import PROXY_PORT, AllowlistProxy, Attempt, parse_allow
 from sparring.sandbox.local.rootfs import HOME, SERVER
+from sparring.sandbox.local.rwlayer import Spare, new_rw
 from sparring.sandbox.storage import hosttree
 from sparring.sandbox.storage.layers import copy_tree, discard
 from sparring.sandbox.storage.workspace import diff_caps, tree_diff
@@ -118,10 +119,7 @@ class LocalSandbox(Commands, HostFiles):
         self.members: sweep.Members | None = None  # how the host finds (and kills) the sandbox's processes
         self.born: InitState | None = None  # PID 1's state when it started, checked after every reset
         self._server_files: ProcFiles | None = None
-        # A fresh rw tmpfs made ahead (overlay mode, after a reset): (its path, its size in MB); the next
-        # reset or restore takes it instead of making one. rw and rw2 alternate as the live one.
-        self._spare: tuple[Path, int] | None = None
-        self._spare_due = False
+        self._spare = Spare(self.dir, backend.agent_uid)  # the next rw tmpfs, made ahead (rwlayer.py)
         self._ipc: ipcns.HeldNamespace | None = None
 
     @property
@@ -290,13 +288,11 @@ class LocalSandbox(Commands, HostFiles):
         if not self.backend.overlay:
             self._refill_copy()
             return
-        spare, self._spare = self._spare, None
-        if spare is not None and spare[1] == self.spec.disk_mb:
-            self.rw = spare[0]
+        spare = self._spare.take(self.spec.disk_mb)
+        if spare is not None:
+            self.rw = spare
         else:
-            if spare is not None:  # made for another size (a spec adopted since): not this sandbox's
-                mounts.umount(spare[0])
-            self._new_rw(self.rw)
+            new_rw(self.rw, self.spec.disk_mb, self.backend.agent_uid)
         self._layer_mounts.append(self.rw)
         rw = self.rw
         for sub, dest in (("tmp", "tmp"), ("home", HOME.lstrip("/"))):
@@ -311,51 +307,6 @@ class LocalSandbox(Commands, HostFiles):
             self._mount_workspace()
         if shm:
             self._mount_shm()
-
-    def _new_rw(self, rw: Path) -> None:
-        """A new tmpfs of disk_mb at ``rw`` holding the writable directories (upper, work, tmp, home, shm),
-        owned by the agent; unmounted again if making them fails."""
-        uid = self.backend.agent_uid
-        rw.mkdir(exist_ok=True)
-        mounts.mount(
-            "tmpfs",
-            rw,
-            "tmpfs",
-            f"size={self.spec.disk_mb}m,mode=0755",
-            flags=mounts.MS_NOSUID | mounts.MS_NODEV,
-        )
-        try:
-            for d in ("upper", "work", "tmp", "home", "shm"):
-                (rw / d).mkdir()
-            os.chmod(rw / "tmp", 0o1777)
-            os.chmod(rw / "shm", 0o1777)
-            if uid is not None:
-                for d in ("upper", "tmp", "home", "shm"):
-                    os.chown(rw / d, uid, uid)
-        except OSError as e:
-            with contextlib.suppress(SandboxError):
-                mounts.umount(rw)
-            raise SandboxError(f"preparing {rw.name} failed ({e})") from None
-
-    def _spare_soon(self) -> None:
-        """Make the next reset's rw tmpfs once the loop is free (overlay mode): a reset then only swaps
-        mounts. It is made at whichever of rw and rw2 is not live when it runs; a reset that comes first
-        makes its own, as before."""
-        if self.backend.overlay and self._spare is None and not self._spare_due:
-            self._spare_due = True
-            asyncio.get_running_loop().call_soon(self._make_spare)
-
-    def _make_spare(self) -> None:
-        self._spare_due = False
-        if self.closed or self._spare is not None or self.channel is None or not self.channel.alive:
-            return
-        first = self.dir / "rw"
-        other = self.dir / "rw2" if self.rw == first else first
-        try:
-            self._new_rw(other)
-        except SandboxError:
-            return  # the next reset makes its own and reports what fails then
-        self._spare = (other, self.spec.disk_mb)
 
     def _mount_workspace(self) -> None:
         """The workspace overlay: rw/upper over the snapshot layers over the task's workspace; with a
@@ -591,7 +542,8 @@ class LocalSandbox(Commands, HostFiles):
             await self._break(f"remounting its layers failed ({e})")
         await ch.answer(killall)
         await self._check_fresh()
-        self._spare_soon()
+        if self.backend.overlay:
+            self._spare.soon(lambda: self.rw, lambda: self.spec.disk_mb, lambda: self.healthy)
 
     async def _kill_all(self, ch: ExecChannel) -> tuple[int, asyncio.Future[None]]:
         """Every process but PID 1 killed by the host (sweep.py), then the server's KILLALL sent, which
