@@ -5,7 +5,8 @@ python benchmarks/image_bench.py [--n 20] [--big] [--no-podman]
 1. A Debian image built by mmdebstrap (cached by recipe; ``--big``: minbase with python3, pip and git,
    ~200 MB unpacked), served by Debian's docker-registry on loopback (pushed with skopeo).
 2. ``pull_s``: the first pull into an empty store (download and verification), ``unpack_s``: its
-   layers unpacked and flattened into the image's root (``pull_and_unpack_s`` both).
+   layers unpacked and flattened into the image's root (``pull_and_unpack_s`` both); ``writeback_s``:
+   flushing what the unpack wrote to disk, before anything else is timed.
 3. The sandbox lifecycle on that image (`sparring sandbox bench --image`, same keys: ``create_ms``
    from the pre-fork pool, ``cold_create_ms``, ``reset_ms``, ...), podman on the same image for
    ``podman_ratio``, and the memory of idle sandboxes (``prefork_idle_rss_per_sandbox_mb``,
@@ -71,6 +72,11 @@ def main() -> None:
                     for lay in res.record.layers
                 ),
             )  # fmt: skip
+            # The unpack left ~300 MB of dirty pages; their writeback would run beside the timed lifecycle
+            # (on this ext4 /tmp it slowed the image's cycles by 1-2 ms against the host root's after it).
+            t2 = time.perf_counter()
+            os.sync()
+            out["writeback_s"] = round(time.perf_counter() - t2, 3)
             bench = asyncio.run(
                 run_bench(a.n, a.concurrency, 1000, 10, 20, a.alive, not a.no_podman, True, 2, res.digest)
             )

@@ -69,10 +69,16 @@ def _keyed(p: Path) -> dict[str, int]:
 
 def cgroup_procs(d: Path) -> list[int]:
     """The pids in cgroup ``d`` (none when it is gone or unreadable)."""
+    try:  # os-level: no text layer (this runs twice per reset on cgroup v1)
+        fd = os.open(f"{d}/cgroup.procs", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return []
     try:
-        return [int(x) for x in (d / "cgroup.procs").read_text().split()]
+        return [int(x) for x in pread_all(fd).split()]
     except (OSError, ValueError):
         return []
+    finally:
+        os.close(fd)
 
 
 def close_fds(fds: Iterable[int]) -> None:
@@ -137,7 +143,8 @@ def rmdir_tree(d: Path, tree: list[Path] | None = None) -> None:
 
 def empty_and_remove(dirs: list[Path], wait_s: float = 30.0) -> list[Path]:
     """Thaw, empty and remove the cgroup directories ``dirs`` and any made below them; a missing one is
-    fine. Returns those still there (logged; the reaper removes them once empty).
+    fine. Returns those still there (logged; the reaper removes them once empty). ``wait_s=0``: one
+    kill pass and one try, nothing logged (the caller waits elsewhere, see ``CgroupSet.destroy``).
 
     A SIGKILLed process leaves its cgroup only when it has finished exiting, and until then rmdir says
     EBUSY: on a loaded host that takes longer than one kill pass (a clean clone's suite, run beside two
@@ -152,7 +159,7 @@ def empty_and_remove(dirs: list[Path], wait_s: float = 30.0) -> list[Path]:
     deadline = time.monotonic() + wait_s
     pause = 0.001
     while pending:
-        kill_members([sub for d in pending for sub in trees[d]], rounds=50)
+        kill_members([sub for d in pending for sub in trees[d]], rounds=50 if wait_s > 0 else 1)
         for d in pending:
             rmdir_tree(d, trees[d])  # EBUSY while members are still exiting: retried below
         pending = [d for d in pending if d.is_dir()]
@@ -161,7 +168,7 @@ def empty_and_remove(dirs: list[Path], wait_s: float = 30.0) -> list[Path]:
             break
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
-    if pending:
+    if pending and wait_s > 0:
         log.warning(
             "cgroups still busy after %.0f s, left for the reaper: %s", wait_s, ", ".join(map(str, pending))
         )
@@ -415,8 +422,10 @@ class CgroupSet:
         fds, self._procs_fds = self._procs_fds, {}
         close_fds(fds.values())
 
-    def destroy(self) -> None:
-        """Kill whatever is left in the groups and remove them."""
+    def destroy(self, wait_s: float = 30.0) -> bool:
+        """Kill whatever is left in the groups and remove them, waiting up to ``wait_s`` for members that
+        are still exiting; whether all are gone (those left stay in ``dirs``, to destroy again)."""
         self.release()
-        empty_and_remove(list(self.dirs.values()))
-        self.dirs.clear()
+        left = set(empty_and_remove(list(self.dirs.values()), wait_s))
+        self.dirs = {c: d for c, d in self.dirs.items() if d in left}
+        return not left

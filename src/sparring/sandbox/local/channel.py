@@ -297,6 +297,10 @@ class ExecChannel:
     async def answer(self, asked: tuple[int, asyncio.Future[None]], timeout: float = 10.0) -> None:
         """Wait for the ACK of an :meth:`ask`."""
         jid, fut = asked
+        if not fut.done():
+            self._on_readable()  # already sent (the usual case after a remount): no trip through the loop
+        if fut.done():
+            return fut.result()
         try:
             await asyncio.wait_for(fut, timeout)
         except TimeoutError:

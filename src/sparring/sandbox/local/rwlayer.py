@@ -4,7 +4,9 @@ One tmpfs of ``disk_mb`` holds everything a sandbox writes (the workspace overla
 directories, /tmp, $HOME, /dev/shm), so unmounting it discards every byte written and they share the
 quota. Making one costs a mount and a dozen calls (mkdir, chmod, chown); :class:`Spare` makes the next
 one when the event loop is free after a reset, at whichever of ``rw`` and ``rw2`` is not live, and the
-next reset or restore swaps it in. A reset that comes before the spare is made makes its own.
+next reset or restore swaps it in. A remount that comes before the spare is made makes its own, and
+then the next spare at once, not when the loop is free: remounts are coming back to back (a judge's
+restore, then the pool's reset) and the next would find none either.
 """
 
 from __future__ import annotations
@@ -50,11 +52,13 @@ class Spare:
         self.base, self.uid = base, uid
         self.made: tuple[Path, int] | None = None  # its path and its size in MB
         self.due = False
+        self.missed = False  # the last take found none: remounts come faster than the loop frees up
 
     def take(self, disk_mb: int) -> Path | None:
         """The spare, if one of ``disk_mb`` is made (one of another size, made before a spec was adopted,
         is unmounted); None: make one now."""
         made, self.made = self.made, None
+        self.missed = made is None
         if made is None:
             return None
         if made[1] != disk_mb:
@@ -82,4 +86,8 @@ class Spare:
                 return  # the next reset makes its own and reports what fails then
             self.made = (other, size)
 
-        asyncio.get_running_loop().call_soon(make)
+        # Back to back (a restore, then a reset): the next remount may come before the loop is free.
+        if self.missed:
+            make()
+        else:
+            asyncio.get_running_loop().call_soon(make)

@@ -48,6 +48,7 @@ import asyncio
 import contextlib
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -79,6 +80,18 @@ _JOIN_CGROUPS = (  # $1: ':'-separated cgroup.procs files; the rest: the command
     'IFS=:; for f in $1; do echo $$ > "$f" 2>/dev/null || '
     '{ echo "sparring: cannot join cgroup $f" >&2; exit 125; }; done; shift; unset IFS; exec "$@"'
 )
+
+
+async def to_thread_to_end(fn: Callable[..., object], *args: object) -> None:
+    """Run blocking host work (mounts, cgroups) in a worker thread, and return only once it has ended:
+    a thread cannot be stopped, so a caller cancelled meanwhile waits for it before cleaning up (else
+    a mount made after the cleanup would be left behind)."""
+    fut = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    try:
+        await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        await asyncio.wait([fut])
+        raise
 
 
 class LocalSandbox(Commands, HostFiles):
@@ -129,43 +142,12 @@ class LocalSandbox(Commands, HostFiles):
     # ---------- lifecycle ----------
     async def _start(self, workspace: bool = True) -> None:
         """Make and start the sandbox; without ``workspace`` /workspace stays an empty directory until
-        :meth:`_adopt` mounts it (a pre-started sandbox, see prefork.py)."""
+        :meth:`_adopt` mounts it (a pre-started sandbox, see prefork.py). Its directories, mounts and
+        cgroups are made in a worker thread (:meth:`_prepare`): milliseconds of system calls that would
+        otherwise hold the event loop and every other sandbox's commands with it (a pre-fork refill
+        starts the moment a sandbox is handed out, beside that sandbox's first command)."""
         b, s = self.backend, self.spec
-        self.dir.mkdir(mode=0o711)
-        crash_point("sandbox-dir")
-        if b.overlay:
-            # The sandbox's own small tmpfs, shared: mounts made under root/ later reach the running
-            # sandbox, and close() is one unmount instead of a directory walk.
-            mounts.mount(
-                "tmpfs", self.dir, "tmpfs", "size=4m,mode=0711", flags=mounts.MS_NOSUID | mounts.MS_NODEV
-            )
-            self._sb_mounted = True
-            mounts.mount("none", self.dir, "", flags=mounts.MS_SHARED)
-        crash_point("sandbox-mounted")
-        (self.dir / "owner").write_text(str(os.getpid()))
-        self._empty.mkdir()
-        self.rootdir.mkdir(mode=0o755)
-        if b.overlay:
-            self._shm_point.mkdir(mode=0o755)
-        if self.image is not None and b.overlay:
-            # The image's prepared root, shared read-only by its sandboxes; this bind is this sandbox's
-            # own (on its shared tmpfs), so what the host mounts under it reaches only this sandbox.
-            mounts.bind(self.image.root, self.rootdir, readonly=True)
-        self.plan.populate(self.rootdir)
-        if self.alias is not None and self.image is None:  # the host's root: make the mount point
-            (self.rootdir / self.alias.lstrip("/")).mkdir(parents=True, exist_ok=True)
-        for dest in (*s.extra_ro, *s.extra_rw):
-            p = self.rootdir / dest.lstrip("/")
-            if self.image is None:
-                p.mkdir(parents=True, exist_ok=True)
-        if b.overlay:
-            self._bind_static()
-        self._mount_layers(shm=False, workspace=workspace)  # /dev/shm: once bubblewrap bound its point
-        self.cg = CgroupSet.create(self.id, s.memory_mb, s.pids, s.cpus, freezer=True)
-        self.cg.hold()
-        crash_point("sandbox-cgroups")
-        if self.cg.dirs:
-            (self.dir / "cgroups").write_text("\n".join(map(str, self.cg.dirs.values())) + "\n")
+        await to_thread_to_end(self._prepare, workspace)
         if s.network == "allowlist":
             (self.dir / "proxy").mkdir(mode=0o755)
             self.proxy = AllowlistProxy(self.dir / "proxy" / "proxy.sock", parse_allow(s.allow_hosts))
@@ -205,6 +187,46 @@ class LocalSandbox(Commands, HostFiles):
         if b.overlay:  # as root: emptied on every reset (ipcns.py)
             self._ipc = ipcns.HeldNamespace(server)
         self.born = self._server_files.read()
+
+    def _prepare(self, workspace: bool) -> None:
+        """Everything of the sandbox before bubblewrap starts: its directory and tmpfs, the root's binds,
+        the writable layers, its cgroups (blocking calls only: run off the event loop)."""
+        b, s = self.backend, self.spec
+        self.dir.mkdir(mode=0o711)
+        crash_point("sandbox-dir")
+        if b.overlay:
+            # The sandbox's own small tmpfs, shared: mounts made under root/ later reach the running
+            # sandbox, and close() is one unmount instead of a directory walk.
+            mounts.mount(
+                "tmpfs", self.dir, "tmpfs", "size=4m,mode=0711", flags=mounts.MS_NOSUID | mounts.MS_NODEV
+            )
+            self._sb_mounted = True
+            mounts.mount("none", self.dir, "", flags=mounts.MS_SHARED)
+        crash_point("sandbox-mounted")
+        (self.dir / "owner").write_text(str(os.getpid()))
+        self._empty.mkdir()
+        self.rootdir.mkdir(mode=0o755)
+        if b.overlay:
+            self._shm_point.mkdir(mode=0o755)
+        if self.image is not None and b.overlay:
+            # The image's prepared root, shared read-only by its sandboxes; this bind is this sandbox's
+            # own (on its shared tmpfs), so what the host mounts under it reaches only this sandbox.
+            mounts.bind(self.image.root, self.rootdir, readonly=True)
+        self.plan.populate(self.rootdir)
+        if self.alias is not None and self.image is None:  # the host's root: make the mount point
+            (self.rootdir / self.alias.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        for dest in (*s.extra_ro, *s.extra_rw):
+            p = self.rootdir / dest.lstrip("/")
+            if self.image is None:
+                p.mkdir(parents=True, exist_ok=True)
+        if b.overlay:
+            self._bind_static()
+        self._mount_layers(shm=False, workspace=workspace)  # /dev/shm: once bubblewrap bound its point
+        self.cg = CgroupSet.create(self.id, s.memory_mb, s.pids, s.cpus, freezer=True)
+        self.cg.hold()
+        crash_point("sandbox-cgroups")
+        if self.cg.dirs:
+            (self.dir / "cgroups").write_text("\n".join(map(str, self.cg.dirs.values())) + "\n")
 
     def _bind_static(self) -> None:
         """Read-only binds that never change, made by the host (root) so bubblewrap needs no access to them."""
@@ -366,7 +388,8 @@ class LocalSandbox(Commands, HostFiles):
         if self.proxy is not None:
             await self.proxy.close()
         with contextlib.suppress(Exception):
-            self.cg.destroy()
+            if not self.cg.destroy(wait_s=0):  # members still exiting: wait for them off the event loop
+                await to_thread_to_end(self.cg.destroy)
         if self._server_files is not None:
             self._server_files.close()
         if self._ipc is not None:
