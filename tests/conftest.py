@@ -51,4 +51,9 @@ def workspace(tmp_path) -> Path:
 
 
 # The suite in parallel: xdist_units.py (whole files, or groups of them, to one worker).
-from xdist_units import pytest_xdist_make_scheduler  # noqa: E402, F401 (the hook, for xdist)
+from xdist_units import (  # noqa: E402, F401 (hooks: the schedule, its order, the recorded durations)
+    pytest_addoption,
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_xdist_make_scheduler,
+)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from xdist_units import work_unit
+from xdist_units import heaviest_first, work_unit
 
 HERE = Path(__file__).resolve().parent
 RECORD = """import os, pathlib
@@ -48,3 +49,50 @@ def test_the_shared_worker_groups_and_plain_files():
     assert work_unit("tests/distributed/test_executor.py::test_x[a]") == "ray"
     assert work_unit("tests/images/test_ray_node_images.py::test_y") == "ray"
     assert work_unit("tests/sandbox/test_bench.py::test_z") == "tests/sandbox/test_bench.py"
+
+
+def test_units_are_ordered_heaviest_first_and_stay_whole():
+    ids = (
+        [f"tests/a.py::t{i}" for i in range(3)] + ["tests/b.py::t0"] + [f"tests/c.py::t{i}" for i in range(2)]
+    )
+    ordered = heaviest_first(ids, {"tests/b.py": 400.0, "tests/a.py": 2.0})
+    # b is known to be long; c (2 tests, unknown) is estimated at 2 s, a recorded at 2 s: collection order
+    assert ordered == ["tests/b.py::t0"] + ids[:3] + ids[4:]
+    assert sorted(ordered) == sorted(ids)
+
+
+def test_a_recorded_run_orders_the_next_one(tmp_path):
+    """One worker, three files: without a record the file with the most tests runs first (xdist's own
+    order); a record naming the one-test file as the longest runs it first, and a run with
+    --unit-durations-out writes such a record."""
+    tmp_path.mkdir(exist_ok=True)
+    stamp = "import time, pathlib\ndef _mark(n):\n    pathlib.Path(__file__).with_name(n + '.t').write_text(str(time.monotonic_ns()))\n"
+    sizes = {"test_many": 6, "test_some": 3, "test_one": 1}
+    for name, n in sizes.items():
+        (tmp_path / f"{name}.py").write_text(
+            stamp + "".join(f"def test_{i}():\n    _mark('{name}')\n" for i in range(n))
+        )
+    (tmp_path / "conftest.py").write_text(
+        "from xdist_units import pytest_addoption, pytest_collection_modifyitems, pytest_configure, "
+        "pytest_xdist_make_scheduler  # noqa: F401\n"
+    )
+
+    def run(record: Path | None, out: Path) -> list[str]:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+        env["SPARRING_UNIT_DURATIONS"] = str(record or tmp_path / "none.json")
+        r = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "1", "--dist", "loadgroup",
+             "--unit-durations-out", str(out), str(tmp_path)],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        first_done = {n: int((tmp_path / f"{n}.t").read_text()) for n in sizes}
+        return sorted(sizes, key=first_done.get)  # by when each file last wrote: its order of running
+
+    plain = run(None, tmp_path / "rec.json")
+    assert plain == ["test_many", "test_some", "test_one"], plain  # the control: most tests first
+    rec = json.loads((tmp_path / "rec.json").read_text())
+    assert set(rec) == {f"{n}.py" for n in sizes} and all(v >= 0 for v in rec.values()), rec
+    (tmp_path / "heavy.json").write_text(json.dumps({k: (500.0 if "test_one" in k else 1.0) for k in rec}))
+    ordered = run(tmp_path / "heavy.json", tmp_path / "rec2.json")
+    assert ordered[0] == "test_one", ordered

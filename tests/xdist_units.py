@@ -10,11 +10,26 @@ builds ``nodeid`` from another attribute, so the marks had stopped grouping anyt
 ran on several workers, and a module fixture's teardown on one removed a podman image that another
 worker's test of the same file was using. The unit is now chosen in xdist's own scheduler hook, which does
 not depend on how pytest spells node ids (tests/test_suite_split.py runs it).
+
+Units start heaviest first (longest-processing-time first): xdist's own order, most tests first, started
+the suite's longest single tests (the README's shell blocks, the demo, the wheel installs: 5-8 minutes
+each, one test per file) last, so they ran on after everything else had finished. The seconds per unit
+come from ``unit_durations.json`` beside this file, written by a recorded run (``make test`` records into
+``.sparring/unit-durations.json``: copy it here when the suite changes much); a unit it does not know is
+estimated from its number of tests.
 """
 
 from __future__ import annotations
 
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+
 import pytest
+
+DURATIONS = Path(__file__).resolve().parent / "unit_durations.json"
+PER_TEST_S = 1.0  # the estimate for a unit unit_durations.json does not know, per test
 
 SHARED_WORKER = {
     "ray": (
@@ -44,3 +59,73 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
             return work_unit(nodeid)
 
     return ByWorkUnit(config, log)  # type: ignore[arg-type]
+
+
+def unit_estimates(path: Path | None = None) -> dict[str, float]:
+    """Recorded seconds per work unit (empty when there is no record yet); ``$SPARRING_UNIT_DURATIONS``
+    names another record."""
+    path = path or Path(os.environ.get("SPARRING_UNIT_DURATIONS") or DURATIONS)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def heaviest_first(nodeids: list[str], estimates: dict[str, float]) -> list[str]:
+    """``nodeids`` with whole work units ordered by estimated seconds, longest first; within a unit the
+    collection order is kept, and units of equal estimate keep their collection order."""
+    units: dict[str, list[str]] = {}
+    for nid in nodeids:
+        units.setdefault(work_unit(nid), []).append(nid)
+    order = sorted(units, key=lambda u: -estimates.get(u, PER_TEST_S * len(units[u])))
+    return [nid for u in order for nid in units[u]]
+
+
+def _loadgroup(config: pytest.Config) -> bool:
+    """Whether this run is ``--dist loadgroup`` (a worker sees ``dist`` as "no" and xdist's ``loadgroup``)."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return False
+    return config.getvalue("dist") == "loadgroup" or bool(getattr(config.option, "loadgroup", False))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--unit-durations-out", default=None, metavar="PATH",
+        help="write the seconds each work unit took (xdist_units.py) to PATH as JSON",
+    )  # fmt: skip
+
+
+class UnitClock:
+    """Adds up, in the controller, the seconds the workers report per work unit; writes them at the end."""
+
+    def __init__(self, out: Path) -> None:
+        self.out, self.spent = out, defaultdict(float)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.spent[work_unit(report.nodeid)] += report.duration  # setup, call and teardown
+
+    def pytest_sessionfinish(self) -> None:
+        ranked = sorted(self.spent.items(), key=lambda kv: -kv[1])
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.out.with_name(self.out.name + ".tmp")
+        tmp.write_text(json.dumps({u: round(s, 1) for u, s in ranked}, indent=1) + "\n")
+        os.replace(tmp, self.out)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _loadgroup(config):
+        config.option.loadscopereorder = False  # the collection order below is the schedule
+    out = config.getoption("--unit-durations-out")
+    if out and not hasattr(config, "workerinput"):  # the controller (or a run without workers)
+        config.pluginmanager.register(UnitClock(Path(out)), "sparring-unit-clock")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup`` every worker collects the units heaviest first (the same order on
+    each, as xdist requires), and the scheduler hands them out in that order."""
+    if not _loadgroup(config) or not hasattr(config, "workerinput"):
+        return
+    by_id = {it.nodeid: it for it in items}
+    items[:] = [by_id[n] for n in heaviest_first(list(by_id), unit_estimates())]
