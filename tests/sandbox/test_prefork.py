@@ -281,3 +281,35 @@ def test_a_prestarted_sandbox_that_died_while_waiting_is_never_handed_out(pf_bac
         assert not dead.dir.exists()  # closed, not leaked
 
     asyncio.run(main())
+
+
+def test_a_refill_after_a_hand_out_waits_for_the_handed_out_sandboxs_first_command(pf_backend):
+    """Starting a sandbox is ~10 ms of kernel and CPU work: a refill begun the moment a sandbox is handed
+    out ran beside that sandbox's first command. It starts HANDOFF_S later, and still refills."""
+    from sparring.sandbox.local import prefork
+
+    spec = SandboxSpec(memory_mb=128)
+    started: list[float] = []
+    real_cold = pf_backend._cold
+
+    async def cold(*a, **k):
+        started.append(asyncio.get_running_loop().time())
+        return await real_cold(*a, **k)
+
+    async def main():
+        await pf_backend.prefork.fill(spec)
+        size = len(pf_backend.prefork.idle())
+        pf_backend._cold = cold
+        try:
+            t0 = asyncio.get_running_loop().time()
+            sb = await pf_backend.create(spec)  # a hand-out (a hit: not made cold)
+            out = (await sb.exec("echo first")).stdout
+            await pf_backend.prefork.fill(spec)  # waits for the refill under way
+            await sb.close()
+            return size, t0, out, len(pf_backend.prefork.idle()), pf_backend.prefork.hits
+        finally:
+            pf_backend._cold = real_cold
+
+    size, t0, out, refilled, hits = asyncio.run(main())
+    assert out == "first\n" and hits == 1 and refilled == size >= 1
+    assert len(started) == 1 and started[0] - t0 >= prefork.HANDOFF_S  # one refill, begun after the hand-off
