@@ -145,7 +145,7 @@ class LocalSandbox(Commands, HostFiles):
         :meth:`_adopt` mounts it (a pre-started sandbox, see prefork.py). Its directories, mounts and
         cgroups are made in a worker thread (:meth:`_prepare`): milliseconds of system calls that would
         otherwise hold the event loop and every other sandbox's commands with it (a pre-fork refill
-        starts the moment a sandbox is handed out, beside that sandbox's first command)."""
+        runs beside the commands of the sandboxes already handed out)."""
         b, s = self.backend, self.spec
         await to_thread_to_end(self._prepare, workspace)
         if s.network == "allowlist":
