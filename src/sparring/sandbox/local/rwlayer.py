@@ -58,7 +58,7 @@ class Spare:
         """The spare, if one of ``disk_mb`` is made (one of another size, made before a spec was adopted,
         is unmounted); None: make one now."""
         made, self.made = self.made, None
-        self.missed = made is None
+        self.missed = made is None or made[1] != disk_mb
         if made is None:
             return None
         if made[1] != disk_mb:
