@@ -66,9 +66,9 @@ from sparring.sandbox.local.channel import ExecChannel
 from sparring.sandbox.local.commands import Commands
 from sparring.sandbox.local.proxy import PROXY_PORT, AllowlistProxy, Attempt, parse_allow
 from sparring.sandbox.local.rootfs import HOME, SERVER
-from sparring.sandbox.local.rwlayer import Spare, new_rw
+from sparring.sandbox.local.rwlayer import Spare, WritableLayers
 from sparring.sandbox.storage import hosttree
-from sparring.sandbox.storage.layers import copy_tree, discard
+from sparring.sandbox.storage.layers import discard
 from sparring.sandbox.storage.workspace import diff_caps, tree_diff
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ async def to_thread_to_end(fn: Callable[..., object], *args: object) -> None:
         raise
 
 
-class LocalSandbox(Commands, HostFiles):
+class LocalSandbox(Commands, HostFiles, WritableLayers):
     """One sandbox of the local backend. Use ``await backend.create(spec)``."""
 
     def __init__(
@@ -304,81 +304,12 @@ class LocalSandbox(Commands, HostFiles):
             a += ["--proxy", str(PROXY_PORT), "/run/sparring/proxy.sock"]
         return a
 
-    def _mount_layers(self, shm: bool = True, workspace: bool = True) -> None:
-        """The sandbox's writable state, fresh: the workspace overlay, /tmp, home and /dev/shm, all on one
-        tmpfs of disk_mb (so they share the quota, and unmounting it discards every byte written)."""
-        if not self.backend.overlay:
-            self._refill_copy()
-            return
-        spare = self._spare.take(self.spec.disk_mb)
-        if spare is not None:
-            self.rw = spare
-        else:
-            new_rw(self.rw, self.spec.disk_mb, self.backend.agent_uid)
-        self._layer_mounts.append(self.rw)
-        rw = self.rw
-        for sub, dest in (("tmp", "tmp"), ("home", HOME.lstrip("/"))):
-            mounts.bind(rw / sub, self.rootdir / dest)
-            self._layer_mounts.append(self.rootdir / dest)
-        for p in self.plan.late_binds:  # an environment living under /tmp (a clone there)
-            target = self.rootdir / str(p).lstrip("/")
-            target.mkdir(parents=True, exist_ok=True)
-            mounts.bind(p, target, readonly=True)
-            self._layer_mounts.append(target)
-        if workspace:
-            self._mount_workspace()
-        if shm:
-            self._mount_shm()
-
-    def _mount_workspace(self) -> None:
-        """The workspace overlay: rw/upper over the snapshot layers over the task's workspace; with a
-        workspace alias, that one mount bound at the alias too (reset unmounts both, the alias first)."""
-        rw = self.rw
-        lowers = ":".join(str(p) for p in (*self.layers, self.lower))
-        mounts.mount(
-            "overlay", self.merged, "overlay", f"lowerdir={lowers},upperdir={rw}/upper,workdir={rw}/work",
-            flags=mounts.MS_NOSUID | mounts.MS_NODEV,
-        )  # fmt: skip
-        self._layer_mounts.append(self.merged)
-        if self.alias is not None:  # never through a link in the image's tree (checked at create too)
-            self._layer_mounts.append(mounts.bind_beneath(self.merged, self.rootdir, self.alias))
-
     def _adopt(self, spec: SandboxSpec, lower: Path | None, layers: tuple[Path, ...]) -> None:
         """Make a pre-started sandbox (only its exec server ever ran) the sandbox of ``spec``: the spec's
         env and seed apply from its next exec, and its workspace is mounted under the running sandbox
         (the mount propagates to /workspace, as a reset's does)."""
         self.spec, self._lower, self.layers, self._lower_size = spec, lower, layers, None
         self._mount_workspace()
-
-    def _mount_shm(self) -> None:
-        """Bind rw/shm on the point bubblewrap bound as /dev/shm: the mount propagates into the sandbox,
-        and unmounting it (reset) propagates too, so /dev/shm goes with the rest of the rw tmpfs."""
-        mounts.bind(self.rw / "shm", self._shm_point)
-        self._layer_mounts.append(self._shm_point)
-
-    def _refill_copy(self) -> None:
-        """Copy mode: empty the workspace, /tmp, $HOME and /dev/shm directories in place (bubblewrap
-        holds binds of them) and copy the top layer in. The walks are iterative and never follow a
-        link the agent left."""
-        try:
-            self.merged.mkdir(exist_ok=True)
-            for sub, mode in (("tmp", 0o1777), ("home", 0o755), ("shm", 0o1777)):
-                (self.rw / sub).mkdir(parents=True, exist_ok=True)
-                os.chmod(self.rw / sub, mode)
-            for d in (self.merged, self.rw / "tmp", self.rw / "home", self.rw / "shm"):
-                with os.scandir(d) as it:
-                    for e in list(it):
-                        hosttree.remove_tree(Path(e.path))
-            src = self.layers[0] if self.layers else self.lower
-            if src.is_dir():
-                copy_tree(src, self.merged, into=True)
-        except OSError as e:
-            raise SandboxError(f"sandbox {self.id}: refilling the copied workspace failed ({e})") from None
-
-    def _unmount_layers(self) -> None:
-        for mp in reversed(self._layer_mounts):
-            mounts.umount(mp)
-        self._layer_mounts = []
 
     async def _teardown(self) -> None:
         if self.channel is not None:
