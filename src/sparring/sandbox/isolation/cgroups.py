@@ -163,9 +163,9 @@ def empty_and_remove(dirs: list[Path], wait_s: float = 30.0) -> list[Path]:
         for d in pending:
             rmdir_tree(d, trees[d])  # EBUSY while members are still exiting: retried below
         pending = [d for d in pending if d.is_dir()]
-        trees = {d: _subtree(d) for d in pending}  # again only for what is left (a group made meanwhile)
         if not pending or time.monotonic() >= deadline:
             break
+        trees = {d: _subtree(d) for d in pending}  # again only for what is left (a group made meanwhile)
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
     if pending and wait_s > 0:
