@@ -9,10 +9,14 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from demo_support import demo_control, demo_quick, demo_root  # noqa: F401 (session fixtures)
-from model_support import hub_model_dir, smollm2_dir, tiny_model_dir, tiny_qwen2_model_dir  # noqa: F401 (session fixtures)
-from sparring.tasks.loader import Task
-from tests_support import make_clamp_task
+import xdist_units
+
+xdist_units.share_cores()  # first: before any module imports torch (tests/xdist_units.py says why)
+
+from demo_support import demo_control, demo_quick, demo_root  # noqa: E402, F401 (session fixtures)
+from model_support import hub_model_dir, smollm2_dir, tiny_model_dir, tiny_qwen2_model_dir  # noqa: E402, F401 (session fixtures)
+from sparring.tasks.loader import Task  # noqa: E402
+from tests_support import make_clamp_task  # noqa: E402
 
 # Tests of the loop's mechanics roll out hand-made fixture tasks: the admission gate lets them through
 # (as --allow-unadmitted). The gate's own tests remove it (tests/admission/test_gate.py, tests/train/test_train_own_tasks.py).

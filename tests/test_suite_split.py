@@ -96,3 +96,49 @@ def test_a_recorded_run_orders_the_next_one(tmp_path):
     (tmp_path / "heavy.json").write_text(json.dumps({k: (500.0 if "test_one" in k else 1.0) for k in rec}))
     ordered = run(tmp_path / "heavy.json", tmp_path / "rec2.json")
     assert ordered[0] == "test_one", ordered
+
+
+def test_each_worker_gets_its_share_of_the_cores():
+    """share_cores: the cores over the workers (at least 1) in every thread variable not set already;
+    nothing outside a worker."""
+    import xdist_units
+
+    cores = len(os.sched_getaffinity(0))
+    env: dict[str, str] = {"PYTEST_XDIST_WORKER_COUNT": "3", "MKL_NUM_THREADS": "7"}
+    assert xdist_units.share_cores(env) == max(1, cores // 3)
+    assert env["OMP_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == str(max(1, cores // 3))
+    assert env["MKL_NUM_THREADS"] == "7"  # what the caller set stays
+    assert xdist_units.share_cores(one := {"PYTEST_XDIST_WORKER_COUNT": "1"}) == cores and one[
+        "OMP_NUM_THREADS"
+    ] == str(cores)
+    alone: dict[str, str] = {}
+    assert xdist_units.share_cores(alone) is None and alone == {}
+
+
+def test_torch_on_a_worker_and_in_its_subprocesses_uses_the_workers_share(tmp_path):
+    """The suite's own conftest line under a real 2-worker run: torch, imported by a test and by a
+    subprocess it starts, runs the worker's share of the cores; without workers nothing is set."""
+    cores = len(os.sched_getaffinity(0))
+    (tmp_path / "conftest.py").write_text("import xdist_units\nxdist_units.share_cores()\n")
+    probe = "import torch; print(torch.get_num_threads())"
+    (tmp_path / "test_threads.py").write_text(
+        "import os, subprocess, sys, pathlib\n"
+        "def test_threads():\n"
+        "    import torch\n"
+        f"    sub = subprocess.run([sys.executable, '-c', {probe!r}], capture_output=True, text=True).stdout\n"
+        "    seen = f\"{torch.get_num_threads()} {sub.strip()} {os.environ.get('OMP_NUM_THREADS')}\"\n"
+        "    pathlib.Path(__file__).with_name('threads.txt').write_text(seen)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env.pop(var, None)
+    share = max(1, cores // 2)
+    for workers, want in ((["-n", "2"], f"{share} {share} {share}"), ([], None)):
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *workers, str(tmp_path)],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        seen = (tmp_path / "threads.txt").read_text()
+        if want:
+            assert seen == want
+        else:  # control: one process without workers sets nothing (torch picks its own)
+            assert seen.endswith(" None"), seen

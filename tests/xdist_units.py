@@ -41,6 +41,27 @@ SHARED_WORKER = {
 }
 _GROUP_OF = {path: group for group, paths in SHARED_WORKER.items() for path in paths}
 
+# The math libraries' thread pools: torch (OpenMP), numpy's BLAS. Each sizes its pool to the whole machine,
+# and an OpenMP thread waiting for work spins before it sleeps, so N workers each running a pool of all
+# the cores spend most of their CPU waiting on one another: tests/train/test_pretrain.py took 17 s alone
+# and 120 s three at once on 2 cores, and 31 s three at once with one thread each.
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def share_cores(environ: dict[str, str] | os._Environ[str] = os.environ) -> int | None:
+    """On an xdist worker, each math library's threads: the cores this process may use over the number
+    of workers, at least 1; set in ``environ`` (which the worker's subprocesses inherit) unless already
+    set there. None, and nothing set, outside a worker (one process has the machine to itself).
+
+    Called by conftest.py before anything imports torch (it reads them once, at import)."""
+    workers = environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers:
+        return None
+    threads = max(1, len(os.sched_getaffinity(0)) // int(workers))
+    for var in THREAD_VARS:
+        environ.setdefault(var, str(threads))
+    return threads
+
 
 def work_unit(nodeid: str) -> str:
     """The unit of tests one worker runs together: the test's file, or its SHARED_WORKER group."""
