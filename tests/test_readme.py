@@ -126,7 +126,8 @@ def test_every_readme_command_runs(tmp_path, demo_quick: DemoRun, demo_control: 
     rc_file = tmp_path / "rc"
     lines = ["set +e", f"cd {work}"]
     for i, c in enumerate(cmds):
-        lines += [f"echo {shlex.quote(f'@@ [{i}] {c}')}", c, f'echo "{i} $?" >> {rc_file}']
+        lines += [f"echo {shlex.quote(f'@@ [{i}] {c}')}", "__t0=$EPOCHREALTIME", c,
+                  f'echo "{i} $? $__t0 $EPOCHREALTIME" >> {rc_file}']  # fmt: skip
     lines += ["kill $(jobs -p) 2>/dev/null", "wait"]  # servers started with &
     venv_bin = (work / ".venv" / "bin").resolve()
     env = {**os.environ, "PATH": f"{venv_bin}:{os.environ['PATH']}"}
@@ -140,7 +141,12 @@ def test_every_readme_command_runs(tmp_path, demo_quick: DemoRun, demo_control: 
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
-    codes = dict(line.split() for line in rc_file.read_text().splitlines()) if rc_file.exists() else {}
+    rows = [line.split() for line in rc_file.read_text().splitlines()] if rc_file.exists() else []
+    codes = {i: rc for i, rc, *_ in rows}
+    # each command's seconds, slowest first: where the test's time goes (printed with -rP, kept beside the log)
+    took = sorted(((float(end) - float(start), cmds[int(i)]) for i, _, start, end in rows), reverse=True)
+    (tmp_path / "seconds.txt").write_text("".join(f"{s:8.1f}  {c}\n" for s, c in took))
+    print("".join(f"{s:8.1f}  {c[:100]}\n" for s, c in took[:15]))
     failed = [
         f"[{i}] exit {codes.get(str(i), 'never ran')}: {c}"
         for i, c in enumerate(cmds)

@@ -72,6 +72,12 @@ def test_a_recorded_run_orders_the_next_one(tmp_path):
         (tmp_path / f"{name}.py").write_text(
             stamp + "".join(f"def test_{i}():\n    _mark('{name}')\n" for i in range(n))
         )
+    # test_one's one test has a subprocess spend 0.5 s of CPU: the record's CPU counts it
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5:\n    pass\n"
+    (tmp_path / "test_one.py").write_text(
+        (tmp_path / "test_one.py").read_text()
+        + f"    import subprocess, sys\n    subprocess.run([sys.executable, '-c', {burn!r}], check=True)\n"
+    )
     (tmp_path / "conftest.py").write_text(
         "from xdist_units import pytest_addoption, pytest_collection_modifyitems, pytest_configure, "
         "pytest_xdist_make_scheduler  # noqa: F401\n"
@@ -93,6 +99,8 @@ def test_a_recorded_run_orders_the_next_one(tmp_path):
     assert plain == ["test_many", "test_some", "test_one"], plain  # the control: most tests first
     rec = json.loads((tmp_path / "rec.json").read_text())
     assert set(rec) == {f"{n}.py" for n in sizes} and all(v >= 0 for v in rec.values()), rec
+    cpu = json.loads((tmp_path / "rec.cpu.json").read_text())
+    assert set(cpu) == set(rec) and cpu["test_one.py"] >= 0.5 > cpu["test_many.py"], cpu
     (tmp_path / "heavy.json").write_text(json.dumps({k: (500.0 if "test_one" in k else 1.0) for k in rec}))
     ordered = run(tmp_path / "heavy.json", tmp_path / "rec2.json")
     assert ordered[0] == "test_one", ordered
@@ -130,8 +138,9 @@ def test_torch_on_a_worker_and_in_its_subprocesses_uses_the_workers_share(tmp_pa
         "    pathlib.Path(__file__).with_name('threads.txt').write_text(seen)\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        env.pop(var, None)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PYTEST_XDIST_WORKER_COUNT",
+                "PYTEST_XDIST_WORKER"):  # fmt: skip
+        env.pop(var, None)  # this test may itself run on a worker: the inner runs must not inherit it
     share = max(1, cores // 2)
     for workers, want in ((["-n", "2"], f"{share} {share} {share}"), ([], None)):
         r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *workers, str(tmp_path)],

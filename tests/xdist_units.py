@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 from collections import defaultdict
 from pathlib import Path
 
@@ -117,27 +118,58 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )  # fmt: skip
 
 
+def cpu_seconds() -> float:
+    """The CPU this process and its finished, waited-for descendants have used (user + system)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+class CpuClock:
+    """On the process that runs the tests: each report carries the CPU its phase used (``cpu_s``), this
+    process's and that of the subprocesses it waited for (sandboxes, CLIs, trainers; not daemons that
+    outlive the test, such as a Ray cluster's)."""
+
+    def __init__(self) -> None:
+        self.mark = cpu_seconds()
+
+    def pytest_runtest_logstart(self) -> None:
+        self.mark = cpu_seconds()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self):  # type: ignore[no-untyped-def]
+        now = cpu_seconds()
+        report = (yield).get_result()
+        report.user_properties.append(("cpu_s", now - self.mark))
+        self.mark = now
+
+
 class UnitClock:
-    """Adds up, in the controller, the seconds the workers report per work unit; writes them at the end."""
+    """Adds up, in the controller, the seconds the workers report per work unit, and the CPU they used;
+    writes both at the end (the CPU beside the seconds, as ``NAME.cpu.json``)."""
 
     def __init__(self, out: Path) -> None:
-        self.out, self.spent = out, defaultdict(float)
+        self.out, self.spent, self.cpu = out, defaultdict(float), defaultdict(float)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.spent[work_unit(report.nodeid)] += report.duration  # setup, call and teardown
+        unit = work_unit(report.nodeid)
+        self.spent[unit] += report.duration  # setup, call and teardown
+        self.cpu[unit] += sum(v for k, v in report.user_properties if k == "cpu_s")
 
     def pytest_sessionfinish(self) -> None:
-        ranked = sorted(self.spent.items(), key=lambda kv: -kv[1])
         self.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.out.with_name(self.out.name + ".tmp")
-        tmp.write_text(json.dumps({u: round(s, 1) for u, s in ranked}, indent=1) + "\n")
-        os.replace(tmp, self.out)
+        for path, per_unit in ((self.out, self.spent), (self.out.with_suffix(".cpu.json"), self.cpu)):
+            ranked = sorted(per_unit.items(), key=lambda kv: -kv[1])
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(json.dumps({u: round(s, 1) for u, s in ranked}, indent=1) + "\n")
+            os.replace(tmp, path)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if _loadgroup(config):
         config.option.loadscopereorder = False  # the collection order below is the schedule
     out = config.getoption("--unit-durations-out")
+    if out:
+        config.pluginmanager.register(CpuClock(), "sparring-cpu-clock")  # on the workers (or the one process)
     if out and not hasattr(config, "workerinput"):  # the controller (or a run without workers)
         config.pluginmanager.register(UnitClock(Path(out)), "sparring-unit-clock")
 
