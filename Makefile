@@ -91,7 +91,7 @@ demo-quick: setup
 TEST_JOBS ?= 3
 XDIST := $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadgroup)
 test: setup lint typecheck
-	$(VENV)/bin/pytest -q --durations=30 $(XDIST) --unit-durations-out .sparring/unit-durations.json
+	$(VENV)/bin/pytest -q --durations=30 $(XDIST) --unit-durations-out=.sparring/unit-durations.json
 
 # The documentation site (mkdocs.yml) into site/: open site/index.html.
 docs: setup

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from xdist_units import heaviest_first, work_unit
 
@@ -151,3 +154,27 @@ def test_torch_on_a_worker_and_in_its_subprocesses_uses_the_workers_share(tmp_pa
             assert seen == want
         else:  # control: one process without workers sets nothing (torch picks its own)
             assert seen.endswith(" None"), seen
+
+
+def test_make_tests_pytest_line_runs_again_where_its_record_exists(tmp_path):
+    """`make test`'s own pytest arguments, run twice in one tree. The first run writes the record; in the
+    second its path exists, and ``--unit-durations-out PATH`` (a space, not ``=``) let pytest's first pass,
+    which does not know the option yet, take PATH for a test path: it looked for conftests there, never
+    loaded tests/conftest.py (which adds the option) and failed, "unrecognized arguments" (exit 4)."""
+    make = subprocess.run(["make", "-n", "test"], cwd=HERE.parent, capture_output=True, text=True, timeout=60)
+    line = next(x for x in make.stdout.splitlines() if "bin/pytest" in x and "--unit-durations-out" in x)
+    args = shlex.split(line)[1:]
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "conftest.py").write_text(
+        "from xdist_units import pytest_addoption, pytest_collection_modifyitems, pytest_configure, "
+        "pytest_xdist_make_scheduler  # noqa: F401\n"
+    )
+    (tmp_path / "tests" / "test_one.py").write_text("def test_one():\n    pass\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    record = tmp_path / ".sparring" / "unit-durations.json"
+    for run in (1, 2):
+        r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert r.returncode == 0, (run, r.stdout[-2000:] + r.stderr[-2000:])
+        assert json.loads(record.read_text()) == {"tests/test_one.py": pytest.approx(0, abs=5)}
