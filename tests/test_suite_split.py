@@ -11,14 +11,24 @@ from pathlib import Path
 
 import pytest
 
-from xdist_units import heaviest_first, work_unit
+from xdist_units import THREAD_VARS, heaviest_first, work_unit
 
 HERE = Path(__file__).resolve().parent
+# A scratch project's conftest: every hook of xdist_units.py, as tests/conftest.py imports them
+HOOKS = (
+    "from xdist_units import pytest_addoption, pytest_collection_modifyitems, pytest_configure, "
+    "pytest_xdist_make_scheduler  # noqa: F401\n"
+)
 RECORD = """import os, pathlib
 def _mark(i):
     pathlib.Path(__file__).with_name(pathlib.Path(__file__).stem + f".{i}.worker").write_text(
         os.environ["PYTEST_XDIST_WORKER"])
 """
+
+
+def _env() -> dict[str, str]:
+    """This environment, with tests/ importable (xdist_units) by a scratch project's pytest run."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
 
 
 def _workers_per_file(tmp_path: Path, hook: bool) -> dict[str, set[str]]:
@@ -30,7 +40,7 @@ def _workers_per_file(tmp_path: Path, hook: bool) -> dict[str, set[str]]:
         (tmp_path / f"{name}.py").write_text(RECORD + tests)
     hook_line = "from xdist_units import pytest_xdist_make_scheduler  # noqa: F401\n"
     (tmp_path / "conftest.py").write_text(hook_line if hook else "")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env = _env()
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "3", "--dist", "loadgroup",
          str(tmp_path)],
@@ -81,13 +91,10 @@ def test_a_recorded_run_orders_the_next_one(tmp_path):
         (tmp_path / "test_one.py").read_text()
         + f"    import subprocess, sys\n    subprocess.run([sys.executable, '-c', {burn!r}], check=True)\n"
     )
-    (tmp_path / "conftest.py").write_text(
-        "from xdist_units import pytest_addoption, pytest_collection_modifyitems, pytest_configure, "
-        "pytest_xdist_make_scheduler  # noqa: F401\n"
-    )
+    (tmp_path / "conftest.py").write_text(HOOKS)
 
     def run(record: Path | None, out: Path) -> list[str]:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+        env = _env()
         env["SPARRING_UNIT_DURATIONS"] = str(record or tmp_path / "none.json")
         r = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "1", "--dist", "loadgroup",
@@ -140,9 +147,8 @@ def test_torch_on_a_worker_and_in_its_subprocesses_uses_the_workers_share(tmp_pa
         "    seen = f\"{torch.get_num_threads()} {sub.strip()} {os.environ.get('OMP_NUM_THREADS')}\"\n"
         "    pathlib.Path(__file__).with_name('threads.txt').write_text(seen)\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PYTEST_XDIST_WORKER_COUNT",
-                "PYTEST_XDIST_WORKER"):  # fmt: skip
+    env = _env()
+    for var in (*THREAD_VARS, "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_WORKER"):
         env.pop(var, None)  # this test may itself run on a worker: the inner runs must not inherit it
     share = max(1, cores // 2)
     for workers, want in ((["-n", "2"], f"{share} {share} {share}"), ([], None)):
@@ -166,12 +172,9 @@ def test_make_tests_pytest_line_runs_again_where_its_record_exists(tmp_path):
     args = shlex.split(line)[1:]
     (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
     (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "conftest.py").write_text(
-        "from xdist_units import pytest_addoption, pytest_collection_modifyitems, pytest_configure, "
-        "pytest_xdist_make_scheduler  # noqa: F401\n"
-    )
+    (tmp_path / "tests" / "conftest.py").write_text(HOOKS)
     (tmp_path / "tests" / "test_one.py").write_text("def test_one():\n    pass\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env = _env()
     record = tmp_path / ".sparring" / "unit-durations.json"
     for run in (1, 2):
         r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=tmp_path,

@@ -78,7 +78,11 @@ def needs_torch(reqs: list[str], python: str = "3.13") -> bool:
     from packaging.requirements import Requirement
 
     env = {"python_version": python, "python_full_version": f"{python}.0"}
-    todo = [r for r in map(Requirement, reqs) if r.marker is None or r.marker.evaluate({**env, "extra": ""})]
+
+    def applies(r: Requirement, extras: frozenset[str] = frozenset()) -> bool:
+        return r.marker is None or any(r.marker.evaluate({**env, "extra": e}) for e in ["", *extras])
+
+    todo = [r for r in map(Requirement, reqs) if applies(r)]
     seen: set[tuple[str, frozenset[str]]] = set()
     while todo:
         req = todo.pop()
@@ -92,9 +96,7 @@ def needs_torch(reqs: list[str], python: str = "3.13") -> bool:
             dist = md.distribution(req.name)
         except md.PackageNotFoundError:
             continue
-        for r in map(Requirement, dist.requires or []):
-            if r.marker is None or any(r.marker.evaluate({**env, "extra": e}) for e in ["", *key[1]]):
-                todo.append(r)
+        todo += [r for r in map(Requirement, dist.requires or []) if applies(r, key[1])]
     return False
 
 
@@ -171,8 +173,9 @@ def test_installs_and_imports_on_python_313(tmp_path):
 
     r = subprocess.run([*base, str(tree)], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, f"the core package does not install on {py}: {r.stderr[-3000:]}"
-    need_torch = [name for name, reqs in extras().items() if needs_torch(reqs)]
-    ok = [name for name in extras() if name not in need_torch]
+    all_extras = extras()
+    need_torch = [name for name, reqs in all_extras.items() if needs_torch(reqs)]
+    ok = [name for name in all_extras if name not in need_torch]
     assert "dev" in ok and "train" in need_torch, (ok, need_torch)  # positive controls of the classification
     for name in need_torch:
         r = subprocess.run([*base, "--dry-run", f"{tree}[{name}]"], capture_output=True, text=True, env=env,
@@ -185,7 +188,6 @@ def test_installs_and_imports_on_python_313(tmp_path):
         [*base, f"{tree}[{','.join(ok)}]"], capture_output=True, text=True, env=env, timeout=900
     )
     assert r.returncode == 0, f"extras {ok} (none needs torch) do not install on 3.13: {r.stderr[-3000:]}"
-    all_extras = extras()
     installed = {n for e in ok for n in requirement_names(all_extras[e])}
     may_miss = {"torch"} | {n for e in need_torch for n in requirement_names(all_extras[e])} - installed
     result = import_all(str(venv / "bin" / "python"), env)
