@@ -26,9 +26,16 @@ def _mark(i):
 """
 
 
+# A scratch project's pytest: xdist only. The venv's other plugins (hypothesis, anyio, timeout) would be
+# imported by each of the inner runs' processes (about a second each, ~18 of them), for tests that use none.
+PYTEST = (sys.executable, "-m", "pytest", "-p", "xdist", "-p", "no:cacheprovider")
+
+
 def _env() -> dict[str, str]:
-    """This environment, with tests/ importable (xdist_units) by a scratch project's pytest run."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    """This environment, with tests/ importable (xdist_units) by a scratch project's pytest run, and no
+    plugin loaded that PYTEST does not name."""
+    path = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
 def _workers_per_file(tmp_path: Path, hook: bool) -> dict[str, set[str]]:
@@ -42,7 +49,7 @@ def _workers_per_file(tmp_path: Path, hook: bool) -> dict[str, set[str]]:
     (tmp_path / "conftest.py").write_text(hook_line if hook else "")
     env = _env()
     r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "3", "--dist", "loadgroup",
+        [*PYTEST, "-q", "-n", "3", "--dist", "loadgroup",
          str(tmp_path)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -97,7 +104,7 @@ def test_a_recorded_run_orders_the_next_one(tmp_path):
         env = _env()
         env["SPARRING_UNIT_DURATIONS"] = str(record or tmp_path / "none.json")
         r = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "1", "--dist", "loadgroup",
+            [*PYTEST, "-q", "-n", "1", "--dist", "loadgroup",
              "--unit-durations-out", str(out), str(tmp_path)],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
@@ -152,7 +159,7 @@ def test_torch_on_a_worker_and_in_its_subprocesses_uses_the_workers_share(tmp_pa
         env.pop(var, None)  # this test may itself run on a worker: the inner runs must not inherit it
     share = max(1, cores // 2)
     for workers, want in ((["-n", "2"], f"{share} {share} {share}"), ([], None)):
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *workers, str(tmp_path)],
+        r = subprocess.run([*PYTEST, "-q", *workers, str(tmp_path)],
                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
         seen = (tmp_path / "threads.txt").read_text()
@@ -177,7 +184,7 @@ def test_make_tests_pytest_line_runs_again_where_its_record_exists(tmp_path):
     env = _env()
     record = tmp_path / ".sparring" / "unit-durations.json"
     for run in (1, 2):
-        r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=tmp_path,
+        r = subprocess.run([*PYTEST, *args], cwd=tmp_path,
                            env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
         assert r.returncode == 0, (run, r.stdout[-2000:] + r.stderr[-2000:])
         assert json.loads(record.read_text()) == {"tests/test_one.py": pytest.approx(0, abs=5)}
