@@ -63,14 +63,22 @@ def test_demo_control_has_no_rl_updates(demo_control: DemoRun):
     assert d["iterations"] == [] and set(d["heldout"]) >= {"before_rl", "after_rl"}
 
 
+# What the look test checks is the measure's plumbing, not how well the model learns: a smaller warm start
+# than the preset's 100 copy-pretraining and 120 SFT steps of 32 (seed 0, one thread, the demo alone: 47 CPU-s against
+# the preset's 77), still one that looks first on some episodes and not on others.
+CP_STEPS = 50
+SMALL_WARM_START = ("--set", f"model.copy_pretrain_steps={CP_STEPS}", "--set", "sft_steps=60",
+                    "--set", "sft_batch=16")  # fmt: skip
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(1800)  # 3 minutes alone; far more beside the parallel suite's other workers
+@pytest.mark.timeout(1800)  # 2 minutes alone; far more beside the parallel suite's other workers
 def test_demo_look_quick_measures_the_skill(tmp_path):
     """`--family shell-look`: the three-turn demonstrator's warm start, GRPO, and the per-episode
     look-before-acting measure in the JSON, the metrics log, the terminal table and the report."""
     work = tmp_path / "look"
-    r = subprocess.run([str(EXE), "demo", "--quick", "--family", "shell-look", "--json", "--workdir", str(work)],
-                       capture_output=True, text=True, timeout=1800)  # fmt: skip
+    r = subprocess.run([str(EXE), "demo", "--quick", "--family", "shell-look", "--json", "--workdir", str(work),
+                        *SMALL_WARM_START], capture_output=True, text=True, timeout=1800)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     d = json.loads(r.stdout)
     assert d["sft"]["teacher"].startswith("shell-look-demonstrator") and 0 < d["sft"]["teacher_pass_rate"] < 1
@@ -84,9 +92,12 @@ def test_demo_look_quick_measures_the_skill(tmp_path):
         recomposed = sum(w * (p or 0.0) for w, p in parts) * s["episodes"] / 12
         assert recomposed == pytest.approx(d["heldout"][phase])
     assert "Look before acting" in r.stderr
-    # the tiny model is copy-pretrained before the warm start (the preset's 100 steps), with its progress shown
-    assert "-cp100-" in Path(d["model"]).name and "copy-pretraining steps" in r.stderr
-    assert json.loads((Path(d["model"]) / "copy_pretrain.json").read_text())["steps"] == 100
+    # the measure saw both branches (episodes that looked first and episodes that did not), so the
+    # recomposition above checked something
+    assert any(0 < d["skill"][phase]["inspect_first"] < 1 for phase in ("before_rl", "after_rl")), d["skill"]
+    # the tiny model is copy-pretrained before the warm start (the steps --set asked for), with its progress shown
+    assert f"-cp{CP_STEPS}-" in Path(d["model"]).name and "copy-pretraining steps" in r.stderr
+    assert json.loads((Path(d["model"]) / "copy_pretrain.json").read_text())["steps"] == CP_STEPS
     (metrics,) = (work / "metrics").glob("*.jsonl")
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert sum(1 for r in rows if "eval/heldout/after_rl/skill/inspect_first" in r) == 1
