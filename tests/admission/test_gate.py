@@ -86,7 +86,7 @@ def test_rollout_refuses_a_rejected_task_naming_the_rule(no_override, tmp_path):
 @pytest.mark.slow
 def test_check_then_rollout_uses_the_verdict_and_the_cache_serves_a_copy(no_override, tmp_path):
     t = new_task(tmp_path / "tasks" / "wc")
-    r = sp("tasks", "check", t.path, "--json", cache=no_override)
+    r = sp("tasks", "check", t.path, "--json", "--repeats", "2", cache=no_override)
     assert r.returncode == 0, r.stderr
     assert lookup(load_task(t.path), admission_judge_version())["ok"] is True
     r = sp(

@@ -101,7 +101,10 @@ def test_a_verdict_made_on_another_host_system_is_re_checked_and_regress_names_t
     t = new_task(tmp_path / "tasks" / "wc")
     env = _env(tmp_path)
     r = subprocess.run(
-        [str(EXE), "tasks", "check", t.path, "--json"], capture_output=True, text=True, env=env
+        [str(EXE), "tasks", "check", t.path, "--json", "--repeats", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert r.returncode == 0, r.stderr
     rec = json.loads((t.path / ADMISSION_FILE).read_text())

@@ -136,7 +136,7 @@ def test_the_judge_runs_the_agents_version(image, tmp_path):
     checked = {}
     for name, workspace in (("aliased", "/testbed"), ("control", None)):
         task = _task(tmp_path / name, ref, workspace)
-        r = subprocess.run([*SPARRING, "tasks", "check", str(task.path), "--json"],
+        r = subprocess.run([*SPARRING, "tasks", "check", str(task.path), "--json", "--repeats", "2"],
                            capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
         assert r.stdout, r.stderr[-2000:]
         checked[name] = (r.returncode, json.loads(r.stdout)["tasks"][0])

@@ -92,7 +92,7 @@ def test_an_instance_imports_from_its_image(tmp_path):
         "calc.py", "tests/test_calc.py"
     ]  # fmt: skip
     assert (task / "solution" / "calc.py").read_text() == CALC_FIXED
-    r = subprocess.run([*SPARRING, "tasks", "check", str(task), "--json"],
+    r = subprocess.run([*SPARRING, "tasks", "check", str(task), "--json", "--repeats", "2"],
                        capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
     checked = json.loads(r.stdout)["tasks"][0]
     assert r.returncode == 0 and checked["ok"], checked

@@ -71,7 +71,7 @@ def test_hidden_tests_run_with_the_image_interpreter(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["tasks"][0]["image"] == f"sparring-test/debian-pytest:1@{rec.digest}"
-    r = subprocess.run([*SPARRING, "tasks", "check", str(task.path), "--json"],
+    r = subprocess.run([*SPARRING, "tasks", "check", str(task.path), "--json", "--repeats", "2"],
                        capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
     checked = json.loads(r.stdout)["tasks"][0]
     assert r.returncode == 0 and checked["ok"], checked

@@ -85,6 +85,6 @@ def test_new_refuses_a_non_empty_directory_and_pin_a_broken_task(tmp_path):
 def test_new_task_is_admitted_as_written(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARRING_ADMISSION_CACHE", str(tmp_path / "cache"))
     assert sp("tasks", "new", tmp_path / "ex").returncode == 0
-    r = sp("tasks", "check", tmp_path / "ex", "--json")
+    r = sp("tasks", "check", tmp_path / "ex", "--json", "--repeats", "2")
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["tasks"][0]["ok"] is True
