@@ -22,10 +22,14 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sparring.sandbox.isolation.cgroups import CGROUP_ROOT, PARENT
+from sparring.sandbox.isolation.cgroups import CGROUP_ROOT, PARENT, _keyed
 
 ROOT = Path(__file__).resolve().parent.parent
-ONE_THREAD = {v: "1" for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+sys.path.insert(0, str(ROOT / "tests"))  # xdist_units: the variables a `make test` worker sets
+
+from xdist_units import THREAD_VARS  # noqa: E402
+
+ONE_THREAD = dict.fromkeys(THREAD_VARS, "1")
 
 
 def machine_cpu_s() -> float:
@@ -41,19 +45,19 @@ def sandbox_cpu_s(root: Path = CGROUP_ROOT) -> float | None:
     if v1.is_file():
         return int(v1.read_text()) / 1e9
     v2 = root / PARENT / "cpu.stat"
-    if v2.is_file():
-        for line in v2.read_text().splitlines():
-            key, _, value = line.partition(" ")
-            if key == "usage_usec":
-                return int(value) / 1e6
-    return None
+    usec = _keyed(v2).get("usage_usec") if v2.is_file() else None
+    return None if usec is None else usec / 1e6
+
+
+def is_test_file(unit: str) -> bool:
+    """Whether ``unit`` (a file, a node id, or a record's group name such as ``ray``) names a file here."""
+    return (ROOT / unit.split("::")[0]).exists()
 
 
 def heaviest(record: Path, top: int) -> list[str]:
     """The ``top`` longest files of a recorded run (its work units that are files)."""
     seconds = json.loads(record.read_text())
-    files = [u for u in sorted(seconds, key=seconds.get, reverse=True) if (ROOT / u.split("::")[0]).exists()]
-    return files[:top]
+    return [u for u in sorted(seconds, key=seconds.get, reverse=True) if is_test_file(u)][:top]
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds one file may take")
     a = ap.parse_args(argv)
     units = a.units or heaviest(a.record, a.top)
-    missing = [u for u in units if not (ROOT / u.split("::")[0]).exists()]
+    missing = [u for u in units if not is_test_file(u)]
     if missing:
         print(f"suite_cpu: no such test file: {missing[0]} (paths are relative to {ROOT})", file=sys.stderr)
         return 2
