@@ -182,3 +182,77 @@ def test_launchers_of_sandboxes_the_pool_evicted_are_not_kept(backend, family_ta
     rewards, held = asyncio.run(go())
     assert rewards == [1.0, 1.0, 1.0]
     assert max(held) <= 1, held
+
+
+def test_announced_judgements_get_launchers_and_nothing_else_does(backend, family_tasks):
+    """Once judgements are announced (the scheduler does it as each rollout starts), a reset sandbox gets a
+    launcher only while more judgements of its task are expected than launchers wait, and an announcement
+    readies an idle sandbox of its task; a task judged for the last time leaves no launcher behind."""
+    if getattr(backend, "mode", "") != "overlay":
+        pytest.skip("the pool is used only where reset discards everything (overlay mode)")
+    t = family_tasks["clamp"]
+    cfg = JudgeConfig(dynamic_seed=7, shuffle_seed=7)
+
+    async def go():
+        pool = JudgePool(backend, max_idle=2)
+        try:
+            judge = PytestJudge(backend, config=cfg, pool=pool)
+            seen = []
+
+            def state():
+                waiting = sum(1 for w in pool._warm.values() if w.alive)
+                seen.append((pool.prestarts, pool.warm_launches, waiting))
+
+            judge.expect(t, 2)
+            rewards = [(await judge.score(t, solution_diff(t))).reward]
+            state()  # made for the first (its launcher used), reset with one more expected: one waits
+            rewards.append((await judge.score(t, WorkspaceDiff())).reward)
+            state()  # the second used it; nothing more expected: the reset left none
+            judge.expect(t)
+            state()  # the announcement readied the idle sandbox
+            rewards.append((await judge.score(t, solution_diff(t))).reward)
+            state()
+            judge.expect(t, 1)
+            judge.expect(t, -1)  # announced, then withdrawn (a rollout that ended in an infrastructure fault)
+            expected = dict(pool._expected)
+            return rewards, seen, expected
+        finally:
+            await pool.close()
+
+    rewards, seen, expected = asyncio.run(go())
+    assert rewards == [1.0, 0.0, 1.0]
+    assert seen == [(2, 1, 1), (2, 2, 0), (3, 2, 1), (3, 3, 0)], seen
+    assert expected == {}
+
+
+def test_a_scheduled_run_leaves_no_launcher_unused(backend, family_tasks, tmp_path):
+    """The rollout scheduler announces each sample's judgement: over a run of several tasks and groups,
+    every launcher the pool started ran a judgement (without the announcements, each reset started one,
+    and the last resets of every task left theirs unused)."""
+    if getattr(backend, "mode", "") != "overlay":
+        pytest.skip("the pool is used only where reset discards everything (overlay mode)")
+    from sparring.policy.scripted import OraclePolicy
+    from sparring.rollout.scheduler import RolloutScheduler
+    from sparring.sandbox.pool import SandboxPool
+
+    tasks = [family_tasks["clamp"], family_tasks["code-repair"], family_tasks["function-impl"]]
+
+    async def go(announce: bool):
+        pool = JudgePool(backend, max_idle=2)
+        sandboxes = SandboxPool(backend, max_idle=4)
+        try:
+            judge = PytestJudge(backend, pool=pool)
+            if not announce:
+                judge.expect = None  # type: ignore[method-assign]  # a judge that takes no notice
+            sched = RolloutScheduler(sandboxes, judge, None, concurrency=3)
+            summary = await sched.run(tasks, OraclePolicy(), group_size=3)
+            return [t.reward for t in summary.trajectories], pool.prestarts, pool.warm_launches
+        finally:
+            await pool.close()
+            await sandboxes.close()
+
+    rewards, prestarts, used = asyncio.run(go(announce=True))
+    assert rewards == [1.0] * 9
+    assert prestarts == used, (prestarts, used)
+    rewards, prestarts, used = asyncio.run(go(announce=False))
+    assert rewards == [1.0] * 9 and prestarts > used, (prestarts, used)

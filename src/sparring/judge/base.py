@@ -104,6 +104,15 @@ class Judge(Protocol):
     async def score(self, task: Task, diff: WorkspaceDiff) -> JudgeResult: ...
 
 
+def expect_judgements(judge: Judge, task: Task, n: int = 1) -> None:
+    """Tell ``judge`` that ``n`` judgements of ``task`` are coming (a negative ``n``: that many announced
+    will not), where it can use the notice (a warm pool starts launchers only for judgements it expects:
+    :class:`sparring.judge.runner.sandbox.JudgePool`); a no-op for a judge without ``expect``."""
+    expect = getattr(judge, "expect", None)
+    if expect is not None:
+        expect(task, n)
+
+
 async def score_with_usage(judge: Judge, task: Task, diff: WorkspaceDiff, usage: Usage | None) -> JudgeResult:
     """``judge.score``, passing ``usage`` only to a judge that accepts it."""
     if usage is not None and getattr(judge, "accepts_usage", False):

@@ -146,6 +146,11 @@ class PytestJudge:
 
     accepts_usage = True
 
+    def expect(self, task: Task, n: int = 1) -> None:
+        """``n`` judgements of ``task`` are coming (:func:`sparring.judge.base.expect_judgements`)."""
+        if self.pool is not None and self.pool.enabled:
+            self.pool.expect(task, n)
+
     def usage_components(self, task: Task, usage: Usage) -> tuple[float, dict[str, float]]:
         """The ``usage`` component (1 - spent/budget, steps and tokens averaged) and its raw numbers."""
         max_steps = usage.max_steps if usage.max_steps is not None else task.spec.limits.max_steps

@@ -61,7 +61,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from sparring.errors import ConfigError, SandboxError, one_line
-from sparring.judge.base import Judge
+from sparring.judge.base import Judge, expect_judgements
 from sparring.policy.base import Policy
 from sparring.rollout.branching import BranchPoint, branch_id, check_branchable, restore_extras, select_points
 from sparring.rollout.buffer import ExperienceQueue
@@ -355,8 +355,15 @@ class RolloutScheduler:
         g = _Group(req.task, req.group_id, 1)
         s = _Sample(g, req.index, req.traj_id, attempts=req.attempts, infra_errors=list(req.infra_errors))
         r = _Run(req.run_id, req.policy, req.seed, True, SchedulerStats(requested=1), max_steps=req.max_steps)
-        traj, diff = await self._attempts(r, s)
-        if diff is not None:
+        expect_judgements(self.judge, req.task)
+        try:
+            traj, diff = await self._attempts(r, s)
+        except BaseException:
+            expect_judgements(self.judge, req.task, -1)
+            raise
+        if diff is None:
+            expect_judgements(self.judge, req.task, -1)
+        else:
             await self._judge(traj, req.task, diff)
         traj.attempts, traj.infra_errors = s.attempts, list(s.infra_errors)
         return traj
@@ -374,12 +381,16 @@ class RolloutScheduler:
 
     async def _run_sample(self, r: _Run, s: _Sample, rank: int) -> None:
         finishing: asyncio.Future[None] | None = None
+        announced = False  # this sample's judgement announced to the judge and not yet begun
         try:
             async with self._slots.slot(rank):
                 if self._stopping:
                     return
                 s.state = "running"
                 r.stats.in_flight += 1
+                if self.runner is None:  # judged here when played: the judge can ready a launcher meanwhile
+                    expect_judgements(self.judge, s.group.task)
+                    announced = True
                 try:
                     traj, diff = await self._play(r, s)
                 finally:
@@ -388,6 +399,7 @@ class RolloutScheduler:
             if diff is not None:
                 s.state = "judging"
                 r.stats.judging += 1
+                announced = False
                 try:
                     await self._judge(traj, s.group.task, diff)
                 finally:
@@ -406,6 +418,9 @@ class RolloutScheduler:
             elif s.state != "done":
                 s.state = "cancelled"
                 r.stats.cancelled += 1
+        finally:
+            if announced:  # played to no diff (an infrastructure fault), or cancelled: no judgement comes
+                expect_judgements(self.judge, s.group.task, -1)
 
     async def _branches(self, r: _Run, root: _Sample, rank: int) -> None:
         """Play, judge and store every branch of ``root`` (K per branch point), each in its own sandbox."""

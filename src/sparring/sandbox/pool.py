@@ -63,6 +63,7 @@ class SandboxPool:
         self.on_ready = on_ready
         self._idle: dict[str, list[Sandbox]] = defaultdict(list)  # keyed by the spec's JSON
         self._spec_of: dict[str, str] = {}
+        self._resetting: dict[str, int] = defaultdict(int)  # per key: released, being reset, to be kept idle
         self._live: set[str] = set()
         self._creating = 0
         self.max_alive = 0
@@ -151,28 +152,44 @@ class SandboxPool:
             self.max_alive = max(self.max_alive, self.size)
 
     async def release(self, sb: Sandbox, broken: bool = False) -> None:
+        """Reset ``sb`` and keep it idle when its spec has room for one more (``max_idle``), else close it:
+        a sandbox that will be closed is neither reset nor readied (``on_ready``), so no work is spent on
+        one nobody can get."""
         key = self._spec_of.pop(sb.id, None)
-        keep = False
+        kept = False
         if not broken and key is not None and _healthy(sb) and resets_completely(sb):
-            try:
-                await sb.reset()
-                keep = _healthy(sb)
-            except Exception:
-                keep = False
-            if keep:
-                self._ready(sb)
-        if keep and key is not None:
-            async with self._cond:
-                if len(self._idle[key]) < self.max_idle:
-                    self._live.discard(sb.id)
-                    self._idle[key].append(sb)
-                    self._cond.notify()
-                    return
+            async with self._cond:  # a place among the idle, held while the reset runs
+                room = len(self._idle[key]) + self._resetting[key] < self.max_idle
+                if room:
+                    self._resetting[key] += 1
+            if room:
+                try:
+                    await sb.reset()
+                    kept = _healthy(sb)
+                except Exception:
+                    kept = False
+                if kept:
+                    self._ready(sb)
+                async with self._cond:
+                    self._resetting[key] -= 1
+                    if kept:
+                        self._live.discard(sb.id)
+                        self._idle[key].append(sb)
+                        self._cond.notify()
+                        return
         with contextlib.suppress(Exception):
             await sb.close()
         async with self._cond:  # only now is there room: the closed one no longer counts
             self._live.discard(sb.id)
             self._cond.notify()
+
+    def idle(self, spec: SandboxSpec) -> list[Sandbox]:
+        """The sandboxes idle now for ``spec`` (a copy: the pool hands them out as before)."""
+        return list(self._idle.get(self.shape(spec).model_dump_json(), ()))
+
+    def holds(self, sandbox_id: str) -> bool:
+        """Whether the sandbox ``sandbox_id`` is still the pool's (in use or idle), not closed."""
+        return sandbox_id in self._live or any(sb.id == sandbox_id for v in self._idle.values() for sb in v)
 
     def _ready(self, sb: Sandbox) -> None:
         if self.on_ready is not None:

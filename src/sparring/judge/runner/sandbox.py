@@ -162,12 +162,20 @@ def _stage(work: Path, task: Task) -> tuple[Path, Path]:
 class JudgePool:
     """Warm judge sandboxes per task, reset between judgements; at most ``max_idle`` idle per task.
 
-    With ``prestart`` (the default), every sandbox the pool makes or resets gets its launcher started
+    With ``prestart`` (the default), a sandbox the pool makes or resets gets its launcher started
     at once: the interpreter comes up, imports pytest, configures it and starts its session while the
     sandbox waits for its next judgement, then blocks reading its job (:mod:`sparring.judge.inside.judge_launcher`).
     The launcher is started before any of the candidate's files exist and reads nothing of /workspace
     until its job arrives, so the run is the one a cold start would make; it is used once, and the reset
     after the judgement kills it with everything else.
+
+    Which sandboxes get one: until anyone announces judgements (:meth:`expect`), every sandbox made or
+    reset. Once announced (the rollout scheduler announces each sample's judgement when its rollout
+    starts), a reset sandbox gets one only while more judgements of its task are expected than launchers
+    of it wait, and an announcement starts one in an idle sandbox of its task that has none. A training
+    run judges each task of an iteration a few times and then maybe never again: without the
+    announcements a third of its prestarted launchers (an interpreter and pytest's import each) waited in
+    sandboxes nobody took again and died unused.
 
     Close it when done (``await pool.close()``); judges sharing one pool share its sandboxes.
     """
@@ -198,8 +206,13 @@ class JudgePool:
         self._root = Path(tempfile.mkdtemp(prefix="sparring-judge-pool-"))
         self._staged: dict[str, tuple[Path, Path]] = {}
         self._warm: dict[str, Any] = {}
+        self._announced = False
+        self._expected: dict[str, int] = {}  # task key -> judgements announced and not yet begun
+        self._task_of: dict[str, str] = {}  # sandbox id -> the task key it judges
+        self._spec_of: dict[str, SandboxSpec] = {}  # task key -> its judge sandboxes' spec
         self.judgements = 0
         self.warm_launches = 0
+        self.prestarts = 0
         self.reference_runs = 0
 
     def stage(self, task: Task) -> tuple[Path, Path]:
@@ -211,9 +224,47 @@ class JudgePool:
             self._staged[key] = _stage(d, task)
         return self._staged[key]
 
-    async def acquire(self, spec: SandboxSpec) -> Sandbox:
+    @staticmethod
+    def task_key(task: Task) -> str:
+        return f"{task.id}@{task.digest}"
+
+    def expect(self, task: Task, n: int = 1) -> None:
+        """``n`` more judgements of ``task`` are coming (a negative ``n``: that many announced will not);
+        an idle sandbox of the task without a launcher gets one now."""
+        key = self.task_key(task)
+        self._announced = True
+        self._expected[key] = max(0, self._expected.get(key, 0) + n)
+        if not self._expected[key]:
+            del self._expected[key]
+            return
+        spec = self._spec_of.get(key)
+        if spec is None:
+            return
+        for sb in self._pool.idle(spec):
+            if not self._wanted(key):
+                break
+            if sb.id not in self._warm:
+                self._start(sb)
+
+    def _wanted(self, key: str) -> bool:
+        """Whether a launcher for ``key`` would be used: more judgements expected than launchers waiting."""
+        waiting = sum(1 for sid, w in self._warm.items() if self._task_of.get(sid) == key and w.alive)
+        return self._expected.get(key, 0) > waiting
+
+    async def acquire(self, spec: SandboxSpec, task: Task | None = None) -> Sandbox:
+        """A sandbox for a judgement of ``task`` (its expected judgements count one down)."""
         self.judgements += 1
-        return await self._pool.acquire_spec(spec)
+        key = self.task_key(task) if task is not None else None
+        if key is not None:
+            self._spec_of[key] = spec
+            if self._expected.get(key, 0) > 1:
+                self._expected[key] -= 1
+            else:
+                self._expected.pop(key, None)
+        sb = await self._pool.acquire_spec(spec)
+        if key is not None:
+            self._task_of[sb.id] = key
+        return sb
 
     async def in_reference_sandbox(
         self, spec: SandboxSpec, run: Callable[[Sandbox], Awaitable[None]]
@@ -235,16 +286,26 @@ class JudgePool:
             await self._references.release(sb, broken=broken)
 
     def ready(self, sb: Sandbox) -> None:
-        """Prestart ``sb``'s launcher (``sb`` was just made or reset); a no-op where the backend cannot."""
+        """Prestart ``sb``'s launcher (``sb`` was just made or reset) where it will be used (see the class);
+        a no-op where the backend cannot."""
         stale = self._warm.pop(sb.id, None)
         if stale is not None:
             stale.cancel()
         # Sandboxes the pool closed on its own (evicted, surplus) take their unused launchers with them.
         for sid in [k for k, w in self._warm.items() if not w.alive]:
             del self._warm[sid]
+        for sid in [k for k in self._task_of if k != sb.id and not self._pool.holds(k)]:
+            del self._task_of[sid]
+        key = self._task_of.get(sb.id)  # None: just made, for the judgement that asked for it
+        if self._announced and key is not None and not self._wanted(key):
+            return
+        self._start(sb)
+
+    def _start(self, sb: Sandbox) -> None:
         start = getattr(sb, "prestart", None)
         if self.prestart and start is not None:
             self._warm[sb.id] = start(launcher_argv(sb))
+            self.prestarts += 1
 
     def take_launcher(self, sb: Sandbox) -> Any:
         """``sb``'s prestarted launcher if it is still waiting, once; else None (run it cold)."""
@@ -361,7 +422,7 @@ async def run_in_sandbox(
         )
         t = time.perf_counter()
         try:
-            sb = await pooled.acquire(spec) if pooled is not None else await backend.create(spec)
+            sb = await pooled.acquire(spec, task) if pooled is not None else await backend.create(spec)
         except SandboxError as e:
             raise JudgeRunError("sandbox_failed", f"judge sandbox failed to start: {e}") from None
         out.timings["create_s"] = time.perf_counter() - t
