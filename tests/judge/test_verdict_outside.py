@@ -16,6 +16,7 @@ import pytest
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.judge.quality.redteam import BOOL_POLARITY_FORGERY, COUNT_WITHOUT_VALUES, PARSER_BOMB
 from sparring.judge.runner import sandbox as sandbox_runner
+from sparring.judge.trace_cache import TraceCache
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.tasks.attacks import target
 from sparring.tasks.hack_payloads import COMPILED_EXIT, OBSERVATION_FORGERY, REPORTER_REWRITE, SEGFAULT
@@ -84,18 +85,22 @@ def test_a_candidate_that_kills_the_test_process_scores_zero_not_a_judge_error(
 
 
 def test_a_judge_that_cannot_start_is_a_judge_error_never_the_candidates_zero(
-    backend, clamp_task, monkeypatch
+    backend, clamp_task, monkeypatch, tmp_path
 ):
     """Which is which: with the judge's own runner broken, the same honest diff is a judge_error (retried
-    upstream), for a fresh judge (no reference trace yet) and for one that already has it."""
-    j = PytestJudge(backend)
+    upstream), for a fresh judge (no reference trace yet) and for one that already has it, in its memory
+    or in the trace cache another process filled."""
+    cache = TraceCache(tmp_path / "traces")
+    j = PytestJudge(backend, trace_cache=cache)
     ref = solution_diff(clamp_task)
-    assert run(j, clamp_task, ref).reward == 1.0  # healthy: the trace is cached now
+    assert run(j, clamp_task, ref).reward == 1.0  # healthy: the trace is kept now (memory and cache)
     monkeypatch.setattr(sandbox_runner, "PYTHON", "/nonexistent/python3")
     r = run(j, clamp_task, ref)
     assert r.status == "judge_error" and r.reason == "runner_crashed", (r.reason, r.log)
-    fresh = run(PytestJudge(backend), clamp_task, ref)
+    fresh = run(PytestJudge(backend, trace_cache=None), clamp_task, ref)
     assert fresh.status == "judge_error" and fresh.reason == "reference_failed", (fresh.reason, fresh.log)
+    stored = run(PytestJudge(backend, trace_cache=cache), clamp_task, ref)  # the trace read back from disk
+    assert stored.status == "judge_error" and stored.reason == "runner_crashed", (stored.reason, stored.log)
 
 
 SCAVENGE = """

@@ -58,6 +58,7 @@ from sparring.judge.runner.sandbox import (
 from sparring.judge.static.components import static_components
 from sparring.judge.static.hacks import static_flags
 from sparring.judge.static.importable import split_importable
+from sparring.judge.trace_cache import TraceCache, task_trace_key
 from sparring.judge.version import judge_version
 from sparring.judge.withheld import SKIPPED, HostOutcomes, RefTrace, host_outcomes, reference_trace
 from sparring.sandbox.base import SandboxBackend, WorkspaceDiff
@@ -112,13 +113,18 @@ class PytestJudge:
         limits: bool = True,
         config: JudgeConfig | None = None,
         pool: JudgePool | None = None,
+        trace_cache: TraceCache | None | Literal["default"] = "default",
     ) -> None:
+        """``trace_cache``: where reference traces are kept between processes (:mod:`sparring.judge.trace_cache`;
+        ``"default"``: ``$SPARRING_TRACE_CACHE`` or ``~/.cache/sparring/judge-traces``; None: this judge's
+        memory only, so its first judgement of each task runs the reference's probes)."""
         self.backend = backend
         self.limits = limits
         self.pool = pool  # warm sandboxes reset between judgements (throughput); None: fresh each time
         self.config = config or JudgeConfig()
         # The reference solution's trace per (task digest, split, regression): the same for every judgement.
         self._traces: dict[tuple[str, bool, bool], RefTrace] = {}
+        self.trace_cache = TraceCache.default() if trace_cache == "default" else trace_cache
         # Seeds are per evaluation, not part of what the judge *is*.
         self.version = judge_version(self.config.model_dump(exclude={"dynamic_seed", "shuffle_seed"}))
 
@@ -185,6 +191,12 @@ class PytestJudge:
         coin = secrets.randbits(31)  # fresh coin flips for every judgement
         trace_key = (task.digest, evaluating, cfg.regression)
         trace = self._traces.get(trace_key)
+        stored_key = None
+        if trace is None and self.trace_cache is not None:
+            stored_key = task_trace_key(task, self.version, evaluating)
+            trace = await asyncio.to_thread(self.trace_cache.get, stored_key)  # a file read: off the loop
+            if trace is not None:
+                self._traces[trace_key] = trace
         ref_plan = None if trace is not None else build_plan(files, secrets.randbits(31))
         made: list[ProbePlan] = []
 
@@ -194,6 +206,8 @@ class PytestJudge:
             if trace is None:
                 assert ref_plan is not None
                 trace = self._traces[trace_key] = reference_trace(out.reference_pytest, ref_plan)
+                if stored_key is not None and self.trace_cache is not None:
+                    self.trace_cache.put(stored_key, trace)
             made.append(build_plan(files, coin, fallback=trace.fallback))
             return launcher_job(made[0].files, args, shuffle, allow_binary)
 
@@ -223,6 +237,9 @@ class PytestJudge:
         assert trace is not None and made, "run_in_sandbox makes the candidate's job before running it"
         plan = made[0]
         metrics["unverifiable_sites"] = float(len(trace.unverifiable))
+        metrics["reference_trace_run"] = float(
+            ref_plan is not None
+        )  # this judgement ran the reference's probes
         metrics["withheld_sites"] = float(sum(1 for s in plan.sites.values() if s.kind != "bool"))
         metrics["truth_valued_sites"] = float(sum(1 for s in plan.sites.values() if s.kind == "bool"))
         metrics["observed_sites"] = float(len(plan.sites))
