@@ -118,3 +118,34 @@ def test_a_sandbox_reset_cannot_clear_is_closed_instead_of_reused(backend, works
     a, b, reusable = run(body())
     assert (out / "leftover").read_text() == "left\n"  # positive control: the write reached the host dir
     assert not reusable and a.closed and a.id != b.id
+
+
+def test_a_sandbox_beyond_max_idle_is_closed_without_reset_or_ready(backend, workspace):
+    """Released when its spec has no idle room left, a sandbox is closed as it is: no reset, no ``on_ready``
+    (a judge pool would start a launcher there that nobody could take). Releases racing for the last place
+    keep exactly ``max_idle``."""
+    readied: list[str] = []
+
+    async def body():
+        pool = SandboxPool(backend, max_idle=1, on_ready=lambda sb: readied.append(sb.id))
+        spec = SandboxSpec(workspace=workspace)
+        try:
+            sbs = [await pool.acquire_spec(spec) for _ in range(3)]
+            resets = {sb.id: 0 for sb in sbs}
+            for sb in sbs:
+                real = sb.reset
+
+                async def counted(real=real, sid=sb.id):
+                    resets[sid] += 1
+                    await real()
+
+                sb.reset = counted  # type: ignore[method-assign]
+            await asyncio.gather(*(pool.release(sb) for sb in sbs))
+            return [sb.id for sb in sbs], resets, len(pool.idle(spec)), pool.size
+        finally:
+            await pool.close()
+
+    made, resets, idle, size = run(body())
+    assert idle == 1 and size == 1
+    assert sum(resets.values()) == 1  # only the one kept
+    assert readied == [*made, next(s for s, n in resets.items() if n)]  # made (3), then the kept one's reset

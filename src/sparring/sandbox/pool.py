@@ -168,15 +168,15 @@ class SandboxPool:
                     kept = _healthy(sb)
                 except Exception:
                     kept = False
-                if kept:
+                finally:
+                    self._resetting[key] -= 1  # also when cancelled: the place is never lost
+                if kept:  # no await from the count above to the append: nobody takes the place meanwhile
                     self._ready(sb)
-                async with self._cond:
-                    self._resetting[key] -= 1
-                    if kept:
-                        self._live.discard(sb.id)
-                        self._idle[key].append(sb)
+                    self._live.discard(sb.id)
+                    self._idle[key].append(sb)
+                    async with self._cond:
                         self._cond.notify()
-                        return
+                    return
         with contextlib.suppress(Exception):
             await sb.close()
         async with self._cond:  # only now is there room: the closed one no longer counts
