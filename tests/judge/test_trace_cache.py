@@ -85,6 +85,20 @@ def test_an_entry_that_does_not_hold_up_is_ignored_and_made_again(backend, clamp
         r = asyncio.run(judge_with(entry))
         assert r.metrics["reference_trace_run"] == 1.0 and r.reward == 1.0, entry
         assert decode(key, json.loads(path.read_text())) is not None  # replaced by a good one
+    # An entry others may write, or someone else's file, would let them choose what the judge expects.
+    for mode, uid in ((0o666, os.getuid()), (0o620, os.getuid()), (0o600, 65534)):
+        r = asyncio.run(judge_with(json.dumps(good).encode()))  # a good entry: used as it is...
+        assert r.metrics["reference_trace_run"] == 0.0
+        path.chmod(mode)
+        if uid != os.getuid():
+            if os.getuid() != 0:
+                continue  # only root can give a file away
+            os.chown(path, uid, -1)
+        r = asyncio.run(
+            PytestJudge(backend, config=CFG, trace_cache=cache).score(clamp_task, solution_diff(clamp_task))
+        )
+        assert r.metrics["reference_trace_run"] == 1.0, (oct(mode), uid)  # ...but not this one
+        path.unlink()
     # An entry that holds up is used as it is, even one saying the reference observed nothing: the cache is
     # the host's own file, like the admission verdicts beside it (its key is what it must match).
     r = asyncio.run(judge_with(json.dumps(good).encode()))

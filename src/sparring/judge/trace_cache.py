@@ -20,9 +20,9 @@ function of:
 
 It is a cache, never a verdict: the trace is the host's own reading of a run of the task's reference
 solution (no candidate touches it), the same reading the judge would make again. An entry that cannot
-be read, is not of this format, or names another key is ignored and replaced; one that cannot be
-written costs only a later re-run. Entries are written whole (a temporary file, then a rename), so a
-reader never sees half of one.
+be read, is not of this format, names another key, or is not the user's own file writable by the user
+alone is ignored and replaced; one that cannot be written costs only a later re-run. Entries are
+written whole (a temporary file, then a rename), so a reader never sees half of one.
 """
 
 from __future__ import annotations
@@ -110,6 +110,12 @@ def decode(key: str, data: Any) -> RefTrace | None:
     return RefTrace(counts, unverifiable, fallback)
 
 
+def _private(st: os.stat_result) -> bool:
+    """Whether an entry is this user's own and nobody else may write it (a cache directory shared with
+    others, ``$SPARRING_TRACE_CACHE`` on a shared disk, must not let them choose what the judge expects)."""
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
 class TraceCache:
     """Reference traces on disk under ``root``, one file per key (see the module's docstring)."""
 
@@ -127,7 +133,10 @@ class TraceCache:
     def get(self, key: str) -> RefTrace | None:
         """The trace stored for ``key``, or None (none stored, or one that does not hold up)."""
         try:
-            data = json.loads(self._path(key).read_bytes())
+            with open(self._path(key), "rb") as f:
+                if not _private(os.fstat(f.fileno())):
+                    return None
+                data = json.loads(f.read())
         except (OSError, ValueError, RecursionError):
             return None
         return decode(key, data)
@@ -136,8 +145,8 @@ class TraceCache:
         """Store ``trace`` for ``key``; a cache that cannot be written is left as it is."""
         dest = self._path(key)
         try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".trace.", dir=dest.parent)
+            dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".trace.", dir=dest.parent)  # mode 0600
             try:
                 with os.fdopen(fd, "w") as f:
                     json.dump(encode(key, trace), f, sort_keys=True)
