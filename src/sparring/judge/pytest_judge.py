@@ -237,9 +237,8 @@ class PytestJudge:
         assert trace is not None and made, "run_in_sandbox makes the candidate's job before running it"
         plan = made[0]
         metrics["unverifiable_sites"] = float(len(trace.unverifiable))
-        metrics["reference_trace_run"] = float(
-            ref_plan is not None
-        )  # this judgement ran the reference's probes
+        # whether this judgement ran the reference's probes (no trace in memory or in the trace cache)
+        metrics["reference_trace_run"] = float(ref_plan is not None)
         metrics["withheld_sites"] = float(sum(1 for s in plan.sites.values() if s.kind != "bool"))
         metrics["truth_valued_sites"] = float(sum(1 for s in plan.sites.values() if s.kind == "bool"))
         metrics["observed_sites"] = float(len(plan.sites))

@@ -209,7 +209,7 @@ class JudgePool:
         self._announced = False
         self._expected: dict[str, int] = {}  # task key -> judgements announced and not yet begun
         self._task_of: dict[str, str] = {}  # sandbox id -> the task key it judges
-        self._spec_of: dict[str, SandboxSpec] = {}  # task key -> its judge sandboxes' spec
+        self._spec_for_task: dict[str, SandboxSpec] = {}  # task key -> its judge sandboxes' spec
         self.judgements = 0
         self.warm_launches = 0
         self.prestarts = 0
@@ -217,7 +217,7 @@ class JudgePool:
 
     def stage(self, task: Task) -> tuple[Path, Path]:
         """The judge's mounts for ``task``, staged once (same paths, so the sandbox spec and pool key repeat)."""
-        key = f"{task.id}@{task.digest}"
+        key = self.task_key(task)
         if key not in self._staged:
             d = self._root / f"t{len(self._staged)}"
             d.mkdir()
@@ -226,18 +226,26 @@ class JudgePool:
 
     @staticmethod
     def task_key(task: Task) -> str:
+        """The pool's name for ``task``: its staged mounts, expected judgements and sandboxes go by it."""
         return f"{task.id}@{task.digest}"
+
+    def _count_expected(self, key: str, n: int) -> int:
+        """Add ``n`` to ``key``'s expected judgements (never below 0; a key at 0 is dropped); the new count."""
+        left = max(0, self._expected.get(key, 0) + n)
+        if left:
+            self._expected[key] = left
+        else:
+            self._expected.pop(key, None)
+        return left
 
     def expect(self, task: Task, n: int = 1) -> None:
         """``n`` more judgements of ``task`` are coming (a negative ``n``: that many announced will not);
         an idle sandbox of the task without a launcher gets one now."""
         key = self.task_key(task)
         self._announced = True
-        self._expected[key] = max(0, self._expected.get(key, 0) + n)
-        if not self._expected[key]:
-            del self._expected[key]
+        if not self._count_expected(key, n):
             return
-        spec = self._spec_of.get(key)
+        spec = self._spec_for_task.get(key)
         if spec is None:
             return
         for sb in self._pool.idle(spec):
@@ -256,11 +264,8 @@ class JudgePool:
         self.judgements += 1
         key = self.task_key(task) if task is not None else None
         if key is not None:
-            self._spec_of[key] = spec
-            if self._expected.get(key, 0) > 1:
-                self._expected[key] -= 1
-            else:
-                self._expected.pop(key, None)
+            self._spec_for_task[key] = spec
+            self._count_expected(key, -1)
         sb = await self._pool.acquire_spec(spec)
         if key is not None:
             self._task_of[sb.id] = key
