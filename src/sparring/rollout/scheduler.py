@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import inspect
 import os
 import time
@@ -57,15 +56,16 @@ import traceback
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from typing import Any
 
 from sparring.errors import ConfigError, SandboxError, one_line
 from sparring.judge.base import Judge, expect_judgements
 from sparring.policy.base import Policy
-from sparring.rollout.branching import BranchPoint, branch_id, check_branchable, restore_extras, select_points
+from sparring.rollout.branching import branch_id, check_branchable, restore_extras, select_points
 from sparring.rollout.buffer import ExperienceQueue
 from sparring.rollout.episode import Episode, score_trajectory
+from sparring.rollout.in_flight import Outcome, RunState, Sample, SampleGroup, sample_id
 from sparring.rollout.run_records import RolloutSummary, SchedulerConfig, SchedulerStats
 from sparring.rollout.runner import SampleRequest, SampleRunner
 from sparring.rollout.slots import PrioritySlots, priority_rank
@@ -87,71 +87,6 @@ __all__ = [
 ]
 
 INFRA_FAULTS: tuple[type[BaseException], ...] = (SandboxError, OSError, TimeoutError)
-
-
-@dataclass(eq=False)
-class _Group:
-    task: Task
-    gid: str
-    size: int
-    members: list[_Sample] = field(default_factory=list)
-    trainable: int = 0
-
-
-@dataclass(eq=False)
-class _Sample:
-    group: _Group
-    index: int
-    traj_id: str
-    attempts: int = 0
-    infra_errors: list[str] = field(default_factory=list)
-    state: str = "waiting"  # waiting | running | judging | finishing | done | cancelled
-    traj: Trajectory | None = None  # kept only with keep_trajectories (memory: thousands of rollouts)
-    outcome: _Outcome | None = None
-    handle: asyncio.Task[None] | None = None
-    parent: _Sample | None = None  # a branch: the root it was forked from, at ``point``, branch ``k``
-    point: BranchPoint | None = None
-    k: int = 0
-    episode: Episode | None = None  # a root with branch points: kept until its branches are played
-
-    @property
-    def is_branch(self) -> bool:
-        return self.point is not None
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    """What the summary needs of a finished sample, without its (possibly large) record."""
-
-    status: str
-    reward: float | None
-    passed: bool
-
-    @classmethod
-    def of(cls, t: Trajectory) -> _Outcome:
-        return cls(t.status, t.reward, t.passed)
-
-
-def sample_id(run_id: str, nonce: str, seed: int, ordinal: int, task: Task, index: int) -> str:
-    """A sample's trajectory id: the same on every resume of the same run, unique across runs."""
-    key = f"{run_id}\x00{nonce}\x00{seed}\x00{ordinal}\x00{task.id}\x00{task.digest}\x00{index}"
-    return hashlib.sha256(key.encode()).hexdigest()[:32]
-
-
-@dataclass(eq=False)
-class _Run:
-    """The state of one ``run()`` call (several may share one scheduler and its resources)."""
-
-    run_id: str
-    policy: Policy
-    seed: int
-    keep: bool
-    stats: SchedulerStats
-    groups: list[_Group] = field(default_factory=list)
-    samples: list[_Sample] = field(default_factory=list)
-    writer: BatchWriter | None = None
-    max_steps: int | None = None  # the driver's step budget when a node plays the sample
-    branches: list[_Sample] = field(default_factory=list)
 
 
 class RolloutScheduler:
@@ -189,7 +124,7 @@ class RolloutScheduler:
         self.runner = runner
         self.stats = SchedulerStats()
         self._stopping = False
-        self._runs: set[_Run] = set()
+        self._runs: set[RunState] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -217,7 +152,7 @@ class RolloutScheduler:
         loop = asyncio.get_running_loop()
         loop.call_later(self.config.drain_s, self._cancel_running)
 
-    def _all_samples(self) -> list[_Sample]:
+    def _all_samples(self) -> list[Sample]:
         return [s for r in self._runs for s in r.samples]
 
     def _resources(self) -> None:
@@ -256,7 +191,7 @@ class RolloutScheduler:
             return sb
         return await self.pool.acquire_spec(await self.specs(task))
 
-    def _episode(self, s: _Sample, policy: Policy, seed: int, max_steps: int | None = None) -> Episode:
+    def _episode(self, s: Sample, policy: Policy, seed: int, max_steps: int | None = None) -> Episode:
         c = self.config
         if s.point is not None:  # a branch: the root's conversation up to the branch point
             assert s.parent is not None and s.parent.episode is not None
@@ -267,13 +202,13 @@ class RolloutScheduler:
             snapshot_every=c.snapshot_every, model_sem=self._model_sem, branch=c.branch,
         )  # fmt: skip
 
-    def _record(self, ep: Episode, s: _Sample, run_id: str) -> Trajectory:
+    def _record(self, ep: Episode, s: Sample, run_id: str) -> Trajectory:
         traj = ep.trajectory(self.judge, group_id=s.group.gid, run_id=run_id, traj_id=s.traj_id)
         if s.point is not None and s.parent is not None:
             traj.parent_id, traj.branch_turn = s.parent.traj_id, s.point.turn
         return traj
 
-    async def _attempts(self, r: _Run, s: _Sample) -> tuple[Trajectory, Any]:
+    async def _attempts(self, r: RunState, s: Sample) -> tuple[Trajectory, Any]:
         """Play ``s`` and take its final diff, retrying infrastructure faults. Returns the unjudged
         trajectory and its diff, or an ``infra_error`` trajectory and None. The agent's sandbox is
         released before judging: the judge needs only the diff."""
@@ -352,23 +287,25 @@ class RolloutScheduler:
         """Play and judge one sample here, retrying infrastructure faults (what a node does for a
         driver). The trajectory carries every attempt, those ``req`` already took included."""
         self._resources()
-        g = _Group(req.task, req.group_id, 1)
-        s = _Sample(g, req.index, req.traj_id, attempts=req.attempts, infra_errors=list(req.infra_errors))
-        r = _Run(req.run_id, req.policy, req.seed, True, SchedulerStats(requested=1), max_steps=req.max_steps)
+        g = SampleGroup(req.task, req.group_id, 1)
+        s = Sample(g, req.index, req.traj_id, attempts=req.attempts, infra_errors=list(req.infra_errors))
+        r = RunState(
+            req.run_id, req.policy, req.seed, True, SchedulerStats(requested=1), max_steps=req.max_steps
+        )
         expect_judgements(self.judge, req.task)
+        announced = True  # as in _run_sample: withdrawn unless the judgement begins
         try:
             traj, diff = await self._attempts(r, s)
-        except BaseException:
-            expect_judgements(self.judge, req.task, -1)
-            raise
-        if diff is None:
-            expect_judgements(self.judge, req.task, -1)
-        else:
-            await self._judge(traj, req.task, diff)
+            if diff is not None:
+                announced = False
+                await self._judge(traj, req.task, diff)
+        finally:
+            if announced:
+                expect_judgements(self.judge, req.task, -1)
         traj.attempts, traj.infra_errors = s.attempts, list(s.infra_errors)
         return traj
 
-    async def _play(self, r: _Run, s: _Sample) -> tuple[Trajectory, Any]:
+    async def _play(self, r: RunState, s: Sample) -> tuple[Trajectory, Any]:
         """The sample played (and, by a runner, judged) wherever this scheduler plays samples."""
         if self.runner is None:
             return await self._attempts(r, s)
@@ -379,7 +316,7 @@ class RolloutScheduler:
         s.attempts, s.infra_errors = traj.attempts, list(traj.infra_errors)
         return traj, None
 
-    async def _run_sample(self, r: _Run, s: _Sample, rank: int) -> None:
+    async def _run_sample(self, r: RunState, s: Sample, rank: int) -> None:
         finishing: asyncio.Future[None] | None = None
         announced = False  # this sample's judgement announced to the judge and not yet begun
         try:
@@ -422,13 +359,13 @@ class RolloutScheduler:
             if announced:  # played to no diff (an infrastructure fault), or cancelled: no judgement comes
                 expect_judgements(self.judge, s.group.task, -1)
 
-    async def _branches(self, r: _Run, root: _Sample, rank: int) -> None:
+    async def _branches(self, r: RunState, root: Sample, rank: int) -> None:
         """Play, judge and store every branch of ``root`` (K per branch point), each in its own sandbox."""
         c = self.config
         assert root.episode is not None and c.branch is not None
         points = select_points(c.branch, root.episode.branch_points, root.episode.traces)
         kids = [
-            _Sample(root.group, root.index, branch_id(root.traj_id, bp.turn, k), parent=root, point=bp, k=k)
+            Sample(root.group, root.index, branch_id(root.traj_id, bp.turn, k), parent=root, point=bp, k=k)
             for bp in points for k in range(c.branch.branches)
         ]  # fmt: skip
         r.branches = [b for b in r.branches if b.parent is not root] + kids  # a replayed root: its new ones
@@ -443,7 +380,7 @@ class RolloutScheduler:
             await asyncio.gather(*handles, return_exceptions=True)
             raise
 
-    async def _finish(self, r: _Run, s: _Sample, traj: Trajectory) -> None:
+    async def _finish(self, r: RunState, s: Sample, traj: Trajectory) -> None:
         traj.attempts = s.attempts
         traj.infra_errors = list(s.infra_errors)
         if self.store is not None:  # stored before it is reported, counted or handed on
@@ -451,7 +388,7 @@ class RolloutScheduler:
             assert r.writer is not None
             await r.writer.put(traj)
             r.stats.store_ms += (time.perf_counter() - ts) * 1000
-        s.outcome, s.state = _Outcome.of(traj), "done"
+        s.outcome, s.state = Outcome.of(traj), "done"
         s.traj = traj if r.keep else None
         if not s.is_branch:  # branches are extra samples of their root's state, not group members
             self._account(r, s, traj)
@@ -460,7 +397,7 @@ class RolloutScheduler:
         if self.on_done is not None:
             self.on_done(traj)
 
-    def _account(self, r: _Run, s: _Sample, traj: Trajectory) -> None:
+    def _account(self, r: RunState, s: Sample, traj: Trajectory) -> None:
         r.stats.done += 1
         if traj.status != "ok":
             r.stats.failed += 1
@@ -474,18 +411,20 @@ class RolloutScheduler:
 
     # -- a run -----------------------------------------------------------------------------------
 
-    def _plan(self, tasks: list[Task], group_size: int, run_id: str, seed: int, resume: bool) -> list[_Group]:
+    def _plan(
+        self, tasks: list[Task], group_size: int, run_id: str, seed: int, resume: bool
+    ) -> list[SampleGroup]:
         nonce = "" if resume else uuid.uuid4().hex[:8]
         groups = []
         for ordinal, task in enumerate(tasks):
             # a group id names one group of one call (a resumed call continues the same groups)
-            g = _Group(task, f"{run_id}:{nonce + ':' if nonce else ''}{ordinal}:{task.id}", group_size)
+            g = SampleGroup(task, f"{run_id}:{nonce + ':' if nonce else ''}{ordinal}:{task.id}", group_size)
             for i in range(group_size + self.config.spares):
-                g.members.append(_Sample(g, i, sample_id(run_id, nonce, seed, ordinal, task, i)))
+                g.members.append(Sample(g, i, sample_id(run_id, nonce, seed, ordinal, task, i)))
             groups.append(g)
         return groups
 
-    def _load_stored(self, r: _Run, samples: list[_Sample]) -> None:
+    def _load_stored(self, r: RunState, samples: list[Sample]) -> None:
         """Resume: samples already stored are done (an ``infra_error`` one is tried again)."""
         assert self.store is not None
         stored = self.store.statuses([s.traj_id for s in samples])  # type: ignore[attr-defined]
@@ -496,7 +435,7 @@ class RolloutScheduler:
             if traj.status == "infra_error":
                 s.attempts, s.infra_errors = traj.attempts, list(traj.infra_errors)
                 continue
-            s.outcome, s.state = _Outcome.of(traj), "done"
+            s.outcome, s.state = Outcome.of(traj), "done"
             s.traj = traj if r.keep else None
             r.stats.resumed += 1
             self._account(r, s, traj)
@@ -534,7 +473,9 @@ class RolloutScheduler:
         self._resources()
         if not self._runs:
             self._stopping = False  # a stop ends the runs it found; a later run starts afresh
-        r = _Run(run_id, policy, seed, keep_trajectories, SchedulerStats(requested=len(tasks) * group_size))
+        r = RunState(
+            run_id, policy, seed, keep_trajectories, SchedulerStats(requested=len(tasks) * group_size)
+        )
         self.stats = r.stats  # what a progress display follows (the latest run)
         r.groups = self._plan(tasks, group_size, run_id, seed, resume)
         r.samples = [m for g in r.groups for m in g.members]
@@ -561,7 +502,7 @@ class RolloutScheduler:
                 await r.writer.close()
         return self._summary(r, t0)
 
-    async def _round(self, r: _Run, samples: list[_Sample], rank: int) -> None:
+    async def _round(self, r: RunState, samples: list[Sample], rank: int) -> None:
         for s in samples:
             s.handle = asyncio.ensure_future(self._run_sample(r, s, rank))
         handles = [s.handle for s in samples if s.handle is not None]
@@ -571,7 +512,7 @@ class RolloutScheduler:
             if not h.cancelled() and h.exception() is not None:
                 raise h.exception()  # type: ignore[misc]  # a store failure: loud, never silent
 
-    def _summary(self, r: _Run, t0: float) -> RolloutSummary:
+    def _summary(self, r: RunState, t0: float) -> RolloutSummary:
         finished = [s for s in r.samples if s.state == "done" and s.outcome is not None]
         done = [s.outcome for s in finished if s.outcome is not None]
         pending = [
