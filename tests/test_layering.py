@@ -31,8 +31,9 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # chat_format (the text format policies render and the Environment parses), textsafe (candidate
 # text made inert for a reader: the terminal and the HTML pages), pyast (the one thread-safe ast.parse),
 # pids (whether an owner process is alive: the image store and the sandbox reaper), filelock (a lock
-# file held across processes: the image store, the GGUF model cache, the task registry).
-ROOT_ROOMS = ("errors", "trajectory", "chat_format", "textsafe", "pyast", "pids", "filelock")
+# file held across processes: the image store, the GGUF model cache, the task registry), atomicfile (a file
+# replaced whole: task records, caches, exports, golden sets, the checkpoints' pointer).
+ROOT_ROOMS = ("errors", "trajectory", "chat_format", "textsafe", "pyast", "pids", "filelock", "atomicfile")
 
 # room -> the rooms (or single modules, "judge.records") it may import. A room may always import
 # itself. Read bottom-up: errors; images; sandbox; tasks; judge; admission; policy; env; rollout; store; ...; cli.
@@ -46,27 +47,30 @@ ALLOWED: dict[str, frozenset[str]] = {
     "pyast": frozenset(),
     "pids": frozenset(),
     "filelock": frozenset(),
+    "atomicfile": frozenset(),
     "images": frozenset(
         {"errors", "pids", "filelock"}
     ),  # the image store: below the sandbox, whose roots it makes
-    "sandbox": frozenset({"errors", "images", "pids"}),
+    "sandbox": frozenset({"errors", "images", "pids", "atomicfile"}),
     "tasks": frozenset(
-        {"errors", "sandbox", "pyast", "images", "filelock"}
+        {"errors", "sandbox", "pyast", "images", "filelock", "atomicfile"}
     ),  # protocols only: see CONCRETE_BACKENDS
-    "judge": frozenset({"errors", "sandbox", "tasks", "pyast"}),  # never rollout, policy, train, env, store
+    "judge": frozenset(
+        {"errors", "sandbox", "tasks", "pyast", "atomicfile"}
+    ),  # never rollout, policy, train, env, store
     # runs the judge on a task to decide whether it enters the library (check, regress, bench)
-    "admission": frozenset({"errors", "sandbox", "tasks", "judge"}),
+    "admission": frozenset({"errors", "sandbox", "tasks", "judge", "atomicfile"}),
     "trajectory": frozenset({"errors", "judge.records"}),  # the judge's verdict record, nothing else
     "policy": frozenset({"errors", "tasks", "chat_format", "trajectory", "filelock"}),  # never judge
     "env": frozenset({"errors", "sandbox", "tasks", "judge", "trajectory", "chat_format"}),  # never policy
-    "store": frozenset({"errors", "trajectory", "tasks", "sandbox"}),  # never rollout
+    "store": frozenset({"errors", "trajectory", "tasks", "sandbox", "atomicfile"}),  # never rollout
     "curriculum": frozenset({"errors", "tasks", "trajectory"}),
     "monitor": frozenset({"errors", "trajectory", "textsafe"}),
     "rollout": ROLLOUT_ROOMS,  # drives env with a policy
     # the driver resolves a task's image to a digest in its image store; nodes fill theirs by that digest
     "distributed": (ROLLOUT_ROOMS - {"chat_format"}) | {"rollout", "images"},
     # consumes trajectories: everything rollout may use, and the rooms that shape training
-    "train": ROLLOUT_ROOMS | {"rollout", "curriculum", "monitor", "distributed", "admission"},
+    "train": ROLLOUT_ROOMS | {"rollout", "curriculum", "monitor", "distributed", "admission", "atomicfile"},
     "integrations": ROLLOUT_ROOMS | {"rollout"},  # thin adapters over env
     "doctor": frozenset({"errors", "sandbox"}),  # reports the sandbox's own feature detection
     "cli": frozenset({"*"}),  # parses, calls the library, prints

@@ -25,12 +25,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparring import atomicfile
 from sparring.errors import TaskError
 from sparring.judge.base import Judge
 from sparring.sandbox.hostenv import current_host_environment
@@ -74,10 +74,7 @@ def remember(record: dict[str, Any]) -> None:
     dest = _cache_path(str(digest), str(jv))
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".verdict.", dir=dest.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f, sort_keys=True)
-        os.replace(tmp, dest)
+        atomicfile.write_text(dest, json.dumps(record, sort_keys=True), mode=0o600)
     except OSError:
         pass
 

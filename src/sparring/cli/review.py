@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from sparring import atomicfile
 from sparring.cli.common import JSON_OPT, emit_json, guarded, out_console
 from sparring.cli.summary import print_summary
 
@@ -200,9 +201,7 @@ def export(
 
         with _queue(db) as q:
             data = export_labelled(q)
-        tmp = out.with_suffix(out.suffix + ".tmp")
-        tmp.write_text(json.dumps(data, indent=1) + "\n")
-        tmp.replace(out)
+        atomicfile.write_text(out, json.dumps(data, indent=1) + "\n")
         d = {"cases": len(data["cases"]), "out": str(out)}
         emit_json(d) if json_out else print_summary(out_console, d)
 

@@ -27,14 +27,13 @@ written whole (a temporary file, then a rename), so a reader never sees half of 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from sparring import atomicfile
 from sparring.judge.withheld import RefTrace
 from sparring.tasks.loader import Task
 
@@ -146,14 +145,6 @@ class TraceCache:
         dest = self._path(key)
         try:
             dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".trace.", dir=dest.parent)  # mode 0600
-            try:
-                with os.fdopen(fd, "w") as f:
-                    json.dump(encode(key, trace), f, sort_keys=True)
-                os.replace(tmp, dest)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            atomicfile.write_text(dest, json.dumps(encode(key, trace), sort_keys=True), mode=0o600)
         except OSError:
             pass

@@ -21,9 +21,10 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from sparring import atomicfile
 
 DPKG_STATUS = "var/lib/dpkg/status"
 OS_RELEASE = ("etc/os-release", "usr/lib/os-release")
@@ -154,10 +155,8 @@ def remember_snapshot(env: HostEnvironment) -> None:
         return
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".snap.", dir=dest.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump({**env.brief(), "package_source": env.package_source, "list": list(env.packages)}, f)
-        os.replace(tmp, dest)
+        snap = {**env.brief(), "package_source": env.package_source, "list": list(env.packages)}
+        atomicfile.write_text(dest, json.dumps(snap), mode=0o600)
     except OSError:
         pass
 

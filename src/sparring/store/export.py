@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from sparring import atomicfile
 from sparring.errors import ConfigError, StoreError
 from sparring.store.base import TrajectoryStore, TrajQuery
 from sparring.trajectory import Trajectory
@@ -53,15 +53,8 @@ def _atomic_write(out_path: str | os.PathLike[str], write: Callable[[Path], int]
         raise StoreError(f"cannot create the directory for {out}: {e.strerror}") from None
     if out.is_dir():
         raise ConfigError(f"--out {out} is a directory; give a file path")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        n = write(tmp)
-        os.replace(tmp, out)
-        return n
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomicfile.replacing(out) as tmp:
+        return write(tmp)
 
 
 def export_jsonl(store: TrajectoryStore, query: TrajQuery, out_path: str | os.PathLike[str]) -> int:

@@ -23,15 +23,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from sparring import atomicfile
 from sparring.errors import ConfigError, StoreError
 from sparring.sandbox.base import WorkspaceDiff
 from sparring.store.base import TrajectoryStore, TrajQuery
@@ -208,18 +207,13 @@ def promote_regression(trajs: list[Trajectory], out: Path, cid: str, limit: int)
     """A JSONL file of regression cases, written atomically."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"regression-{cid}.jsonl"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=out)
-    try:
-        with os.fdopen(fd, "w") as f:
-            for t in trajs[:limit]:
-                case = {"cluster": cid, "id": t.id, "task_id": t.task_id, "task_digest": t.task_digest,
-                        "status": t.status, "reward": t.reward, "failing_tests": t.failing_tests,
-                        "flags": t.flags, "error_type": error_type(t.error), "judge_version": t.judge_version,
-                        "diff": t.diff}  # fmt: skip
-                f.write(json.dumps(case, ensure_ascii=True) + "\n")
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    with atomicfile.replacing(path) as tmp, open(tmp, "w") as f:
+        for t in trajs[:limit]:
+            case = {"cluster": cid, "id": t.id, "task_id": t.task_id, "task_digest": t.task_digest,
+                    "status": t.status, "reward": t.reward, "failing_tests": t.failing_tests,
+                    "flags": t.flags, "error_type": error_type(t.error), "judge_version": t.judge_version,
+                    "diff": t.diff}  # fmt: skip
+            f.write(json.dumps(case, ensure_ascii=True) + "\n")
     return {"path": str(path), "cases": min(limit, len(trajs))}
 
 

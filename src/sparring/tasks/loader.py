@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import tomli_w
 from pydantic import ValidationError
 
+from sparring import atomicfile
 from sparring.errors import TaskError
 from sparring.tasks import taskfs
 from sparring.tasks.digest import task_digest
@@ -163,7 +162,7 @@ def write_task(
     """Write a task directory atomically (built in a temp dir, then renamed into place)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp = atomicfile.temp_dir(out)
     try:
         for sub, files in (("workspace", workspace), ("hidden", hidden), ("solution", solution)):
             (tmp / sub).mkdir()
@@ -204,11 +203,7 @@ def write_task_record(task: Task, name: str, record: dict[str, Any]) -> Path:
     Records sit outside the digested bytes; each carries the digest it is about (see read_task_record).
     """
     dest = task.path / name
-    fd, tmp = tempfile.mkstemp(prefix=f".{Path(name).stem}.", dir=task.path)
-    with os.fdopen(fd, "w") as f:
-        json.dump(record, f, indent=1, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, dest)
+    atomicfile.write_text(dest, json.dumps(record, indent=1, sort_keys=True) + "\n")
     return dest
 
 

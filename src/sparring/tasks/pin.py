@@ -10,14 +10,13 @@ comments and layout stay; nothing is written when the pins are already right.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparring import atomicfile
 from sparring.errors import TaskError
 from sparring.tasks.loader import TASK_FILE, load_task, workspace_digest
 
@@ -112,10 +111,7 @@ def pin_task(path: Path) -> Pinned:
         if image is not None and image != image_previous:
             text = image_pinned_text(text, image)
         tomllib.loads(text)  # the edit must leave valid TOML (it always does; a check, not a hope)
-        fd, tmp = tempfile.mkstemp(prefix=".task.", suffix=".toml", dir=task.path)
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-        os.replace(tmp, f)
+        atomicfile.write_text(f, text)
         task = load_task(task.path)
         assert task.spec.workspace_digest == digest and task.spec.environment.image == image
     return Pinned(task.id, task.path, digest, previous, image, image_previous)

@@ -20,9 +20,9 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
+from sparring import atomicfile
 from sparring.errors import TaskError
 from sparring.filelock import locked
 from sparring.tasks.loader import ADMISSION_FILE, TASK_FILE, Task, load_admission, load_task
@@ -143,7 +143,7 @@ class Registry:
             for t in new:
                 dest = self.root / t.id / f"v{t.spec.version}"
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+                tmp = atomicfile.temp_dir(dest)
                 try:
                     for part in _PARTS:
                         src = t.path / part
@@ -169,7 +169,5 @@ class Registry:
         return added, same
 
     def _write_index(self, index: dict[str, str]) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=".index.", dir=self.root)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"format": 1, "tasks": dict(sorted(index.items()))}, f, indent=0)
-        os.replace(tmp, self.root / INDEX)
+        data = {"format": 1, "tasks": dict(sorted(index.items()))}
+        atomicfile.write_text(self.root / INDEX, json.dumps(data, indent=0))

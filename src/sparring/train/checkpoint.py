@@ -19,12 +19,12 @@ one that never stopped.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import uuid
 from pathlib import Path
 from typing import Any
 
+from sparring import atomicfile
 from sparring.errors import ConfigError
 
 LATEST = "latest"
@@ -51,9 +51,7 @@ def save_checkpoint(
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)
-    pointer = root / f".{LATEST}.tmp"
-    pointer.write_text(name)
-    os.replace(pointer, root / LATEST)
+    atomicfile.write_text(root / LATEST, name)
     done = sorted(p for p in root.glob("iter-*") if p.is_dir())
     for old in done[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)

@@ -28,6 +28,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from sparring import atomicfile
 from sparring.errors import ConfigError, TaskError
 from sparring.judge.base import JudgeRunError
 from sparring.judge.pytest_judge import JudgeConfig, PytestJudge
@@ -239,9 +240,7 @@ def golden_data(rep: RegressReport) -> dict[str, Any]:
 
 
 def write_golden(path: Path, rep: RegressReport) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(golden_data(rep), indent=1, sort_keys=True) + "\n")
-    tmp.replace(path)
+    atomicfile.write_text(path, json.dumps(golden_data(rep), indent=1, sort_keys=True) + "\n")
 
 
 async def replay_labelled(

@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from sparring import atomicfile
 from sparring.errors import ConfigError
 from sparring.judge.process import ProcessInput, Step, process_components, process_flags, run_checks
 
@@ -76,6 +77,4 @@ def replay_process(data: dict[str, Any]) -> tuple[int, list[dict[str, Any]], dic
 
 
 def write_process_golden(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    tmp.replace(path)
+    atomicfile.write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")

@@ -19,6 +19,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparring import atomicfile
 from sparring.errors import ConfigError
 from sparring.sandbox.environment import GROUP, HOST_ETC, HOSTNAME, PASSWD, TOP_LEVEL, SandboxEnvironment
 from sparring.sandbox.isolation.features import c_compiler
@@ -134,23 +135,14 @@ def install_server(root: Path, kind: str = "auto") -> tuple[str, Path]:
             return "c", static
         cc = c_compiler()
         if cc is not None:
-            tmp = root / f".execserver-{os.getpid()}.tmp"
             # Static first: it then needs nothing from the sandbox's root, so it runs in any image's
             # (another libc, or none); dynamic where no static libc is installed.
             for flags, dst in ((["-static"], static), ([], base)):
                 if dst.exists():
                     return "c", dst
-                r = subprocess.run(
-                    [cc, "-O2", *flags, "-o", str(tmp), str(here / "execserver.c")],
-                    capture_output=True,
-                    text=True,
-                )
-                if r.returncode == 0:
-                    os.chmod(tmp, 0o755)
-                    os.replace(tmp, dst)
+                why = _compile(cc, flags, here / "execserver.c", dst)
+                if not why:
                     return "c", dst
-            tmp.unlink(missing_ok=True)
-            why = (r.stderr.strip().splitlines() or ["no output"])[-1]
         else:
             why = "no C compiler (cc) on PATH"
         if kind == "c":
@@ -161,8 +153,24 @@ def install_server(root: Path, kind: str = "auto") -> tuple[str, Path]:
     src = (here / "execserver.py").read_bytes()
     dst = root / f"execserver-{hashlib.sha256(src).hexdigest()[:12]}.py"
     if not dst.exists():
-        tmp = root / f".execserver-{os.getpid()}.py.tmp"
-        tmp.write_bytes(src)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dst)
+        atomicfile.write_bytes(dst, src, mode=0o644)
     return "python", dst
+
+
+class _NotBuilt(Exception):
+    """The compiler failed; its last line of complaint."""
+
+
+def _compile(cc: str, flags: list[str], source: Path, dst: Path) -> str:
+    """Build ``dst`` (0755, in place only when the compiler succeeded); "" when built, else the
+    compiler's last line of complaint."""
+    try:
+        with atomicfile.replacing(dst, mode=0o755) as tmp:
+            r = subprocess.run(
+                [cc, "-O2", *flags, "-o", str(tmp), str(source)], capture_output=True, text=True
+            )
+            if r.returncode != 0:
+                raise _NotBuilt((r.stderr.strip().splitlines() or ["no output"])[-1])
+    except _NotBuilt as e:
+        return str(e)
+    return ""

@@ -24,10 +24,10 @@ import errno
 import functools
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from sparring import atomicfile
 from sparring.errors import SandboxUnavailableError
 from sparring.sandbox.isolation.seccomp import OTHER_PROCESS, READ_ONLY_ON_OTHERS, SELF_ONLY
 
@@ -121,8 +121,5 @@ def write_profile(root: Path, source: Path | None = None) -> Path:
     data = _rendered(source or default_profile())
     path = root / f"seccomp-{hashlib.sha256(data).hexdigest()[:16]}.json"
     if not path.is_file():
-        tmp = root / f".{path.name}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        atomicfile.write_bytes(path, data)
     return path

@@ -21,6 +21,7 @@ import os
 import shutil
 from pathlib import Path
 
+from sparring import atomicfile
 from sparring.errors import SandboxUnavailableError
 from sparring.sandbox.isolation.features import INSTALL_HINT
 from sparring.sandbox.oci.image import find_static_busybox
@@ -45,12 +46,9 @@ def seal(root: Path, src: Path, name: str) -> Path:
     if path.is_file() and os.stat(path).st_mode & 0o7777 == SEALED_MODE:
         return path
     d.mkdir(mode=0o755, exist_ok=True)
-    tmp = d / f".{name}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.chown(tmp, NOBODY, NOBODY)
-    os.chmod(tmp, SEALED_MODE)
-    os.replace(tmp, path)
+    with atomicfile.replacing(path, mode=SEALED_MODE) as tmp:
+        tmp.write_bytes(data)
+        os.chown(tmp, NOBODY, NOBODY)
     return path
 
 

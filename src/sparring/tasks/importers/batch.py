@@ -8,11 +8,11 @@ interrupt) leaves ``out`` as it was. Errors about the input are gathered per rec
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sparring import atomicfile
 from sparring.errors import TaskError
 from sparring.tasks.loader import Task, load_task, write_task
 from sparring.tasks.spec import TaskSpec
@@ -50,7 +50,7 @@ def write_drafts(drafts: Sequence[Draft], out: Path) -> list[Task]:
         raise TaskError(f"two records give the same task id {dup[0]}: rename one of them")
     out.parent.mkdir(parents=True, exist_ok=True)
     created_out = not out.exists()
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.import-", dir=out if out.is_dir() else out.parent))
+    stage = atomicfile.temp_dir(out / ".import" if out.is_dir() else out)
     moved: list[Path] = []
     try:
         for d in drafts:
