@@ -47,6 +47,9 @@ def test_a_replaced_file_keeps_its_mode_and_an_exact_mode_is_exact(tmp_path):
         os.chmod(f, m)
         atomicfile.write_text(f, f"new {m:o}")
         assert f.read_text() == f"new {m:o}" and _mode(f) == m
+    os.chmod(f, 0o4755)  # set-user-ID: not carried over to bytes it was never set for
+    atomicfile.write_text(f, "new")
+    assert _mode(f) == 0o755
     atomicfile.write_bytes(f, b"private", mode=0o600)
     assert _mode(f) == 0o600 and f.read_bytes() == b"private"
     # an exact mode is given after the write, whatever the umask would have made of it

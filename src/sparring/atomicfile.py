@@ -2,15 +2,17 @@
 
 A reader (another process, a later run, a crash's survivor) sees the old file or the new one, never a
 part of either, and a write that fails leaves the destination as it was and no temporary file behind.
-Every module that replaces a file it owns (task records, the task library's index, caches, exports, the
-image store's records, checkpoints' pointer) goes through here, so they all keep the same three promises:
+Every module that replaces a file it owns (task records, the task library's index, caches, exports, golden
+sets, the checkpoints' pointer) goes through here, so they all keep the same three promises (the image
+store keeps its own ``tmp/``, which its gc empties of a dead process's files):
 
 - **whole or nothing**: the temporary file is renamed onto the destination only after the block that
   writes it has finished without an exception; otherwise it is removed;
-- **the mode a user expects**: a file that is replaced keeps its mode (``sed -i`` does the same); a new
-  one gets the mode ``open()`` would give it (0666 less the umask), not ``mkstemp``'s 0600, which made
-  ``tasks pin`` turn a 0644 ``task.toml`` into 0600; ``mode=`` sets an exact mode instead (a private
-  cache's 0600, a program's 0755);
+- **the mode a user expects**: a file that is replaced keeps its permission bits (``sed -i`` does the
+  same; a set-user-ID or set-group-ID bit is not carried over to new bytes); a new one gets the mode
+  ``open()`` would give it (0666 less the umask), not ``mkstemp``'s 0600, which made ``tasks pin`` turn
+  a 0644 ``task.toml`` into 0600; ``mode=`` sets an exact mode instead (a private cache's 0600, a
+  program's 0755);
 - **no clash**: each write takes its own temporary name (created exclusively), so two processes replacing
   one file at once each rename a whole file and the last rename wins.
 
@@ -87,4 +89,5 @@ def _mode_of(dest: Path) -> int | None:
         st = os.stat(dest, follow_symlinks=False)
     except OSError:
         return None
-    return stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
+    # its permission bits only: new bytes under an old set-user-ID bit would run as the file's owner
+    return stat.S_IMODE(st.st_mode) & 0o777 if stat.S_ISREG(st.st_mode) else None
