@@ -8,19 +8,14 @@ so the checks are lower bounds.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
 from pathlib import Path
 
 from sparring.judge.pytest_judge import PytestJudge
 from sparring.tasks.loader import solution_diff
+from tests_support import load_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("suite_cpu", ROOT / "benchmarks" / "suite_cpu.py")
-assert _spec is not None and _spec.loader is not None
-suite_cpu = importlib.util.module_from_spec(_spec)
-sys.modules["suite_cpu"] = suite_cpu  # dataclasses look their module up while the class is made
-_spec.loader.exec_module(suite_cpu)
+suite_cpu = load_benchmark("suite_cpu")
 
 BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5:\n    pass\n"
 

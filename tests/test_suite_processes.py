@@ -7,7 +7,6 @@ whoever has it (the run being measured, say), so the format is checked against t
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -17,12 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests_support import load_benchmark
+
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("suite_processes", ROOT / "benchmarks" / "suite_processes.py")
-assert _spec is not None and _spec.loader is not None
-sp = importlib.util.module_from_spec(_spec)
-sys.modules["suite_processes"] = sp  # dataclasses look their module up while the class is made
-_spec.loader.exec_module(sp)
+sp = load_benchmark("suite_processes")
 
 T0 = 1_800_000_000
 

@@ -7,7 +7,9 @@ only one of them can be the module named `conftest` at a time.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +21,18 @@ from sparring.tasks.loader import Task, write_task
 from sparring.tasks.spec import JudgeSpec, TaskSpec
 
 T = TypeVar("T")
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def load_benchmark(name: str):  # type: ignore[no-untyped-def]
+    """The script ``benchmarks/{name}.py`` as a module named ``name`` (benchmarks/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
 
 BUGGY = '''\
 def clamp(x, lo, hi):
