@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from sparring import atomicfile
 from sparring.filelock import beside, locked
 
 EXE = Path(sys.executable).parent / "sparring"
@@ -52,9 +53,7 @@ def _run(root: Path, args: tuple[str, ...], workdir: str) -> DemoRun:
         if not answer.is_file():
             r = subprocess.run([str(EXE), *args], cwd=root, capture_output=True, text=True, timeout=1800)
             assert r.returncode == 0, f"`sparring {' '.join(args)}` failed:\n{r.stderr[-3000:]}"
-            tmp = answer.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"out": json.loads(r.stdout), "stderr": r.stderr}))
-            os.replace(tmp, answer)
+            atomicfile.write_text(answer, json.dumps({"out": json.loads(r.stdout), "stderr": r.stderr}))
     got = json.loads(answer.read_text())
     return DemoRun(root, root / workdir, got["out"], got["stderr"])
 

@@ -40,7 +40,7 @@ def replacing(path: str | os.PathLike[str], *, mode: int | None = None) -> Itera
     renamed onto ``path``. On any exception, the block's or the rename's, it is removed and ``path`` is
     left as it was. ``mode`` None: the replaced file's mode, or 0666 less the umask for a new file."""
     dest = Path(path)
-    tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(6)}.tmp")
+    tmp = _temp_name(dest)
     # O_EXCL: this name is ours alone. Made as open() makes a file (0666 less the umask), or private to
     # its owner while it is written when an exact mode (given to it at the end) is asked for
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666 if mode is None else 0o600)
@@ -72,15 +72,14 @@ def temp_dir(beside: str | os.PathLike[str]) -> Path:
     """A new empty folder beside ``beside`` (in its parent, named after it), to build a folder in and
     rename onto ``beside`` when it is whole. Made as ``mkdir`` makes one (0777 less the umask), not
     ``mkdtemp``'s 0700, which the rename would hand on: every generated task's folder was 0700."""
-    dest = Path(beside)
-    for _ in range(100):
-        tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(6)}.tmp")
-        try:
-            os.mkdir(tmp, 0o777)
-        except FileExistsError:
-            continue
-        return tmp
-    raise FileExistsError(f"no free temporary name beside {dest}")
+    tmp = _temp_name(Path(beside))
+    os.mkdir(tmp, 0o777)  # exclusive as replacing's O_EXCL: a name taken already raises
+    return tmp
+
+
+def _temp_name(dest: Path) -> Path:
+    """A hidden name beside ``dest``, after it, with 48 random bits: no other writer's."""
+    return dest.with_name(f".{dest.name}.{secrets.token_hex(6)}.tmp")
 
 
 def _mode_of(dest: Path) -> int | None:
